@@ -1,0 +1,82 @@
+# Build everything with nvcc for one GPU architecture (Hopper by default; the GPU's own compute
+# capability when one is visible; override with `make GPU_ARCH=80`). Builds on machines without a GPU.
+#
+#   make            programs and test suites
+#   make test       CPU suite, then GPU suite (GPU tests report themselves skipped without a GPU)
+#   make clean
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CXX       ?= g++
+DETECTED_ARCH := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. ')
+GPU_ARCH  ?= $(if $(DETECTED_ARCH),$(DETECTED_ARCH),90)
+BUILD     := build
+
+# GoogleTest: the system's (Debian libgtest-dev), or a copy in .deps/gtest (see scripts/vendor_gtest.sh).
+GTEST_DIR ?= $(if $(wildcard .deps/gtest/include),.deps/gtest,)
+GTEST_INC := $(if $(GTEST_DIR),-I$(GTEST_DIR)/include,)
+GTEST_LIB := $(if $(GTEST_DIR),-L$(GTEST_DIR)/lib,) -lgtest_main -lgtest -lpthread
+
+COMMON_FLAGS := -O3 -I. -MMD -MP
+CXXFLAGS  += -std=c++17 $(COMMON_FLAGS) -Wall -Wextra -I$(CUDA_HOME)/include
+NVCCFLAGS += -std=c++17 $(COMMON_FLAGS) -gencode arch=compute_$(GPU_ARCH),code=[sm_$(GPU_ARCH),compute_$(GPU_ARCH)] \
+             --expt-relaxed-constexpr -Xcompiler -Wall -diag-suppress 177
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
+
+# Plain C++ (no CUDA runtime): the CPU references and everything the CPU suite tests.
+HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp \
+            optim/param_table.cpp optim/schedule.cpp optim/options.cpp optim/chunks.cpp \
+            optim/ref/ref_adamw.cpp optim/ref/ref_adafactor.cpp optim/ref/ref_muon.cpp \
+            models/model_tables.cpp
+# CUDA code: the arena, the optimizers and their kernels.
+CUDA_SRC := common/device_random.cu optim/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \
+            optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu
+
+HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+
+TEST_CPU_SRC := $(wildcard tests/cpu/*.cpp)
+TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
+
+PROGRAMS := bench_optim
+TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
+TOOLS    := $(BUILD)/optim_replay
+
+.PHONY: all test test-cpu test-gpu clean
+all: $(PROGRAMS) $(TESTS) $(TOOLS)
+
+$(BUILD)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $(GTEST_INC) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(GTEST_INC) -c $< -o $@
+
+$(BUILD)/libhost.a: $(HOST_OBJ)
+	ar rcs $@ $^
+$(BUILD)/libcuda.a: $(CUDA_OBJ)
+	ar rcs $@ $^
+
+bench_optim: $(BUILD)/bench/bench_optim.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
+	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
+$(BUILD)/optim_replay: $(BUILD)/tests/tools/optim_replay.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
+	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
+$(BUILD)/test_cpu: $(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(GTEST_LIB)
+
+$(BUILD)/test_gpu: $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/libcuda.a $(BUILD)/libhost.a
+	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS) $(GTEST_LIB)
+
+test: test-cpu test-gpu
+test-cpu: $(BUILD)/test_cpu
+	./$(BUILD)/test_cpu
+test-gpu: $(BUILD)/test_gpu
+	./$(BUILD)/test_gpu
+
+clean:
+	rm -rf $(BUILD) $(PROGRAMS)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

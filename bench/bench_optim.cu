@@ -1,0 +1,164 @@
+// bench_optim: optimizer step time on real model shapes, one JSON line per (model, optimizer).
+//
+//   ./bench_optim --models gpt2-124m,gpt2-355m --opts adamw,adafactor,muon
+//
+// Each step is timed with CUDA events (median of --steps after --warmup). "floor_ms" is the bytes the
+// step must move (per optimizer, below) over the measured device-to-device copy bandwidth, so
+// pct_of_floor = 100 * floor_ms / median_ms. "launches" counts the kernels of one step, read from a
+// CUDA graph capture of it.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "common/cli.h"
+#include "common/cuda_check.h"
+#include "common/device_random.h"
+#include "models/model_tables.h"
+#include "optim/grad_clip.h"
+#include "optim/optimizer.h"
+
+namespace {
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Device-to-device copy bandwidth, counting bytes read plus bytes written.
+double copy_bandwidth() {
+  const size_t n = size_t(1) << 30;
+  DeviceBuffer<char> a(n, "bandwidth probe"), b(n, "bandwidth probe");
+  CUDA_CHECK(cudaMemset(a.get(), 1, n));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < 23; i++) {
+    CUDA_CHECK(cudaEventRecord(e0));
+    CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaEventRecord(e1));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float t;
+    CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    if (i >= 3) ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * double(n) / (median(ms) * 1e-3);
+}
+
+// Bytes one step must move through HBM, by tensor and owner (optimizers.md D; GEMM traffic of
+// Newton-Schulz is excluded: it is compute-bound).
+double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool clip) {
+  double b = 0;
+  for (const auto& ti : t.tensors()) {
+    double n = double(ti.numel), per = 0;
+    if (opt == "adamw") per = 28;
+    else if (opt == "adafactor") per = ti.ndim() > 1 ? 24 : 40;
+    // Muon matrices: momentum (R g, buf; W buf, bf16 x: 14) + normalise (R/W x: 4) + apply (R p, x; W p:
+    // 10) = 28; the other tensors go through AdamW (28).
+    else if (opt == "muon") per = 28;
+    if (bf16) per += 2;
+    if (clip) per += 4;
+    b += per * n;
+  }
+  return b;
+}
+
+double ns_flops(const ParamTable& t, int steps) {
+  double f = 0;
+  for (const auto& ti : t.tensors())
+    if (ti.resolved_owner() == Owner::Muon) {
+      double m = double(std::min(ti.mat_rows(), ti.mat_cols())), n = double(std::max(ti.mat_rows(), ti.mat_cols()));
+      f += steps * (4 * m * m * n + 2 * m * m * m);
+    }
+  return f;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string models = "vit-b16,gpt2-124m,gpt2-355m,gpt2-774m,gpt2-1558m", opts = "adamw,adafactor,muon";
+  int steps = 30, warmup = 5;
+  bool bf16 = false, clip = false;
+  std::vector<std::string> sets;
+  Cli cli("bench_optim", "Median optimizer step time on model shapes; prints one JSON line per measurement.");
+  cli.add('m', "models", &models, "comma-separated: gpt2-124m, gpt2-355m, gpt2-774m, gpt2-1558m, vit-b16");
+  cli.add('o', "opts", &opts, "comma-separated optimizers");
+  cli.add('n', "steps", &steps, "timed steps");
+  cli.add('w', "warmup", &warmup, "untimed steps first");
+  cli.add('b', "bf16", &bf16, "also refresh a bf16 copy of the parameters in each step");
+  cli.add('c', "clip", &clip, "include global grad-norm clipping (2 extra launches, +4 B/param)");
+  cli.add('s', "set", &sets, "optimizer option key=value (repeatable), e.g. --set muon.ns_steps=5");
+  try {
+    if (!cli.parse(argc, argv)) return 0;
+    if (steps < 1 || warmup < 0) user_error("--steps must be >= 1 and --warmup >= 0.");
+    if (!cuda_device_available()) user_error("bench_optim needs a CUDA GPU and none is visible.");
+    OptimOptions oo;
+    for (const auto& s : sets) set_option(oo, s);
+    for (const auto& o : split(opts)) validate_options(o, oo);
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const double bw = copy_bandwidth();
+    std::printf("{\"bench\":\"copy\",\"gpu\":\"%s\",\"copy_tbps\":%.3f}\n", prop.name, bw / 1e12);
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    for (const auto& model : split(models)) {
+      ParamTable table = model_table_by_name(model);
+      Arena arena(table, bf16);
+      fill_normal(arena.params(), arena.total(), 1, 0.02f);
+      fill_normal(arena.grads(), arena.total(), 2, 1e-3f);
+      GradClipper clipper(arena, 1.0f);
+      for (const auto& name : split(opts)) {
+        auto opt = make_optimizer(name, oo, arena);
+        StepInfo info;
+        if (clip) info.d_grad_scale = clipper.d_scale();
+        auto one_step = [&] {
+          if (clip) clipper.run(stream);
+          opt->step(info, stream);
+        };
+        for (int i = 0; i < warmup; i++) one_step();
+        std::vector<float> ms;
+        for (int i = 0; i < steps; i++) {
+          CUDA_CHECK(cudaEventRecord(e0, stream));
+          one_step();
+          CUDA_CHECK(cudaEventRecord(e1, stream));
+          CUDA_CHECK(cudaEventSynchronize(e1));
+          float t;
+          CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+          ms.push_back(t);
+        }
+        cudaGraph_t graph;
+        CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        one_step();
+        CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        size_t nodes = 0;
+        CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+        const double bytes = step_bytes(name, table, bf16, clip), floor_ms = bytes / bw * 1e3, med = median(ms);
+        std::printf("{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
+                    "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
+                    "\"floor_ms\":%.4f,\"pct_of_floor\":%.1f,\"launches\":%zu,\"state_mib\":%.1f",
+                    prop.name, model.c_str(), (long long)table.num_params(), name.c_str(), int(bf16), int(clip), med,
+                    *std::min_element(ms.begin(), ms.end()), bytes / double(table.num_params()), floor_ms,
+                    100.0 * floor_ms / med, nodes, double(opt->state_bytes()) / 1048576.0);
+        if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps) / 1e12);
+        std::printf("}\n");
+        std::fflush(stdout);
+      }
+    }
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "bench_optim: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,40 @@
+// Command-line flags, llm.c style: short flags with a value (-o velo, -b 64) and long equivalents
+// (--optimizer velo, --optimizer=velo). The help text is generated from the same table that parses,
+// so the two cannot drift. Bad flags raise UserError with one sentence.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+class Cli {
+ public:
+  Cli(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
+
+  // short_name may be 0 for long-only flags. Defaults are the targets' current values.
+  void add(char short_name, const std::string& long_name, std::string* target, const std::string& help);
+  void add(char short_name, const std::string& long_name, int* target, const std::string& help);
+  void add(char short_name, const std::string& long_name, int64_t* target, const std::string& help);
+  void add(char short_name, const std::string& long_name, double* target, const std::string& help);
+  void add(char short_name, const std::string& long_name, float* target, const std::string& help);
+  void add(char short_name, const std::string& long_name, bool* target, const std::string& help);  // 0/1/true/false
+  // Repeatable flag: every occurrence appends its value.
+  void add(char short_name, const std::string& long_name, std::vector<std::string>* target, const std::string& help);
+
+  // Returns false when --help / -h was given (help already printed to stdout).
+  bool parse(int argc, char** argv);
+  std::string help() const;
+
+ private:
+  enum class Kind { Str, Int, I64, Dbl, Flt, Bool, Multi };
+  struct Flag {
+    char s;
+    std::string l, help;
+    Kind kind;
+    void* target;
+    std::string deflt;
+  };
+  void push(char s, const std::string& l, Kind k, void* t, const std::string& help, std::string deflt);
+  void set(const Flag& f, const std::string& value) const;
+  std::string program_, summary_;
+  std::vector<Flag> flags_;
+};

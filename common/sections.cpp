@@ -1,0 +1,192 @@
+#include "common/sections.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "common/crc32.h"
+#include "common/error.h"
+
+namespace {
+const char kMagic[8] = {'L', 'O', 'P', 'T', 'S', 'E', 'C', 'T'};
+const uint32_t kVersion = 1;
+const char* kEnd = "__end__";
+const uint32_t kMaxName = 4096;
+
+std::string dir_of(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------- writer
+
+SectionWriter::SectionWriter(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
+  f_ = std::fopen(tmp_.c_str(), "wb");
+  if (!f_) user_error("cannot write '", tmp_, "': ", std::strerror(errno), "; check that the folder exists and is writable.");
+  raw(kMagic, 8);
+  uint32_t hdr[2] = {kVersion, 0};
+  raw(hdr, sizeof hdr);
+}
+
+SectionWriter::~SectionWriter() {
+  if (f_) std::fclose(f_);
+  if (!committed_) std::remove(tmp_.c_str());
+}
+
+void SectionWriter::raw(const void* p, size_t n) {
+  if (n && std::fwrite(p, 1, n, f_) != n)
+    user_error("writing '", tmp_, "' failed: ", std::strerror(errno), " (disk full?).");
+}
+
+void SectionWriter::begin(const std::string& name, uint64_t nbytes) {
+  CHECK(!in_section_ && !committed_ && !name.empty() && name.size() < kMaxName);
+  for (const auto& n : names_) CHECK(n != name);
+  names_.push_back(name);
+  uint32_t len = uint32_t(name.size());
+  raw(&len, 4);
+  raw(name.data(), len);
+  raw(&nbytes, 8);
+  in_section_ = true;
+  remaining_ = nbytes;
+  crc_ = 0;
+}
+
+void SectionWriter::write(const void* data, size_t n) {
+  CHECK(in_section_ && n <= remaining_);
+  raw(data, n);
+  crc_ = crc32_update(crc_, data, n);
+  remaining_ -= n;
+}
+
+void SectionWriter::end() {
+  CHECK(in_section_ && remaining_ == 0);
+  raw(&crc_, 4);
+  in_section_ = false;
+  count_++;
+}
+
+void SectionWriter::put(const std::string& name, const void* data, uint64_t nbytes) {
+  begin(name, nbytes);
+  write(data, nbytes);
+  end();
+}
+
+void SectionWriter::commit() {
+  CHECK(!in_section_ && !committed_);
+  uint64_t n = count_;
+  put(kEnd, &n, sizeof n);
+  if (std::fflush(f_) != 0 || fsync(fileno(f_)) != 0)
+    user_error("writing '", tmp_, "' failed: ", std::strerror(errno), " (disk full?).");
+  std::fclose(f_);
+  f_ = nullptr;
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+    user_error("cannot rename '", tmp_, "' to '", path_, "': ", std::strerror(errno), ".");
+  committed_ = true;
+  int dfd = open(dir_of(path_).c_str(), O_RDONLY);  // make the rename itself durable
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- reader
+
+void SectionReader::fail(const std::string& section, const std::string& why) const {
+  if (section.empty()) user_error("'", path_, "' ", why, ".");
+  user_error("'", path_, "': section '", section, "' ", why, ".");
+}
+
+SectionReader::SectionReader(std::string path) : path_(std::move(path)) {
+  f_ = std::fopen(path_.c_str(), "rb");
+  if (!f_) user_error("cannot open '", path_, "': ", std::strerror(errno), ".");
+  auto need = [&](void* p, size_t n, const char* what) {
+    if (std::fread(p, 1, n, f_) != n) fail("", std::string("is truncated (ends inside ") + what + "); the file is incomplete or not a checkpoint");
+  };
+  char magic[8];
+  uint32_t hdr[2];
+  need(magic, 8, "the header");
+  if (std::memcmp(magic, kMagic, 8) != 0) fail("", "is not a checkpoint/state file of this program (bad magic bytes)");
+  need(hdr, sizeof hdr, "the header");
+  if (hdr[0] != kVersion) fail("", str_cat("has format version ", hdr[0], " but this program reads version ", kVersion));
+  std::vector<char> buf(1 << 22);
+  uint64_t sections = 0;
+  for (;;) {
+    uint32_t len;
+    need(&len, 4, "a section header");
+    if (len == 0 || len >= kMaxName) fail("", "is corrupt (bad section name length)");
+    std::string name(len, '\0');
+    need(&name[0], len, "a section name");
+    uint64_t nbytes;
+    need(&nbytes, 8, "a section header");
+    Entry e{uint64_t(std::ftell(f_)), nbytes};
+    uint32_t crc = 0;
+    for (uint64_t left = nbytes; left > 0;) {
+      size_t n = size_t(std::min<uint64_t>(left, buf.size()));
+      if (std::fread(buf.data(), 1, n, f_) != n) fail(name, "is truncated; the file is incomplete");
+      crc = crc32_update(crc, buf.data(), n);
+      left -= n;
+    }
+    uint32_t stored;
+    need(&stored, 4, "a checksum");
+    if (stored != crc) fail(name, "fails its checksum; the file is corrupt");
+    if (name == kEnd) {
+      uint64_t count = 0;
+      if (nbytes != 8) fail(name, "is malformed");
+      std::fseek(f_, long(e.offset), SEEK_SET);
+      need(&count, 8, "the end marker");
+      if (count != sections) fail("", "is corrupt (section count mismatch)");
+      break;
+    }
+    if (index_.count(name)) fail(name, "appears twice; the file is corrupt");
+    index_[name] = e;
+    sections++;
+  }
+}
+
+SectionReader::~SectionReader() {
+  if (f_) std::fclose(f_);
+}
+
+const SectionReader::Entry& SectionReader::entry(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) fail(name, "is missing; the file was written by another program or model");
+  return it->second;
+}
+
+uint64_t SectionReader::size(const std::string& name) const { return entry(name).nbytes; }
+
+void SectionReader::read_pieces(const std::string& name, uint64_t nbytes, size_t piece,
+                                const std::function<void(const void*, size_t, uint64_t)>& fn) const {
+  const Entry& e = entry(name);
+  if (e.nbytes != nbytes)
+    fail(name, str_cat("holds ", e.nbytes, " bytes but ", nbytes, " were expected; it belongs to a different model or configuration"));
+  std::vector<char> buf(std::min<uint64_t>(piece, std::max<uint64_t>(nbytes, 1)));
+  std::fseek(f_, long(e.offset), SEEK_SET);
+  for (uint64_t done = 0; done < nbytes;) {
+    size_t n = size_t(std::min<uint64_t>(nbytes - done, buf.size()));
+    if (std::fread(buf.data(), 1, n, f_) != n) fail(name, "could not be read (the file changed while open?)");
+    fn(buf.data(), n, done);
+    done += n;
+  }
+}
+
+void SectionReader::read(const std::string& name, void* dst, uint64_t nbytes) const {
+  read_pieces(name, nbytes, size_t(std::max<uint64_t>(nbytes, 1)),
+              [&](const void* p, size_t n, uint64_t off) { std::memcpy(static_cast<char*>(dst) + off, p, n); });
+}
+
+std::string SectionReader::get_string(const std::string& name) const {
+  std::string s(size(name), '\0');
+  read(name, s.empty() ? nullptr : &s[0], s.size());
+  return s;
+}
+
+int64_t SectionReader::get_i64(const std::string& name) const {
+  int64_t v;
+  read(name, &v, sizeof v);
+  return v;
+}

@@ -1,0 +1,53 @@
+#include "optim/chunks.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+std::vector<int> all_tensors(const ParamTable& t) {
+  std::vector<int> v(size_t(t.size()));
+  for (int i = 0; i < t.size(); i++) v[size_t(i)] = i;
+  return v;
+}
+
+int64_t plan_state_offsets(const ParamTable& t, const std::vector<int>& subset, std::vector<int64_t>* offsets) {
+  offsets->assign(size_t(t.size()), -1);
+  int64_t total = 0;
+  for (int i : subset) {
+    (*offsets)[size_t(i)] = total;
+    total += (t[i].numel + ParamTable::kAlignElems - 1) / ParamTable::kAlignElems * ParamTable::kAlignElems;
+  }
+  return total;
+}
+
+std::vector<Chunk> plan_chunks(const ParamTable& t, const std::vector<int>& subset,
+                               const std::vector<int64_t>& state_offsets, int chunk_elems) {
+  CHECK(chunk_elems > 0 && chunk_elems % 4 == 0);
+  std::vector<Chunk> out;
+  for (int i : subset) {
+    const auto& ti = t[i];
+    for (int64_t s = 0; s < ti.numel; s += chunk_elems)
+      out.push_back({ti.offset + s, state_offsets[size_t(i)] + s, int32_t(std::min<int64_t>(chunk_elems, ti.numel - s)), i});
+  }
+  return out;
+}
+
+TileGrid plan_tile_grid(int64_t rows, int64_t cols, int max_cols, int64_t target_elems) {
+  CHECK(rows > 0 && cols > 0 && rows < (1ll << 31) && cols < (1ll << 31));
+  TileGrid g;
+  g.cols_per_tile = int32_t(std::min<int64_t>(cols, max_cols));
+  g.col_tiles = int32_t((cols + g.cols_per_tile - 1) / g.cols_per_tile);
+  g.rows_per_tile = int32_t(std::clamp<int64_t>(target_elems / g.cols_per_tile, 1, rows));
+  g.row_tiles = int32_t((rows + g.rows_per_tile - 1) / g.rows_per_tile);
+  return g;
+}
+
+void append_tiles(std::vector<Tile>* out, int slot, int64_t batch, int64_t rows, int64_t cols, const TileGrid& g) {
+  for (int64_t b = 0; b < batch; b++)
+    for (int tr = 0; tr < g.row_tiles; tr++)
+      for (int tc = 0; tc < g.col_tiles; tc++) {
+        int r0 = tr * g.rows_per_tile, c0 = tc * g.cols_per_tile;
+        out->push_back({slot, int32_t(b), tr, tc, r0, int32_t(std::min<int64_t>(g.rows_per_tile, rows - r0)), c0,
+                        int32_t(std::min<int64_t>(g.cols_per_tile, cols - c0))});
+      }
+}

@@ -1,0 +1,46 @@
+// Work maps for multi-tensor kernels (the multi_tensor_apply idea, with the map in device memory so a
+// launch can cover any number of tensors). Built once on the host per optimizer, uploaded once.
+//
+//  - Chunk: a contiguous run of one tensor's elements; elementwise passes (AdamW, Muon, grad norm).
+//  - Tile:  a block of rows x cols of one batch slice of a tensor's last-two-dims view; passes that
+//           reduce along rows and columns (Adafactor's factored second moment).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "optim/param_table.h"
+
+struct Chunk {
+  int64_t p_begin;  // first element in the arena
+  int64_t s_begin;  // first element in the optimizer's state buffers
+  int32_t n;        // elements
+  int32_t tensor;   // table index
+};
+
+// Compact state layout for a subset of tensors: offsets aligned like the arena's; -1 for tensors not in
+// the subset. Returns the total length.
+int64_t plan_state_offsets(const ParamTable& t, const std::vector<int>& subset, std::vector<int64_t>* offsets);
+
+// Chunks of at most chunk_elems (a multiple of 4) over the subset, in table order.
+std::vector<Chunk> plan_chunks(const ParamTable& t, const std::vector<int>& subset,
+                               const std::vector<int64_t>& state_offsets, int chunk_elems);
+
+struct Tile {
+  int32_t slot;    // index into the optimizer's own per-tensor table
+  int32_t b;       // batch slice
+  int32_t tr, tc;  // tile row / column index within the slice
+  int32_t r0, nr;  // rows [r0, r0+nr)
+  int32_t c0, nc;  // cols [c0, c0+nc)
+};
+
+struct TileGrid {
+  int32_t row_tiles = 0, col_tiles = 0, rows_per_tile = 0, cols_per_tile = 0;
+};
+
+// How a (rows x cols) slice is cut: at most max_cols columns a tile, and enough rows that a tile holds
+// about target_elems elements.
+TileGrid plan_tile_grid(int64_t rows, int64_t cols, int max_cols, int64_t target_elems);
+// Appends the tiles of every batch slice of one tensor.
+void append_tiles(std::vector<Tile>* out, int slot, int64_t batch, int64_t rows, int64_t cols, const TileGrid& g);
+
+std::vector<int> all_tensors(const ParamTable& t);

@@ -1,0 +1,62 @@
+#include "optim/grad_clip.h"
+
+namespace {
+constexpr int kThreads = 256, kChunk = 16384, kFinal = 1024;
+
+__global__ void __launch_bounds__(kThreads) sumsq_chunks(const Chunk* __restrict__ chunks, const float* __restrict__ g,
+                                                         float* __restrict__ partial) {
+  const Chunk c = chunks[blockIdx.x];
+  const float4* G4 = reinterpret_cast<const float4*>(g + c.p_begin);
+  float s = 0.0f;
+  const int n4 = c.n >> 2;
+  for (int i = threadIdx.x; i < n4; i += kThreads) {
+    float4 v = G4[i];
+    s += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+  }
+  for (int e = 4 * n4 + threadIdx.x; e < c.n; e += kThreads) s += g[c.p_begin + e] * g[c.p_begin + e];
+  __shared__ float red[kThreads];
+  red[threadIdx.x] = s;
+  __syncthreads();
+  for (int k = kThreads / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) red[threadIdx.x] += red[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = red[0];
+}
+
+__global__ void __launch_bounds__(kFinal) finish_norm(const float* __restrict__ partial, int n, float max_norm, float* out) {
+  __shared__ double red[kFinal];
+  double s = 0;
+  for (int i = threadIdx.x; i < n; i += kFinal) s += partial[i];
+  red[threadIdx.x] = s;
+  __syncthreads();
+  for (int k = kFinal / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) red[threadIdx.x] += red[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    float norm = float(sqrt(red[0]));
+    float scale = 1.0f;
+    if (max_norm > 0) scale = fminf(1.0f, max_norm / (norm + 1e-6f));
+    out[0] = scale;
+    out[1] = norm;
+  }
+}
+}  // namespace
+
+GradClipper::GradClipper(const Arena& arena, float max_norm) : arena_(arena), max_norm_(max_norm) {
+  std::vector<int64_t> same;
+  for (const auto& t : arena.table().tensors()) same.push_back(t.offset);
+  auto c = plan_chunks(arena.table(), all_tensors(arena.table()), same, kChunk);
+  chunks_.alloc(c.size(), "grad-norm chunk map");
+  chunks_.upload(c);
+  partial_.alloc(c.size(), "grad-norm partials");
+  out_.alloc(2, "grad-norm result");
+}
+
+void GradClipper::run(cudaStream_t s) {
+  sumsq_chunks<<<unsigned(chunks_.size()), kThreads, 0, s>>>(chunks_.get(), arena_.grads(), partial_.get());
+  CUDA_CHECK_LAUNCH();
+  finish_norm<<<1, kFinal, 0, s>>>(partial_.get(), int(partial_.size()), max_norm_, out_.get());
+  CUDA_CHECK_LAUNCH();
+}

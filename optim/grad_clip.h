@@ -1,0 +1,23 @@
+// Global gradient-norm clipping, deterministic: per-chunk partial sums of g^2 (fixed partition), then
+// one block sums them in a fixed order. Writes the norm and torch's clip coefficient
+// min(1, max_norm / (norm + 1e-6)) to device memory; optimizers read it through StepInfo, so the
+// gradients are never rewritten and the host never waits.
+#pragma once
+#include "common/device_buffer.h"
+#include "optim/arena.h"
+#include "optim/chunks.h"
+
+class GradClipper {
+ public:
+  GradClipper(const Arena& arena, float max_norm);  // max_norm <= 0: measure only, scale stays 1
+  void run(cudaStream_t s);                         // two launches
+  const float* d_scale() const { return out_.get(); }
+  const float* d_norm() const { return out_.get() + 1; }
+  float max_norm() const { return max_norm_; }
+
+ private:
+  const Arena& arena_;
+  float max_norm_;
+  DeviceBuffer<Chunk> chunks_;
+  DeviceBuffer<float> partial_, out_;  // out_ = {scale, norm}
+};

@@ -1,0 +1,49 @@
+// Muon (torch.optim.Muon semantics) on the hidden matrices, AdamW on everything else (embeddings, head,
+// vectors), chosen from each tensor's role in the table. Matrices of one shape are orthogonalised
+// together by batched cuBLASLt GEMMs (optim/newton_schulz.h).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "optim/adamw.h"
+#include "optim/chunks.h"
+#include "optim/newton_schulz.h"
+#include "optim/optimizer.h"
+
+struct MuonTensor {  // per table index (zeros for tensors Muon does not own)
+  int64_t s_off;
+  int32_t chunk_begin, chunk_end;
+  float ratio;  // adjusted lr / lr for this shape
+  int32_t decay;
+};
+
+struct MuonScalars {
+  float mu, one_minus_mu, wd_factor, grad_scale;
+  double lr;
+  AdamWScalars aux;
+};
+
+class Muon : public Optimizer {
+ public:
+  Muon(Arena& arena, const OptimOptions& opts);
+  std::string name() const override { return "muon"; }
+  void step(const StepInfo& info, cudaStream_t s) override;
+  const std::vector<int>& muon_tensors() const { return muon_; }
+  int ns_launches() const { return ns_ ? ns_->launches_per_run() : 0; }
+
+ protected:
+  std::vector<StateBuffer> state_buffers() const override;
+
+ private:
+  std::vector<int> muon_, adamw_;  // table indices by owner
+  AdamWCore aux_;
+  DeviceBuffer<float> buf_;            // momentum, compact over the Muon tensors (grouped by shape)
+  DeviceBuffer<__nv_bfloat16> x_;      // Newton-Schulz input/output, same offsets as buf_
+  DeviceBuffer<Chunk> chunks_;
+  DeviceBuffer<float> chunk_sq_;
+  DeviceBuffer<MuonTensor> mt_;
+  DeviceBuffer<MuonScalars> scalars_;
+  std::unique_ptr<NewtonSchulz> ns_;
+};
+
+std::vector<int> muon_owned(const ParamTable& t, bool muon);

@@ -1,0 +1,68 @@
+#include "optim/optimizer.h"
+
+#include "optim/adafactor.h"
+#include "optim/adamw.h"
+#include "optim/muon.h"
+
+Optimizer::Optimizer(Arena& arena, const OptimOptions& opts) : arena_(arena), opts_(opts) {
+  d_step_.alloc(1, "step counter");
+  d_step_.zero();
+}
+
+size_t Optimizer::state_bytes() const {
+  size_t n = 0;
+  for (const auto& b : state_buffers()) n += b.bytes;
+  return n;
+}
+
+int64_t Optimizer::steps_done() const { return d_step_.download(1)[0]; }
+
+void Optimizer::save_state(SectionWriter& w) const {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  w.put_string("optim.name", name());
+  uint64_t fp = arena_.table().fingerprint();
+  w.put("optim.fingerprint", &fp, sizeof fp);
+  const size_t piece = size_t(64) << 20;
+  std::vector<char> host(piece);
+  auto dump = [&](const std::string& name, const void* dptr, size_t bytes) {
+    w.begin(name, bytes);
+    for (size_t off = 0; off < bytes; off += piece) {
+      size_t n = std::min(piece, bytes - off);
+      CUDA_CHECK(cudaMemcpy(host.data(), static_cast<const char*>(dptr) + off, n, cudaMemcpyDeviceToHost));
+      w.write(host.data(), n);
+    }
+    w.end();
+  };
+  dump("optim.counter", d_step_.get(), sizeof(int64_t));
+  for (const auto& b : state_buffers()) dump("optim." + b.name, b.ptr, b.bytes);
+}
+
+void Optimizer::load_state(const SectionReader& r) {
+  std::string saved = r.get_string("optim.name");
+  if (saved != name())
+    user_error("'", r.path(), "' holds the state of optimizer '", saved, "', not '", name(),
+               "'; resume with -o ", saved, " or start without the state file.");
+  uint64_t fp = 0;
+  r.read("optim.fingerprint", &fp, sizeof fp);
+  if (fp != arena_.table().fingerprint())
+    user_error("'", r.path(), "' was saved for a different model (parameter names or shapes differ).");
+  auto bufs = state_buffers();
+  bufs.insert(bufs.begin(), StateBuffer{"counter", d_step_.get(), sizeof(int64_t)});
+  for (const auto& b : bufs)  // check everything before overwriting anything
+    if (r.size("optim." + b.name) != b.bytes)
+      r.fail("optim." + b.name, str_cat("holds ", r.size("optim." + b.name), " bytes but this optimizer needs ", b.bytes,
+                                        "; it was saved with other settings"));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  for (const auto& b : bufs)
+    r.read_pieces("optim." + b.name, b.bytes, size_t(64) << 20, [&](const void* p, size_t n, uint64_t off) {
+      CUDA_CHECK(cudaMemcpy(static_cast<char*>(b.ptr) + off, p, n, cudaMemcpyHostToDevice));
+    });
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena) {
+  validate_options(name, opts);
+  if (name == "adamw") return std::make_unique<AdamW>(arena, opts);
+  if (name == "adafactor") return std::make_unique<Adafactor>(arena, opts);
+  if (name == "muon") return std::make_unique<Muon>(arena, opts);
+  user_error("unknown optimizer '", name, "'.");  // unreachable: validate_options checked the name
+}

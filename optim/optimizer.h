@@ -1,0 +1,57 @@
+// The optimizer interface shared by all five optimizers.
+//
+// step() enqueues work on a stream and never synchronises with the host: the update counter, the LR
+// schedule, bias corrections and the clip scale are all read or computed on the device, so a whole
+// training step can be captured in a CUDA graph and replayed. State lives in device buffers laid out
+// against the arena's table; save/load go through section files (common/sections.h).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/device_buffer.h"
+#include "common/sections.h"
+#include "optim/arena.h"
+#include "optim/options.h"
+
+struct StepInfo {
+  const float* d_loss = nullptr;        // this step's training loss, on the device (VeLO reads it)
+  const float* d_grad_scale = nullptr;  // gradients are multiplied by *d_grad_scale (clipping); null = 1
+};
+
+class Optimizer {
+ public:
+  Optimizer(Arena& arena, const OptimOptions& opts);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual std::string name() const = 0;
+  virtual void step(const StepInfo& info, cudaStream_t stream) = 0;
+  virtual size_t state_bytes() const;  // device bytes of optimizer state (saved buffers)
+
+  // Sections "optim.*"; load checks optimizer name, model fingerprint and every size before it
+  // overwrites anything, so a refused file leaves the optimizer as it was.
+  void save_state(SectionWriter& w) const;
+  void load_state(const SectionReader& r);
+  int64_t steps_done() const;  // synchronous; for logging and tests, not for the step itself
+
+  const OptimOptions& options() const { return opts_; }
+
+ protected:
+  struct StateBuffer {
+    std::string name;
+    void* ptr;
+    size_t bytes;
+  };
+  virtual std::vector<StateBuffer> state_buffers() const = 0;
+
+  Arena& arena_;
+  OptimOptions opts_;
+  DeviceBuffer<int64_t> d_step_;  // updates applied so far; advanced on the device by each step
+};
+
+// adamw | adafactor | muon. Validates the name and the hyperparameters first (UserError).
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena);

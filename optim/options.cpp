@@ -1,0 +1,143 @@
+#include "optim/options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+#include "common/error.h"
+
+namespace {
+struct Entry {
+  std::string key, help;
+  std::function<void(const std::string&)> set;
+  std::function<std::string()> get;
+};
+
+double parse_double(const std::string& key, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x))
+    user_error("option ", key, " needs a finite number, got '", v, "'.");
+  return x;
+}
+
+std::vector<Entry> table(OptimOptions& o) {
+  std::vector<Entry> t;
+  auto num = [&](const std::string& k, double* p, const char* help) {
+    t.push_back({k, help, [k, p](const std::string& v) { *p = parse_double(k, v); },
+                 [p] { return str_cat(*p); }});
+  };
+  auto integer = [&](const std::string& k, int* p, const char* help) {
+    t.push_back({k, help, [k, p](const std::string& v) {
+                   double x = parse_double(k, v);
+                   if (x != std::floor(x) || std::fabs(x) > 1e9) user_error("option ", k, " needs an integer, got '", v, "'.");
+                   *p = int(x);
+                 },
+                 [p] { return str_cat(*p); }});
+  };
+  auto boolean = [&](const std::string& k, bool* p, const char* help) {
+    t.push_back({k, help, [k, p](const std::string& v) {
+                   if (v == "1" || v == "true") *p = true;
+                   else if (v == "0" || v == "false") *p = false;
+                   else user_error("option ", k, " needs true or false, got '", v, "'.");
+                 },
+                 [p] { return std::string(*p ? "true" : "false"); }});
+  };
+  auto adamw = [&](const std::string& pre, AdamWOptions* a) {
+    num(pre + "lr", &a->lr, "learning rate");
+    num(pre + "beta1", &a->beta1, "first-moment decay");
+    num(pre + "beta2", &a->beta2, "second-moment decay");
+    num(pre + "eps", &a->eps, "added to sqrt(v_hat)");
+    num(pre + "wd", &a->weight_decay, "decoupled weight decay (tensors with decay on)");
+  };
+  adamw("adamw.", &o.adamw);
+  num("adafactor.lr", &o.adafactor.lr, "maximum relative step size rho_t; also scales weight decay");
+  num("adafactor.beta2_decay", &o.adafactor.beta2_decay, "second-moment weight is t^beta2_decay");
+  num("adafactor.eps1", &o.adafactor.eps1, "floor of sqrt(V_hat); < 0 means fp32 epsilon 2^-23");
+  num("adafactor.eps2", &o.adafactor.eps2, "floor of RMS(param) in the relative step");
+  num("adafactor.d", &o.adafactor.d, "update clipping threshold");
+  num("adafactor.wd", &o.adafactor.weight_decay, "decoupled weight decay");
+  num("muon.lr", &o.muon.lr, "learning rate of the orthogonalised step");
+  num("muon.wd", &o.muon.weight_decay, "decoupled weight decay (uses the unadjusted lr)");
+  num("muon.momentum", &o.muon.momentum, "momentum mu");
+  boolean("muon.nesterov", &o.muon.nesterov, "Nesterov momentum");
+  integer("muon.ns_steps", &o.muon.ns_steps, "Newton-Schulz iterations");
+  num("muon.eps", &o.muon.eps, "floor of the Frobenius norm before Newton-Schulz");
+  num("muon.a", &o.muon.ns_a, "Newton-Schulz coefficient a");
+  num("muon.b", &o.muon.ns_b, "Newton-Schulz coefficient b");
+  num("muon.c", &o.muon.ns_c, "Newton-Schulz coefficient c");
+  t.push_back({"muon.adjust_lr", "original (sqrt(max(1,rows/cols))) or match_rms_adamw (0.2*sqrt(max(rows,cols)))",
+               [&o](const std::string& v) { o.muon.adjust_lr = v; }, [&o] { return o.muon.adjust_lr; }});
+  num("muon.ns_workspace_mb", &o.muon.ns_workspace_mb, "cap on Newton-Schulz scratch memory (MiB)");
+  adamw("muon.aux.", &o.muon.aux);
+  return t;
+}
+
+void check_range(bool ok, const std::string& what, double got, const char* range) {
+  if (!ok) user_error(what, " must be ", range, " (got ", got, ").");
+}
+
+void validate_adamw(const std::string& pre, const AdamWOptions& a) {
+  check_range(a.lr >= 0, pre + "lr", a.lr, ">= 0");
+  check_range(a.beta1 >= 0 && a.beta1 < 1, pre + "beta1", a.beta1, "in [0, 1)");
+  check_range(a.beta2 >= 0 && a.beta2 < 1, pre + "beta2", a.beta2, "in [0, 1)");
+  check_range(a.eps >= 0, pre + "eps", a.eps, ">= 0");
+  check_range(a.weight_decay >= 0, pre + "wd", a.weight_decay, ">= 0");
+}
+}  // namespace
+
+void set_option(OptimOptions& o, const std::string& kv) {
+  auto eq = kv.find('=');
+  if (eq == std::string::npos) user_error("optimizer option '", kv, "' must look like key=value, e.g. adamw.lr=3e-4.");
+  std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+  for (auto& e : table(o))
+    if (e.key == key) return e.set(value);
+  user_error("unknown optimizer option '", key, "'; run with --help to list them.");
+}
+
+std::vector<std::string> describe_options(const OptimOptions& o) {
+  OptimOptions copy = o;
+  std::vector<std::string> out;
+  for (auto& e : table(copy)) out.push_back(str_cat(e.key, "=", e.get(), "  ", e.help));
+  return out;
+}
+
+const std::vector<std::string>& optimizer_names() {
+  static const std::vector<std::string> names = {"adamw", "adafactor", "muon"};
+  return names;
+}
+
+void check_optimizer_name(const std::string& name) {
+  for (const auto& n : optimizer_names())
+    if (n == name) return;
+  std::string list;
+  for (const auto& n : optimizer_names()) list += (list.empty() ? "" : ", ") + n;
+  user_error("unknown optimizer '", name, "'; choose one of ", list, ".");
+}
+
+void validate_options(const std::string& name, const OptimOptions& o) {
+  check_optimizer_name(name);
+  if (name == "adamw") validate_adamw("adamw.", o.adamw);
+  if (name == "adafactor") {
+    const auto& a = o.adafactor;
+    check_range(a.lr >= 0, "adafactor.lr", a.lr, ">= 0");
+    check_range(a.beta2_decay <= 0, "adafactor.beta2_decay", a.beta2_decay, "<= 0");
+    check_range(a.eps2 >= 0, "adafactor.eps2", a.eps2, ">= 0");
+    check_range(a.d >= 1, "adafactor.d", a.d, ">= 1");
+    check_range(a.weight_decay >= 0, "adafactor.wd", a.weight_decay, ">= 0");
+  }
+  if (name == "muon") {
+    const auto& m = o.muon;
+    check_range(m.lr >= 0, "muon.lr", m.lr, ">= 0");
+    check_range(m.weight_decay >= 0, "muon.wd", m.weight_decay, ">= 0");
+    check_range(m.momentum >= 0 && m.momentum < 1, "muon.momentum", m.momentum, "in [0, 1)");
+    check_range(m.ns_steps >= 1 && m.ns_steps < 100, "muon.ns_steps", m.ns_steps, "in [1, 99]");
+    check_range(m.eps > 0, "muon.eps", m.eps, "> 0");
+    check_range(m.ns_workspace_mb >= 16, "muon.ns_workspace_mb", m.ns_workspace_mb, ">= 16");
+    if (m.adjust_lr != "original" && m.adjust_lr != "match_rms_adamw")
+      user_error("muon.adjust_lr must be original or match_rms_adamw (got '", m.adjust_lr, "').");
+    validate_adamw("muon.aux.", m.aux);
+  }
+}

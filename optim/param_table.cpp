@@ -1,0 +1,69 @@
+#include "optim/param_table.h"
+
+#include "common/error.h"
+
+const char* role_name(Role r) {
+  switch (r) {
+    case Role::Embedding: return "embedding";
+    case Role::PosEmbedding: return "pos_embedding";
+    case Role::InputProj: return "input_proj";
+    case Role::Hidden: return "hidden";
+    case Role::Head: return "head";
+    case Role::Bias: return "bias";
+    case Role::NormGain: return "norm_gain";
+    case Role::NormBias: return "norm_bias";
+  }
+  return "?";
+}
+
+Owner TensorInfo::resolved_owner() const {
+  if (owner != Owner::Auto) return owner;
+  return (role == Role::Hidden && ndim() >= 2) ? Owner::Muon : Owner::AdamW;
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+int ParamTable::add(TensorSpec spec) {
+  if (spec.name.empty()) user_error("a parameter tensor needs a name.");
+  if (find(spec.name) >= 0) user_error("parameter name '", spec.name, "' is used twice in the table.");
+  TensorInfo t;
+  static_cast<TensorSpec&>(t) = std::move(spec);
+  t.numel = 1;
+  for (int64_t d : t.shape) {
+    if (d <= 0) user_error("parameter '", t.name, "' has a non-positive dimension in shape ", shape_str(t.shape), ".");
+    t.numel *= d;
+  }
+  if (t.owner == Owner::Muon && t.ndim() < 2)
+    user_error("parameter '", t.name, "' is ", t.ndim(), "-D; only matrices can be owned by Muon.");
+  if (t.fan_in == 0) t.fan_in = t.ndim() >= 2 ? t.numel / t.shape[0] : 1;
+  t.index = int(tensors_.size());
+  t.offset = total_;
+  total_ += (t.numel + kAlignElems - 1) / kAlignElems * kAlignElems;
+  params_ += t.numel;
+  tensors_.push_back(std::move(t));
+  return tensors_.back().index;
+}
+
+int ParamTable::find(const std::string& name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return t.index;
+  return -1;
+}
+
+uint64_t ParamTable::fingerprint() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64-bit
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+  };
+  for (const auto& t : tensors_) {
+    mix(t.name.data(), t.name.size());
+    mix(t.shape.data(), t.shape.size() * sizeof(int64_t));
+    uint8_t r = uint8_t(t.role);
+    mix(&r, 1);
+  }
+  return h;
+}

@@ -1,0 +1,68 @@
+// The parameter table: one row per model tensor, built once per model. Everything an optimizer needs to
+// know about a tensor is here, so no code indexes tensors by magic numbers. Offsets are in elements
+// into the arena's flat buffers and aligned to kAlignElems (128 bytes of fp32) for vector loads.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+enum class Role : uint8_t {
+  Embedding,     // token embedding (GPT-2: tied to the LM head)
+  PosEmbedding,  // learned position embedding, ViT cls token
+  InputProj,     // ViT patch embedding (input layer: fan-in is the fixed data width)
+  Hidden,        // hidden weight matrix (q, k, v, attn proj, mlp fc, mlp proj)
+  Head,          // output / classifier weights
+  Bias,
+  NormGain,
+  NormBias,
+};
+const char* role_name(Role r);
+
+// Which optimizer family updates a tensor when a "matrix" optimizer (Muon) is chosen.
+enum class Owner : uint8_t { Auto, AdamW, Muon };
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;  // torch layout: Linear weights are (out, in), convs (out, in, kh, kw)
+  Role role = Role::Hidden;
+  bool decay = true;            // decoupled weight decay applies
+  int64_t fan_in = 0;           // 0 = derived: product of all dims but the first (matrices), 1 otherwise
+  Owner owner = Owner::Auto;    // Auto: Muon takes Hidden matrices, AdamW takes the rest
+};
+
+struct TensorInfo : TensorSpec {
+  int index = 0;
+  int64_t offset = 0;  // elements into the arena
+  int64_t numel = 0;
+  int ndim() const { return int(shape.size()); }
+  // Last two dims (torch Adafactor factoring), with all leading dims as a batch. 1-D: rows = 1.
+  int64_t rows() const { return ndim() >= 2 ? shape[ndim() - 2] : 1; }
+  int64_t cols() const { return ndim() >= 1 ? shape[ndim() - 1] : 1; }
+  int64_t batch() const { return numel / (rows() * cols()); }
+  // The 2-D view used by matrix optimizers: (shape[0], rest), conv (out, in*kh*kw).
+  int64_t mat_rows() const { return ndim() >= 1 ? shape[0] : 1; }
+  int64_t mat_cols() const { return mat_rows() ? numel / mat_rows() : 0; }
+  Owner resolved_owner() const;  // Auto resolved from role and rank
+};
+
+class ParamTable {
+ public:
+  static constexpr int64_t kAlignElems = 32;  // 128 bytes of fp32
+
+  // Adds a tensor; returns its index. Names must be unique, dims positive.
+  int add(TensorSpec spec);
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo& operator[](int i) const { return tensors_[size_t(i)]; }
+  int size() const { return int(tensors_.size()); }
+  int find(const std::string& name) const;    // -1 if absent
+  int64_t total_elems() const { return total_; }   // padded arena length
+  int64_t num_params() const { return params_; }   // sum of numel
+  // Stable hash of names, shapes and roles: a checkpoint stores it to refuse a different model.
+  uint64_t fingerprint() const;
+
+ private:
+  std::vector<TensorInfo> tensors_;
+  int64_t total_ = 0, params_ = 0;
+};
+
+std::string shape_str(const std::vector<int64_t>& shape);

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine: the test suites, the PyTorch cross-check and the optimizer benchmark, with
+# every log under $OUT (or ./.out). Expects binaries built beforehand (`make all`); pass --build to
+# build here first. Usage: scripts/device_check.sh [--build] [tests|crosscheck|bench]...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-.out}
+mkdir -p "$OUT"
+if [ "${1:-}" = "--build" ]; then shift; make -j"$(nproc)" all 2>&1 | tail -n 5; fi
+what=${*:-tests crosscheck bench}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+status=0
+for w in $what; do
+  case $w in
+    tests)
+      ./build/test_cpu --gtest_brief=1 2>&1 | tee "$OUT/test_cpu.log" | tail -n 3 || status=1
+      ./build/test_gpu 2>&1 | tee "$OUT/test_gpu.log" | grep -E "^\[ info|FAILED|PASSED|SKIPPED|Failure|error" || status=1 ;;
+    crosscheck)
+      PYTHONUNBUFFERED=1 python3 tests/torch_crosscheck.py 2>&1 | tee "$OUT/crosscheck.jsonl" || status=1 ;;
+    bench)
+      ./bench_optim 2>&1 | tee "$OUT/bench_optim.jsonl" || status=1 ;;
+    *) echo "unknown step $w"; status=1 ;;
+  esac
+done
+exit $status

@@ -1,0 +1,122 @@
+#include <set>
+
+#include "models/model_tables.h"
+#include "optim/chunks.h"
+#include "optim/param_table.h"
+#include "tests/test_util.h"
+
+namespace {
+TensorSpec spec(const std::string& name, std::vector<int64_t> shape, Role role = Role::Hidden) {
+  TensorSpec s;
+  s.name = name;
+  s.shape = std::move(shape);
+  s.role = role;
+  return s;
+}
+}  // namespace
+
+TEST(ParamTable, OffsetsAlignedAndDerivedFields) {
+  ParamTable t;
+  t.add(spec("a", {7}, Role::Bias));
+  t.add(spec("b", {5, 9}));
+  t.add(spec("c", {3, 3, 4, 6}));
+  t.add(spec("wte", {50, 8}, Role::Embedding));
+  EXPECT_EQ(t.size(), 4);
+  for (const auto& ti : t.tensors()) EXPECT_EQ(ti.offset % ParamTable::kAlignElems, 0) << ti.name;
+  EXPECT_EQ(t[1].offset, 32);
+  EXPECT_EQ(t[2].offset, 96);
+  EXPECT_EQ(t.num_params(), 7 + 45 + 216 + 400);
+  EXPECT_EQ(t[2].rows(), 4);
+  EXPECT_EQ(t[2].cols(), 6);
+  EXPECT_EQ(t[2].batch(), 9);
+  EXPECT_EQ(t[2].mat_rows(), 3);
+  EXPECT_EQ(t[2].mat_cols(), 72);
+  EXPECT_EQ(t[2].fan_in, 72);
+  EXPECT_EQ(t[0].rows(), 1);
+  EXPECT_EQ(t[0].cols(), 7);
+  EXPECT_EQ(t[0].resolved_owner(), Owner::AdamW);
+  EXPECT_EQ(t[1].resolved_owner(), Owner::Muon);
+  EXPECT_EQ(t[3].resolved_owner(), Owner::AdamW);  // embeddings never go to Muon
+  EXPECT_EQ(t.find("c"), 2);
+  EXPECT_EQ(t.find("zz"), -1);
+}
+
+TEST(ParamTable, BadSpecs) {
+  ParamTable t;
+  t.add(spec("a", {4}));
+  expect_user_error([&] { t.add(spec("a", {4})); }, "used twice");
+  expect_user_error([&] { t.add(spec("z", {4, 0})); }, "non-positive dimension");
+  auto s = spec("v", {4}, Role::Bias);
+  s.owner = Owner::Muon;
+  expect_user_error([&] { t.add(s); }, "only matrices can be owned by Muon");
+}
+
+TEST(ParamTable, FingerprintTracksNamesAndShapes) {
+  ParamTable a, b, c;
+  a.add(spec("w", {4, 5}));
+  b.add(spec("w", {5, 4}));
+  c.add(spec("w", {4, 5}));
+  EXPECT_NE(a.fingerprint(), b.fingerprint());
+  EXPECT_EQ(a.fingerprint(), c.fingerprint());
+}
+
+TEST(Chunks, CoverEveryElementOnce) {
+  ParamTable t;
+  t.add(spec("a", {1}));
+  t.add(spec("b", {100003}));
+  t.add(spec("c", {17, 19}));
+  std::vector<int64_t> off;
+  int64_t n = plan_state_offsets(t, {0, 2}, &off);
+  EXPECT_EQ(off[1], -1);
+  EXPECT_EQ(off[2], 32);
+  EXPECT_EQ(n, 32 + 352);
+  auto all = all_tensors(t);
+  std::vector<int64_t> same;
+  for (const auto& ti : t.tensors()) same.push_back(ti.offset);
+  auto chunks = plan_chunks(t, all, same, 4096);
+  std::vector<int> seen(size_t(t.total_elems()), 0);
+  for (const auto& c : chunks) {
+    EXPECT_LE(c.n, 4096);
+    EXPECT_EQ(c.p_begin % 4, 0);
+    for (int i = 0; i < c.n; i++) seen[size_t(c.p_begin + i)]++;
+  }
+  for (const auto& ti : t.tensors())
+    for (int64_t i = 0; i < ti.numel; i++) ASSERT_EQ(seen[size_t(ti.offset + i)], 1) << ti.name << " " << i;
+}
+
+TEST(Chunks, TilesCoverEverySliceOnce) {
+  for (auto [B, R, C] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 5000}, {2, 37, 1500}, {3, 2048, 768}, {1, 5, 3}}) {
+    TileGrid g = plan_tile_grid(R, C, 1024, 32768);
+    std::vector<Tile> tiles;
+    append_tiles(&tiles, 7, B, R, C, g);
+    std::vector<int> seen(size_t(B * R * C), 0);
+    for (const auto& tl : tiles) {
+      EXPECT_EQ(tl.slot, 7);
+      EXPECT_LE(tl.nc, 1024);
+      EXPECT_LT(tl.tr, g.row_tiles);
+      EXPECT_LT(tl.tc, g.col_tiles);
+      for (int r = tl.r0; r < tl.r0 + tl.nr; r++)
+        for (int c = tl.c0; c < tl.c0 + tl.nc; c++) seen[size_t((tl.b * R + r) * C + c)]++;
+    }
+    for (int v : seen) ASSERT_EQ(v, 1);
+  }
+}
+
+TEST(ModelTables, Gpt2CountsMatchTheKnownSizes) {
+  EXPECT_EQ(model_table_by_name("gpt2-124m").num_params(), 124439808);
+  EXPECT_EQ(model_table_by_name("gpt2-355m").num_params(), 354823168);
+  EXPECT_EQ(model_table_by_name("gpt2-774m").num_params(), 774030080);
+  EXPECT_EQ(model_table_by_name("gpt2-1558m").num_params(), 1557611200);
+  Gpt2Shape fused = gpt2_shape("d12");
+  fused.separate_qkv = false;
+  EXPECT_EQ(gpt2_param_table(fused).num_params(), 124439808);
+  EXPECT_EQ(model_table_by_name("vit-b16").num_params(), 86567656);  // timm vit_base_patch16_224
+  // Muon takes exactly the hidden matrices: 12*L*C^2.
+  int64_t hidden = 0;
+  ParamTable t = model_table_by_name("gpt2-124m");
+  for (const auto& ti : t.tensors())
+    if (ti.resolved_owner() == Owner::Muon) hidden += ti.numel;
+  EXPECT_EQ(hidden, 12ll * 12 * 768 * 768);
+  expect_user_error([] { model_table_by_name("gpt3"); }, "unknown model");
+  expect_user_error([] { gpt2_shape("d13"); }, "unknown GPT-2 size");
+}

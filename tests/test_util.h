@@ -1,0 +1,52 @@
+// Small helpers shared by the test suites.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+// A fresh empty directory under the test temp dir.
+inline std::string make_temp_dir() {
+  std::string tmpl = testing::TempDir() + "lopt_test_XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  char* d = mkdtemp(buf.data());
+  if (!d) throw std::runtime_error("mkdtemp failed");
+  return std::string(d);
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+inline void write_file(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(data.data(), std::streamsize(data.size()));
+}
+
+// Expects `fn` to throw UserError whose message contains `needle`.
+template <class F>
+void expect_user_error(F fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected a UserError containing '" << needle << "'";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message was: " << e.what();
+  }
+}
+
+// Gradients with heterogeneous row and column scales (iid gradients hide factoring mistakes).
+inline std::vector<float> hetero_grad(int64_t rows, int64_t cols, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> z(0.0f, 1.0f), lg(0.0f, 1.0f);
+  std::vector<float> r(static_cast<size_t>(rows)), c(static_cast<size_t>(cols)), g(static_cast<size_t>(rows * cols));
+  for (auto& x : r) x = std::exp(lg(rng));
+  for (auto& x : c) x = std::exp(lg(rng));
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) g[size_t(i * cols + j)] = scale * z(rng) * r[size_t(i)] * c[size_t(j)];
+  return g;
+}

@@ -24,13 +24,16 @@ NVCCFLAGS += -std=c++17 $(COMMON_FLAGS) -gencode arch=compute_$(GPU_ARCH),code=[
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
 
 # Plain C++ (no CUDA runtime): the CPU references and everything the CPU suite tests.
-HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp \
+HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp \
+            optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/safetensors.cpp optim/lopt/msgpack.cpp \
             optim/param_table.cpp optim/schedule.cpp optim/options.cpp optim/chunks.cpp \
-            optim/ref/ref_adamw.cpp optim/ref/ref_adafactor.cpp optim/ref/ref_muon.cpp \
+            optim/ref/ref_adamw.cpp optim/ref/ref_adafactor.cpp optim/ref/ref_muon.cpp optim/ref/ref_factory.cpp \
+            optim/ref/ref_small_fc.cpp optim/ref/ref_velo.cpp \
             models/model_tables.cpp
 # CUDA code: the arena, the optimizers and their kernels.
 CUDA_SRC := common/device_random.cu optim/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \
-            optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu
+            optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu optim/lopt/lo_core.cu optim/lopt/small_fc_lopt.cu \
+            optim/lopt/velo.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)

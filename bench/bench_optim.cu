@@ -6,6 +6,8 @@
 // step must move (per optimizer, below) over the measured device-to-device copy bandwidth, so
 // pct_of_floor = 100 * floor_ms / median_ms. "launches" counts the kernels of one step, read from a
 // CUDA graph capture of it.
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -15,6 +17,7 @@
 #include "common/device_random.h"
 #include "models/model_tables.h"
 #include "optim/grad_clip.h"
+#include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
 
 namespace {
@@ -65,6 +68,9 @@ double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool c
     // Muon matrices: momentum (R g, buf; W buf, bf16 x: 14) + normalise (R/W x: 4) + apply (R p, x; W p:
     // 10) = 28; the other tensors go through AdamW (28).
     else if (opt == "muon") per = 28;
+    // Learned optimizers: pass A (R g: 4, matrices), pass B (R g, p, {m0,m1,m2,v}; W record: 40), pass C
+    // (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2).
+    else if (opt == "velo" || opt == "small_fc_lopt") per = ti.ndim() > 1 ? 72 : 100;
     if (bf16) per += 2;
     if (clip) per += 4;
     b += per * n;
@@ -90,7 +96,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> sets;
   Cli cli("bench_optim", "Median optimizer step time on model shapes; prints one JSON line per measurement.");
   cli.add('m', "models", &models, "comma-separated: gpt2-124m, gpt2-355m, gpt2-774m, gpt2-1558m, vit-b16");
-  cli.add('o', "opts", &opts, "comma-separated optimizers");
+  cli.add('o', "opts", &opts, "comma-separated optimizers (small_fc_lopt:fast = tensor-core MLP)");
   cli.add('n', "steps", &steps, "timed steps");
   cli.add('w', "warmup", &warmup, "untimed steps first");
   cli.add('b', "bf16", &bf16, "also refresh a bf16 copy of the parameters in each step");
@@ -102,7 +108,21 @@ int main(int argc, char** argv) {
     if (!cuda_device_available()) user_error("bench_optim needs a CUDA GPU and none is visible.");
     OptimOptions oo;
     for (const auto& s : sets) set_option(oo, s);
-    for (const auto& o : split(opts)) validate_options(o, oo);
+    // Learned optimizers without --set *.weights=...: random meta-weights of the published shapes (the
+    // step time does not depend on their values), written to a temporary folder.
+    if (oo.small_fc.weights.empty() || oo.velo.weights.empty()) {
+      char tmpl[] = "/tmp/bench_optim_weights_XXXXXX";
+      const std::string dir = mkdtemp(tmpl) ? tmpl : ".";
+      if (oo.small_fc.weights.empty()) {
+        save_small_fc_weights(dir + "/mulo", random_small_fc_weights(1));
+        oo.small_fc.weights = dir + "/mulo";
+      }
+      if (oo.velo.weights.empty()) {
+        save_velo_weights_pylo(dir, random_velo_weights(2));
+        oo.velo.weights = dir;
+      }
+    }
+    for (const auto& o : split(opts)) validate_options(o == "small_fc_lopt:fast" ? "small_fc_lopt" : o, oo);
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const double bw = copy_bandwidth();
@@ -118,10 +138,19 @@ int main(int argc, char** argv) {
       fill_normal(arena.params(), arena.total(), 1, 0.02f);
       fill_normal(arena.grads(), arena.total(), 2, 1e-3f);
       GradClipper clipper(arena, 1.0f);
-      for (const auto& name : split(opts)) {
-        auto opt = make_optimizer(name, oo, arena);
+      for (const auto& entry : split(opts)) {
+        // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement.
+        const bool fast = entry == "small_fc_lopt:fast";
+        const std::string name = fast ? "small_fc_lopt" : entry;
+        OptimOptions eo = oo;
+        eo.small_fc.fast = fast || oo.small_fc.fast;
+        auto opt = make_optimizer(name, eo, arena);
         StepInfo info;
         if (clip) info.d_grad_scale = clipper.d_scale();
+        DeviceBuffer<float> d_loss(1, "loss");
+        const float loss = 3.0f;
+        d_loss.upload(&loss, 1);
+        info.d_loss = d_loss.get();
         auto one_step = [&] {
           if (clip) clipper.run(stream);
           opt->step(info, stream);
@@ -152,6 +181,7 @@ int main(int argc, char** argv) {
                     *std::min_element(ms.begin(), ms.end()), bytes / double(table.num_params()), floor_ms,
                     100.0 * floor_ms / med, nodes, double(opt->state_bytes()) / 1048576.0);
         if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps) / 1e12);
+        if (name == "small_fc_lopt") std::printf(",\"mode\":\"%s\"", eo.small_fc.fast ? "fast" : "exact");
         std::printf("}\n");
         std::fflush(stdout);
       }

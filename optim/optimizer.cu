@@ -2,6 +2,8 @@
 
 #include "optim/adafactor.h"
 #include "optim/adamw.h"
+#include "optim/lopt/small_fc_lopt.h"
+#include "optim/lopt/velo.h"
 #include "optim/muon.h"
 
 Optimizer::Optimizer(Arena& arena, const OptimOptions& opts) : arena_(arena), opts_(opts) {
@@ -64,5 +66,7 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOp
   if (name == "adamw") return std::make_unique<AdamW>(arena, opts);
   if (name == "adafactor") return std::make_unique<Adafactor>(arena, opts);
   if (name == "muon") return std::make_unique<Muon>(arena, opts);
+  if (name == "small_fc_lopt") return std::make_unique<SmallFcLopt>(arena, opts, load_small_fc_weights(opts.small_fc.weights));
+  if (name == "velo") return std::make_unique<Velo>(arena, opts, load_velo_weights(opts.velo.weights));
   user_error("unknown optimizer '", name, "'.");  // unreachable: validate_options checked the name
 }

@@ -72,6 +72,26 @@ std::vector<Entry> table(OptimOptions& o) {
                [&o](const std::string& v) { o.muon.adjust_lr = v; }, [&o] { return o.muon.adjust_lr; }});
   num("muon.ns_workspace_mb", &o.muon.ns_workspace_mb, "cap on Newton-Schulz scratch memory (MiB)");
   adamw("muon.aux.", &o.muon.aux);
+  auto text = [&](const std::string& k, std::string* p, const char* help) {
+    t.push_back({k, help, [p](const std::string& v) { *p = v; }, [p] { return *p; }});
+  };
+  num("small_fc_lopt.lr", &o.small_fc.lr, "multiplier of the learned step (PyLO lr; 1 = as meta-trained)");
+  num("small_fc_lopt.wd", &o.small_fc.weight_decay, "decoupled weight decay after the step (x lr)");
+  boolean("small_fc_lopt.mup", &o.small_fc.mup, "MuLO: hidden matrices' steps x 1/fan_in");
+  boolean("small_fc_lopt.fast", &o.small_fc.fast, "MLP on tensor cores (bf16 mma) instead of exact fp32");
+  text("small_fc_lopt.weights", &o.small_fc.weights, "folder with model.safetensors (default weights/mulo)");
+  text("small_fc_lopt.tie", &o.small_fc.tie, "factored-dims tie rule: pylo or jax");
+  num("velo.lr", &o.velo.lr, "multiplier of VeLO's step (1 = VeLO)");
+  num("velo.wd", &o.velo.weight_decay, "decoupled weight decay after the step (x lr)");
+  t.push_back({"velo.num_steps", "planned number of updates (fraction-of-training and loss features)",
+               [&o](const std::string& v) {
+                 double x = parse_double("velo.num_steps", v);
+                 if (x != std::floor(x) || x > 9e15) user_error("option velo.num_steps needs an integer, got '", v, "'.");
+                 o.velo.num_steps = int64_t(x);
+               },
+               [&o] { return std::to_string(o.velo.num_steps); }});
+  text("velo.weights", &o.velo.weights, "folder with VeLO_RNN/ and VeLO_MLP/, or a JAX params file (default weights)");
+  text("velo.tie", &o.velo.tie, "factored-dims tie rule: pylo or jax");
   return t;
 }
 
@@ -105,7 +125,7 @@ std::vector<std::string> describe_options(const OptimOptions& o) {
 }
 
 const std::vector<std::string>& optimizer_names() {
-  static const std::vector<std::string> names = {"adamw", "adafactor", "muon"};
+  static const std::vector<std::string> names = {"adamw", "adafactor", "muon", "velo", "small_fc_lopt"};
   return names;
 }
 
@@ -139,5 +159,16 @@ void validate_options(const std::string& name, const OptimOptions& o) {
     if (m.adjust_lr != "original" && m.adjust_lr != "match_rms_adamw")
       user_error("muon.adjust_lr must be original or match_rms_adamw (got '", m.adjust_lr, "').");
     validate_adamw("muon.aux.", m.aux);
+  }
+  if (name == "small_fc_lopt") {
+    check_range(o.small_fc.lr >= 0, "small_fc_lopt.lr", o.small_fc.lr, ">= 0");
+    check_range(o.small_fc.weight_decay >= 0, "small_fc_lopt.wd", o.small_fc.weight_decay, ">= 0");
+    parse_tie_rule(o.small_fc.tie);
+  }
+  if (name == "velo") {
+    check_range(o.velo.lr >= 0, "velo.lr", o.velo.lr, ">= 0");
+    check_range(o.velo.weight_decay >= 0, "velo.wd", o.velo.weight_decay, ">= 0");
+    check_range(o.velo.num_steps >= 1, "velo.num_steps", double(o.velo.num_steps), ">= 1");
+    parse_tie_rule(o.velo.tie);
   }
 }

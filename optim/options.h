@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "optim/lopt/lopt_common.h"
 #include "optim/schedule.h"
 
 struct AdamWOptions {  // torch.optim.AdamW defaults
@@ -31,6 +32,8 @@ struct OptimOptions {
   AdamWOptions adamw;
   AdafactorOptions adafactor;
   MuonOptions muon;
+  SmallFcOptions small_fc;
+  VeloOptions velo;
   LrSchedule schedule;
 };
 

@@ -21,7 +21,7 @@ class RefAdafactor : public RefOptimizer {
     }
   }
 
-  void step(std::vector<float>& params, const std::vector<float>& grads, float gs) override {
+  void step(std::vector<float>& params, const std::vector<float>& grads, float gs, float) override {
     const AdafactorOptions& h = opts_.adafactor;
     t_++;
     const double tf = double(t_), lr = h.lr * opts_.schedule.factor(t_ - 1), eps1 = h.eps1_value();

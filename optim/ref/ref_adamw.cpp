@@ -26,7 +26,7 @@ class RefAdamW : public RefOptimizer {
  public:
   RefAdamW(const ParamTable& t, const OptimOptions& o)
       : RefOptimizer(t, o), m_(size_t(t.total_elems()), 0.0f), v_(size_t(t.total_elems()), 0.0f) {}
-  void step(std::vector<float>& p, const std::vector<float>& g, float gs) override {
+  void step(std::vector<float>& p, const std::vector<float>& g, float gs, float) override {
     t_++;
     double f = opts_.schedule.factor(t_ - 1);
     for (const auto& ti : table_.tensors()) {

@@ -49,7 +49,7 @@ class RefMuon : public RefOptimizer {
   RefMuon(const ParamTable& t, const OptimOptions& o)
       : RefOptimizer(t, o), buf_(size_t(t.total_elems()), 0.0f), m_(buf_.size(), 0.0f), v_(buf_.size(), 0.0f) {}
 
-  void step(std::vector<float>& params, const std::vector<float>& grads, float gs) override {
+  void step(std::vector<float>& params, const std::vector<float>& grads, float gs, float) override {
     const MuonOptions& h = opts_.muon;
     t_++;
     const double f = opts_.schedule.factor(t_ - 1), lr = h.lr * f;
@@ -87,13 +87,6 @@ class RefMuon : public RefOptimizer {
 }  // namespace
 
 std::unique_ptr<RefOptimizer> make_ref_muon(const ParamTable& t, const OptimOptions& o) { return std::make_unique<RefMuon>(t, o); }
-
-std::unique_ptr<RefOptimizer> make_ref_optimizer(const std::string& name, const OptimOptions& o, const ParamTable& t) {
-  validate_options(name, o);
-  if (name == "adamw") return make_ref_adamw(t, o);
-  if (name == "adafactor") return make_ref_adafactor(t, o);
-  return make_ref_muon(t, o);
-}
 
 double ref_grad_norm(const ParamTable& t, const std::vector<float>& grads) {
   double s = 0;

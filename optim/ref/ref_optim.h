@@ -14,8 +14,10 @@ class RefOptimizer {
  public:
   RefOptimizer(const ParamTable& t, const OptimOptions& o) : table_(t), opts_(o) {}
   virtual ~RefOptimizer() = default;
-  // One update of `params` (flat, table layout) from `grads` multiplied by grad_scale.
-  virtual void step(std::vector<float>& params, const std::vector<float>& grads, float grad_scale = 1.0f) = 0;
+  // One update of `params` (flat, table layout) from `grads` multiplied by grad_scale; `loss` is the
+  // step's training loss (only VeLO reads it).
+  virtual void step(std::vector<float>& params, const std::vector<float>& grads, float grad_scale = 1.0f,
+                    float loss = 0.0f) = 0;
   int64_t steps_done() const { return t_; }
 
  protected:

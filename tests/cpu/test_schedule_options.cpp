@@ -88,7 +88,7 @@ TEST(Options, BadInputIsOneClearSentence) {
   expect_user_error([&] { set_option(o, "adamw.lr=fast"); }, "needs a finite number");
   expect_user_error([&] { set_option(o, "muon.ns_steps=2.5"); }, "needs an integer");
   expect_user_error([&] { set_option(o, "muon.nesterov=maybe"); }, "true or false");
-  expect_user_error([&] { validate_options("sgd", o); }, "unknown optimizer 'sgd'; choose one of adamw, adafactor, muon");
+  expect_user_error([&] { validate_options("sgd", o); }, "unknown optimizer 'sgd'; choose one of adamw, adafactor, muon, velo, small_fc_lopt");
   OptimOptions bad = o;
   bad.adafactor.d = 0.5;
   expect_user_error([&] { validate_options("adafactor", bad); }, "adafactor.d must be >= 1 (got 0.5)");

@@ -1,0 +1,278 @@
+#include <algorithm>
+
+#include "optim/lopt/lo_core.h"
+#include "optim/step_scalars.cuh"
+
+namespace {
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int kTileCols = 1024, kTileElems = 32768;
+
+__device__ __forceinline__ float lo_grad(float g, float scale, float clip) {
+  g *= scale;
+  return clip > 0 ? fminf(clip, fmaxf(-clip, g)) : g;
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Pass A over 2-D factored tensors: per tile, sums of g^2 per row (over the tile's columns) and per
+// column (over the tile's rows); the same tiling and fixed-order reduction as Adafactor's pass A.
+__global__ void __launch_bounds__(kThreads) lo_pass_a(const Tile* __restrict__ tiles, const LoTensor* __restrict__ ts,
+                                                      const float* __restrict__ g, float* __restrict__ rowpart,
+                                                      float* __restrict__ colpart, const float* __restrict__ gscale,
+                                                      float clip) {
+  __shared__ float cols[kWarps][kTileCols];
+  const Tile tl = tiles[blockIdx.x];
+  const LoTensor t = ts[tl.slot];
+  const float gs = read_grad_scale(gscale);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t C = t.nb;
+  const float* G = g + t.p_off;
+  float acc[32];
+#pragma unroll
+  for (int j = 0; j < 32; j++) acc[j] = 0.0f;
+  for (int r = tl.r0 + warp; r < tl.r0 + tl.nr; r += kWarps) {
+    const float* row = G + int64_t(r) * C + tl.c0;
+    float rs = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+      int cc = lane + 32 * j;
+      if (cc < tl.nc) {
+        float v = lo_grad(row[cc], gs, clip);
+        v *= v;
+        rs += v;
+        acc[j] += v;
+      }
+    }
+    rs = warp_sum(rs);
+    if (lane == 0) rowpart[t.rowpart_off + int64_t(tl.tc) * t.na + r] = rs;
+  }
+#pragma unroll
+  for (int j = 0; j < 32; j++) cols[warp][lane + 32 * j] = acc[j];
+  __syncthreads();
+  float* out = colpart + t.colpart_off + int64_t(tl.tr) * C + tl.c0;
+  for (int c = threadIdx.x; c < tl.nc; c += kThreads) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) s += cols[w][c];
+    out[c] = s;
+  }
+}
+
+// EMA of one R or C entry from the mean of g^2; C entries also refresh their factor cf.
+__device__ __forceinline__ void lo_update_entry(float4* rec, float4* cfac, int64_t idx, float mean, const LoDecays& d) {
+  float4 r = rec[idx];
+  r.x = d.f[0] * r.x + (1.0f - d.f[0]) * mean;
+  r.y = d.f[1] * r.y + (1.0f - d.f[1]) * mean;
+  r.z = d.f[2] * r.z + (1.0f - d.f[2]) * mean;
+  rec[idx] = r;
+  if (cfac) cfac[idx] = make_float4(1.0f / sqrtf(fmaxf(r.x, 1e-9f)), 1.0f / sqrtf(fmaxf(r.y, 1e-9f)), 1.0f / sqrtf(fmaxf(r.z, 1e-9f)), 0.0f);
+}
+
+__global__ void __launch_bounds__(kThreads) lo_f1(const LoItem* __restrict__ items, const LoTensor* __restrict__ ts,
+                                                  const float* __restrict__ g, const float* __restrict__ rowpart,
+                                                  const float* __restrict__ colpart, float4* __restrict__ rrec,
+                                                  float4* __restrict__ crec, float4* __restrict__ cfac,
+                                                  const float* __restrict__ gscale, float clip, LoDecays d) {
+  const LoItem it = items[blockIdx.x];
+  const LoTensor t = ts[it.slot];
+  if (it.kind == LoItem::kRows) {  // mean over axis 1 (the columns) of each row
+    const int64_t r = it.first + threadIdx.x;
+    if (r >= t.na) return;
+    float s = 0.0f;
+    for (int k = 0; k < t.col_tiles; k++) s += rowpart[t.rowpart_off + int64_t(k) * t.na + r];
+    const float mean = float(double(s) / double(t.nb) + 1e-30);
+    if (t.d0_is_a) lo_update_entry(crec + t.c_off, cfac + t.c_off, r, mean, d);  // tall: axis 1 is d1
+    else lo_update_entry(rrec + t.r_off, nullptr, r, mean, d);
+  } else if (it.kind == LoItem::kCols) {  // mean over axis 0 of 32 columns, row tiles split over warps
+    __shared__ float part[kWarps][32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t c = it.first + lane;
+    float s = 0.0f;
+    if (c < t.nb)
+      for (int k = warp; k < t.row_tiles; k += kWarps) s += colpart[t.colpart_off + int64_t(k) * t.nb + c];
+    part[warp][lane] = s;
+    __syncthreads();
+    if (warp != 0 || c >= t.nb) return;
+    float tot = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) tot += part[w][lane];
+    const float mean = float(double(tot) / double(t.na) + 1e-30);
+    if (t.d0_is_a) lo_update_entry(rrec + t.r_off, nullptr, c, mean, d);
+    else lo_update_entry(crec + t.c_off, cfac + t.c_off, c, mean, d);
+  } else {  // N-D: one thread per R (kNdR) or C (kNdC) entry, reducing straight from g
+    const bool is_r = it.kind == LoItem::kNdR;
+    const int64_t e = it.first + threadIdx.x;
+    if (e >= (is_r ? t.r_len : t.c_len)) return;
+    // Entries drop either axis A (layout o, m, b, in) or axis B (layout o, a, m, in).
+    const bool drop_a = is_r == bool(t.d0_is_a);
+    const float gs = read_grad_scale(gscale);
+    const float* G = g + t.p_off;
+    int64_t in = e % t.inner, x = e / t.inner, base, stride, n;
+    if (drop_a) {
+      int64_t b = x % t.nb, m = (x / t.nb) % t.mid, o = x / t.nb / t.mid;
+      base = ((o * t.na * t.mid + m) * t.nb + b) * t.inner + in;
+      stride = t.mid * t.nb * t.inner;
+      n = t.na;
+    } else {
+      int64_t m = x % t.mid, a = (x / t.mid) % t.na, o = x / t.mid / t.na;
+      base = ((o * t.na + a) * t.mid + m) * t.nb * t.inner + in;
+      stride = t.inner;
+      n = t.nb;
+    }
+    float s = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+      float v = lo_grad(G[base + j * stride], gs, clip);
+      s += v * v;
+    }
+    const float mean = float(double(s) / double(n) + 1e-30);
+    if (is_r) lo_update_entry(rrec + t.r_off, nullptr, e, mean, d);
+    else lo_update_entry(crec + t.c_off, cfac + t.c_off, e, mean, d);
+  }
+}
+
+// F1b: per μR group (the R entries that share every axis but d1): mean of R_k, then rf_k per entry.
+__global__ void __launch_bounds__(kThreads) lo_f1b(const int2* __restrict__ groups, const LoTensor* __restrict__ ts,
+                                                   const float4* __restrict__ rrec, float4* __restrict__ rfac) {
+  const int2 gr = groups[blockIdx.x];
+  const LoTensor t = ts[gr.x];
+  const int64_t gi = gr.y, in = gi % t.inner, m = (gi / t.inner) % t.mid, o = gi / t.inner / t.mid;
+  // d1 is the axis R keeps of the two: B when d0 is A, else A.
+  const int64_t n = t.d0_is_a ? t.nb : t.na;
+  auto ridx = [&](int64_t j) {
+    return t.d0_is_a ? ((o * t.mid + m) * t.nb + j) * t.inner + in : ((o * t.na + j) * t.mid + m) * t.inner + in;
+  };
+  const float4* R = rrec + t.r_off;
+  double s0 = 0, s1 = 0, s2 = 0;
+  for (int64_t j = threadIdx.x; j < n; j += kThreads) {
+    float4 r = R[ridx(j)];
+    s0 += r.x, s1 += r.y, s2 += r.z;
+  }
+  __shared__ double red[3][kThreads];
+  red[0][threadIdx.x] = s0, red[1][threadIdx.x] = s1, red[2][threadIdx.x] = s2;
+  __syncthreads();
+  for (int k = kThreads / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k)
+      for (int q = 0; q < 3; q++) red[q][threadIdx.x] += red[q][threadIdx.x + k];
+    __syncthreads();
+  }
+  const float mu0 = float(red[0][0] / double(n)), mu1 = float(red[1][0] / double(n)), mu2 = float(red[2][0] / double(n));
+  for (int64_t j = threadIdx.x; j < n; j += kThreads) {
+    const int64_t ri = ridx(j);
+    float4 r = R[ri];
+    rfac[t.r_off + ri] = make_float4(1.0f / sqrtf(fmaxf(r.x / (mu0 + 1e-9f), 1e-9f)), 1.0f / sqrtf(fmaxf(r.y / (mu1 + 1e-9f), 1e-9f)),
+                                     1.0f / sqrtf(fmaxf(r.z / (mu2 + 1e-9f), 1e-9f)), 0.0f);
+  }
+}
+}  // namespace
+
+LoCore::LoCore(const Arena& a, TieRule tie, bool mup, int chunk_elems) : arena(a) {
+  const ParamTable& tab = a.table();
+  std::vector<int64_t> soff;
+  state_elems = plan_state_offsets(tab, all_tensors(tab), &soff);
+  std::vector<Tile> tiles;
+  std::vector<LoItem> items;
+  std::vector<int2> groups;
+  int64_t nr = 0, nc = 0, nv = 0, nrp = 0, ncp = 0;
+  auto chunk_list = plan_chunks(tab, all_tensors(tab), soff, chunk_elems);
+  for (const auto& ti : tab.tensors()) {
+    LoTensor t{};
+    t.p_off = ti.offset;
+    t.numel = ti.numel;
+    t.s_off = soff[size_t(ti.index)];
+    t.decay = ti.decay;
+    t.scale = (mup && ti.role == Role::Hidden && ti.ndim() >= 2) ? 1.0f / float(ti.shape[1]) : 1.0f;
+    for (int64_t d : ti.shape) t.rank_class += d > 1;
+    t.is2d = ti.ndim() == 2;
+    t.outer = t.na = t.mid = t.nb = t.inner = 1;
+    FactoredDims fd = factored_dims(ti.shape, tie);
+    t.factored = fd.factored;
+    if (fd.factored) {
+      const int A = std::min(fd.d0, fd.d1), B = std::max(fd.d0, fd.d1);
+      for (int k = 0; k < ti.ndim(); k++) {
+        int64_t s = ti.shape[size_t(k)];
+        if (k < A) t.outer *= s;
+        else if (k == A) t.na = s;
+        else if (k < B) t.mid *= s;
+        else if (k == B) t.nb = s;
+        else t.inner *= s;
+      }
+      t.d0_is_a = fd.d0 == A;
+      t.r_len = ti.numel / ti.shape[size_t(fd.d0)];
+      t.c_len = ti.numel / ti.shape[size_t(fd.d1)];
+      t.g_len = t.outer * t.mid * t.inner;
+      t.r_off = nr;
+      nr += t.r_len;
+      t.c_off = nc;
+      nc += t.c_len;
+      if (t.is2d) {
+        TileGrid gr = plan_tile_grid(t.na, t.nb, kTileCols, kTileElems);
+        t.row_tiles = gr.row_tiles;
+        t.col_tiles = gr.col_tiles;
+        t.rowpart_off = nrp;
+        nrp += int64_t(gr.col_tiles) * t.na;
+        t.colpart_off = ncp;
+        ncp += int64_t(gr.row_tiles) * t.nb;
+        append_tiles(&tiles, ti.index, 1, t.na, t.nb, gr);
+        for (int64_t r = 0; r < t.na; r += kThreads) items.push_back({ti.index, LoItem::kRows, r});
+        for (int64_t c = 0; c < t.nb; c += 32) items.push_back({ti.index, LoItem::kCols, c});
+      } else {
+        for (int64_t e = 0; e < t.r_len; e += kThreads) items.push_back({ti.index, LoItem::kNdR, e});
+        for (int64_t e = 0; e < t.c_len; e += kThreads) items.push_back({ti.index, LoItem::kNdC, e});
+      }
+      for (int64_t gi = 0; gi < t.g_len; gi++) groups.push_back({ti.index, int(gi)});
+    } else {
+      t.v_off = nv;
+      nv += ti.numel;
+    }
+    t.chunk_begin = t.chunk_end = -1;
+    host_tensors.push_back(t);
+  }
+  for (size_t k = 0; k < chunk_list.size(); k++) {
+    LoTensor& t = host_tensors[size_t(chunk_list[k].tensor)];
+    if (t.chunk_begin < 0) t.chunk_begin = int32_t(k);
+    t.chunk_end = int32_t(k + 1);
+  }
+  n_tensors = int(host_tensors.size());
+  tensors.alloc(host_tensors.size(), "learned-optimizer tensor table");
+  tensors.upload(host_tensors);
+  chunks.alloc(chunk_list.size(), "learned-optimizer chunk map");
+  chunks.upload(chunk_list);
+  state.alloc(size_t(state_elems), "learned-optimizer moments");
+  state.zero();
+  diag.alloc(size_t(std::max<int64_t>(nv, 1)), "learned-optimizer vector factors");
+  diag.zero();
+  rrec.alloc(size_t(std::max<int64_t>(nr, 1)), "factored R");
+  rrec.zero();
+  crec.alloc(size_t(std::max<int64_t>(nc, 1)), "factored C");
+  crec.zero();
+  rfac.alloc(rrec.size(), "R factors");
+  cfac.alloc(crec.size(), "C factors");
+  tiles_.alloc(tiles.size(), "pass-A tiles");
+  tiles_.upload(tiles);
+  items_.alloc(items.size(), "F1 items");
+  items_.upload(items);
+  groups_.alloc(groups.size(), "F1b groups");
+  groups_.upload(groups);
+  rowpart_.alloc(size_t(nrp), "row partials");
+  colpart_.alloc(size_t(ncp), "column partials");
+}
+
+void LoCore::factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s) {
+  if (tiles_.size()) {
+    lo_pass_a<<<unsigned(tiles_.size()), kThreads, 0, s>>>(tiles_.get(), tensors.get(), arena.grads(), rowpart_.get(),
+                                                           colpart_.get(), grad_scale, clip);
+    CUDA_CHECK_LAUNCH();
+  }
+  if (items_.size()) {
+    lo_f1<<<unsigned(items_.size()), kThreads, 0, s>>>(items_.get(), tensors.get(), arena.grads(), rowpart_.get(),
+                                                       colpart_.get(), rrec.get(), crec.get(), cfac.get(), grad_scale, clip, d);
+    CUDA_CHECK_LAUNCH();
+  }
+  if (groups_.size()) {
+    lo_f1b<<<unsigned(groups_.size()), kThreads, 0, s>>>(groups_.get(), tensors.get(), rrec.get(), rfac.get());
+    CUDA_CHECK_LAUNCH();
+  }
+}

@@ -1,0 +1,92 @@
+// The machinery the two learned optimizers share, over the whole arena:
+//  - per-element state {m0, m1, m2, v} as one 16-byte record; vectors also get {V0, V1, V2, -}
+//  - factored second moments R (mean of g^2 over d0) and C (mean over d1) at three decays, with
+//    their Adafactor factors rf = rsqrt(max(R/(mean_d1 R + 1e-9), 1e-9)) and cf = rsqrt(max(C, 1e-9))
+//  - the launches that produce them: pass A (row/column sums of g^2 over 2-D tiles), F1 (EMA of R
+//    and C, N-D tensors reduced directly), F1b (mean of R per group and rf)
+// Any tensor is viewed as [outer, nA, mid, nB, inner] around its two factored axes A < B, so an
+// element's R and C entries are plain index arithmetic (for 2-D tensors: the row or the column).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "common/device_buffer.h"
+#include "optim/arena.h"
+#include "optim/chunks.h"
+#include "optim/lopt/lopt_common.h"
+
+struct LoTensor {
+  int64_t p_off, numel, s_off;  // arena offset; offset into the per-element state records
+  int64_t outer, na, mid, nb, inner;
+  int32_t factored, d0_is_a;  // d0 (R's reduced axis) is axis A (else B)
+  int64_t r_off, r_len, c_off, c_len;  // entries in the R and C record buffers
+  int64_t g_len;                       // μR groups (outer*mid*inner)
+  int64_t v_off;                       // per-element {V0, V1, V2} of vectors, in `diag`
+  int32_t chunk_begin, chunk_end;      // chunks of passes B and C
+  int32_t row_tiles, col_tiles;        // 2-D pass-A tiles (factored 2-D tensors)
+  int64_t rowpart_off, colpart_off;
+  float scale;  // per-tensor step multiplier (MuLO 1/fan_in, else 1)
+  int32_t decay, rank_class, is2d;
+};
+
+struct LoDecays {
+  float m[3], v, f[3];
+};
+
+// Work item of F1: kRows/kCols reduce 2-D tile partials; kNdR/kNdC reduce N-D tensors from g.
+struct LoItem {
+  enum : int32_t { kRows = 0, kCols = 1, kNdR = 2, kNdC = 3 };
+  int32_t slot, kind;
+  int64_t first;  // first entry (row, column, or R/C entry) handled by the block
+};
+
+class LoCore {
+ public:
+  LoCore(const Arena& arena, TieRule tie, bool mup, int chunk_elems);
+
+  // Launches pass A, F1 and F1b. grad_scale: device pointer or null; clip > 0 clamps g to [-clip, clip].
+  void factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);
+
+  const Arena& arena;
+  int n_tensors = 0;
+  std::vector<LoTensor> host_tensors;
+  DeviceBuffer<LoTensor> tensors;
+  DeviceBuffer<Chunk> chunks;          // passes B and C
+  DeviceBuffer<float4> state;          // {m0, m1, m2, v} per element
+  DeviceBuffer<float4> diag;           // {V0, V1, V2, 0} per element of vectors
+  DeviceBuffer<float4> rrec, crec;     // {R0, R1, R2, 0} / {C0, C1, C2, 0}
+  DeviceBuffer<float4> rfac, cfac;     // {rf0, rf1, rf2, 0} / {cf0, cf1, cf2, 0}
+  int64_t state_elems = 0;
+
+ private:
+  DeviceBuffer<Tile> tiles_;
+  DeviceBuffer<LoItem> items_;
+  DeviceBuffer<int2> groups_;  // F1b: (slot, group)
+  DeviceBuffer<float> rowpart_, colpart_;
+};
+
+// Element i of tensor t -> its entries in R and C.
+__host__ __device__ inline void lo_rc_index(const LoTensor& t, int64_t i, int64_t& ri, int64_t& ci) {
+  int64_t o = 0, a, m = 0, b, in = 0;
+  if (t.outer == 1 && t.mid == 1 && t.inner == 1) {
+    a = i / t.nb;
+    b = i - a * t.nb;
+  } else {
+    in = i % t.inner;
+    int64_t x = i / t.inner;
+    b = x % t.nb;
+    x /= t.nb;
+    m = x % t.mid;
+    x /= t.mid;
+    a = x % t.na;
+    o = x / t.na;
+  }
+  if (t.d0_is_a) {
+    ri = ((o * t.mid + m) * t.nb + b) * t.inner + in;
+    ci = ((o * t.na + a) * t.mid + m) * t.inner + in;
+  } else {
+    ri = ((o * t.na + a) * t.mid + m) * t.inner + in;
+    ci = ((o * t.mid + m) * t.nb + b) * t.inner + in;
+  }
+}

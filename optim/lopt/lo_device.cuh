@@ -1,0 +1,91 @@
+// Device helpers shared by the learned optimizers' element passes.
+#pragma once
+#include "optim/lopt/lo_core.h"
+
+// What both optimizers' features are built from, for one element, from the updated state.
+struct LoElem {
+  float g, p, m[3], v;
+  float row[3], col[3];  // R and C entries (vectors: V, twice)
+  float sg[3], sm[3];    // Adafactor factor for the gradient and for the momenta
+};
+
+// kVeloDiag: VeLO's vector momentum factor V^(-1/2); else μLO's (V + 1e-6)^(-1/2).
+template <bool kVeloDiag>
+__device__ __forceinline__ void lo_gather(const LoTensor& t, int64_t i, const float4* __restrict__ rrec,
+                                          const float4* __restrict__ crec, const float4* __restrict__ rfac,
+                                          const float4* __restrict__ cfac, const float4* __restrict__ diag, LoElem& e) {
+  if (t.factored) {
+    int64_t ri, ci;
+    lo_rc_index(t, i, ri, ci);
+    const float4 R = rrec[t.r_off + ri], C = crec[t.c_off + ci], rf = rfac[t.r_off + ri], cf = cfac[t.c_off + ci];
+    e.row[0] = R.x, e.row[1] = R.y, e.row[2] = R.z;
+    e.col[0] = C.x, e.col[1] = C.y, e.col[2] = C.z;
+    e.sg[0] = e.sm[0] = rf.x * cf.x;
+    e.sg[1] = e.sm[1] = rf.y * cf.y;
+    e.sg[2] = e.sm[2] = rf.z * cf.z;
+  } else {
+    const float4 V = diag[t.v_off + i];
+    const float vv[3] = {V.x, V.y, V.z};
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+      e.row[k] = e.col[k] = vv[k];
+      e.sg[k] = 1.0f / sqrtf(fmaxf(vv[k] + 1e-9f, 1e-9f));
+      e.sm[k] = kVeloDiag ? 1.0f / sqrtf(vv[k]) : 1.0f / sqrtf(vv[k] + 1e-6f);
+    }
+  }
+}
+
+// Updates {m0, m1, m2, v} and, for vectors, {V0, V1, V2} with gradient g; returns the new record.
+__device__ __forceinline__ float4 lo_update_moments(float4 st, float g, const LoDecays& d) {
+  st.x = d.m[0] * st.x + (1.0f - d.m[0]) * g;
+  st.y = d.m[1] * st.y + (1.0f - d.m[1]) * g;
+  st.z = d.m[2] * st.z + (1.0f - d.m[2]) * g;
+  st.w = d.v * st.w + (1.0f - d.v) * g * g;
+  return st;
+}
+__device__ __forceinline__ float4 lo_update_diag(float4 V, float g, const LoDecays& d) {
+  const float q = g * g + 1e-30f;
+  V.x = d.f[0] * V.x + (1.0f - d.f[0]) * q;
+  V.y = d.f[1] * V.y + (1.0f - d.f[1]) * q;
+  V.z = d.f[2] * V.z + (1.0f - d.f[2]) * q;
+  return V;
+}
+
+// Sums acc[0..N) over the block in a fixed order and writes them (double) to out; blockDim 256.
+template <int N>
+__device__ __forceinline__ void lo_block_sums(const float* acc, double* out) {
+  __shared__ float part[8][N];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int c = 0; c < N; c++) {
+    float x = acc[c];
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    if (lane == 0) part[warp][c] = x;
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < N; c += blockDim.x) {
+    double s = 0;
+    for (int w = 0; w < 8; w++) s += part[w][c];
+    out[c] = s;
+  }
+}
+
+// Per-tensor sums of the per-chunk partials (N channels each, chunks [begin, end)), in a fixed order:
+// 1024 threads = 64 channel lanes x 16 strides, loads coalesced across channels. Valid in `out` (N
+// doubles, shared) after the call; blockDim must be 1024 and N <= 64.
+template <int N>
+__device__ __forceinline__ void lo_tensor_sums(const double* __restrict__ partial, int begin, int end, double* out) {
+  __shared__ double part[16][65];
+  const int c = threadIdx.x % 64, j = threadIdx.x / 64;
+  double s = 0;
+  if (c < N)
+    for (int ch = begin + j; ch < end; ch += 16) s += partial[int64_t(ch) * N + c];
+  part[j][c] = s;
+  __syncthreads();
+  if (threadIdx.x < N) {
+    double t = 0;
+    for (int k = 0; k < 16; k++) t += part[k][threadIdx.x];
+    out[threadIdx.x] = t;
+  }
+  __syncthreads();
+}

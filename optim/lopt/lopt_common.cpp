@@ -1,0 +1,35 @@
+#include "optim/lopt/lopt_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common/error.h"
+
+FactoredDims factored_dims(const std::vector<int64_t>& shape, TieRule rule) {
+  FactoredDims f;
+  const int r = int(shape.size());
+  if (r < 2) return f;
+  std::vector<int> order(static_cast<size_t>(r));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return shape[size_t(a)] < shape[size_t(b)]; });
+  f.factored = true;
+  f.d1 = order[size_t(r - 2)];
+  f.d0 = order[size_t(r - 1)];
+  if (rule == TieRule::PyLO && shape[size_t(f.d0)] == shape[size_t(f.d1)]) {
+    bool rank4_01 = r == 4 && std::min(f.d0, f.d1) == 0 && std::max(f.d0, f.d1) == 1;
+    if (!rank4_01) std::swap(f.d0, f.d1);
+  }
+  return f;
+}
+
+TieRule parse_tie_rule(const std::string& s) {
+  if (s == "pylo") return TieRule::PyLO;
+  if (s == "jax") return TieRule::JAX;
+  user_error("tie rule must be pylo or jax (got '", s, "').");
+}
+
+float learned_decay(float nominal, float theta) {
+  float d = 1.0f - std::exp(10.0f * (std::log(1.0f - nominal) / 10.0f + theta));
+  return std::min(1.0f, std::max(0.0f, d));
+}

@@ -1,0 +1,376 @@
+// VeLO step, per element 72 B (pass A 4, pass B 40, pass C 28), plus the hypernetwork over all tensors:
+//   F2 builds each tensor's LSTM input from pass B's sums of the OLD m, v (and p^2) - the LSTM sees the
+//   accumulators lagged by one step - then GEMM [linear_1; linear_2], max over tensors, GEMM LSTM,
+//   gates, GEMM [rnn_to_controls; step_size], GEMM candidate interpolation (x 100/256).
+// GEMMs are FP32 cuBLAS (no TF32); biases ride along as a constant-1 input column.
+#include <algorithm>
+#include <cmath>
+
+#include "optim/lopt/lo_device.cuh"
+#include "optim/lopt/velo.h"
+#include "optim/ref/ref_velo.h"
+#include "optim/step_scalars.cuh"
+
+namespace {
+constexpr int kThreads = 256, kChunk = 4096, kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
+constexpr int kLdUH = 1028, kLdHX = 516, kCS = 257;
+
+__global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, int64_t num_steps, double lr, LrSchedule sched,
+                           const float* gscale, float* scalars) {
+  const int64_t t = *step;
+  const float L = *loss;
+  VeloLossState& b = *lb;
+  float cm_prev[10], approx_max = L;
+  for (int j = 0; j < 10; j++) cm_prev[j] = b.means[j] / (1.0f - powf(b.decay[j], float(b.it + 1)));
+  if (b.it > 0) {
+    approx_max = cm_prev[0];
+    for (int j = 1; j < 10; j++) approx_max = fmaxf(approx_max, cm_prev[j]);
+  }
+  const float lc = fminf(2.0f * fabsf(approx_max), L);
+  for (int j = 0; j < 10; j++) {
+    b.means[j] = b.decay[j] * b.means[j] + (1.0f - b.decay[j]) * lc;
+    b.running_min[j] = fminf(b.running_min[j], b.means[j] / (1.0f - powf(b.decay[j], float(b.it + 1))));
+  }
+  b.it++;
+  const float tau[9] = {0.03f, 0.1f, 0.2f, 0.4f, 0.6f, 0.8f, 0.9f, 1.0f, 1.1f};
+  const float frac = float(double(t) / double(num_steps));
+  for (int j = 0; j < 9; j++) scalars[2 + j] = tanhf(10.0f * (frac - tau[j]));
+  float cm[10];
+  for (int j = 0; j < 10; j++) cm[j] = b.means[j] / (1.0f - powf(b.decay[j], float(b.it)));
+  for (int j = 0; j < 9; j++) {
+    float num = cm[j] - b.running_min[j], den = fmaxf(1e-8f, cm[j + 1] - b.running_min[j]);
+    scalars[11 + j] = b.it <= 2 ? 0.0f : fminf(1.0f, fmaxf(-1.0f, num / den - 1.0f));
+  }
+  scalars[0] = read_grad_scale(gscale);
+  scalars[1] = float(lr * sched.factor(t));
+  *step = t + 1;
+}
+
+__device__ __forceinline__ float velo_g(float g, float gs) { return fminf(1000.0f, fmaxf(-1000.0f, g * gs)); }
+
+// The 30 per-element features (velo.md 4.7).
+__device__ __forceinline__ void velo_features(const LoElem& e, float* x) {
+  const float s = 1.0f / sqrtf(e.v + 1e-6f);
+  x[0] = e.g;
+  x[1] = fminf(0.1f, fmaxf(-0.1f, e.g));
+  x[2] = e.p;
+  x[3] = e.m[0], x[4] = e.m[1], x[5] = e.m[2];
+  x[6] = e.v;
+  x[7] = e.m[0] * s, x[8] = e.m[1] * s, x[9] = e.m[2] * s;
+  x[10] = s;
+  x[14] = e.g * s;
+#pragma unroll
+  for (int k = 0; k < 3; k++) {
+    x[11 + k] = e.g * e.sg[k];
+    x[15 + k] = e.row[k];
+    x[18 + k] = e.col[k];
+    x[21 + k] = 1.0f / sqrtf(e.row[k] + 1e-8f);
+    x[24 + k] = 1.0f / sqrtf(e.col[k] + 1e-8f);
+    x[27 + k] = e.m[k] * e.sm[k];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) velo_pass_b(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts,
+                                                        const float* __restrict__ g, const float* __restrict__ p,
+                                                        float4* __restrict__ state, float4* __restrict__ diag,
+                                                        const float4* __restrict__ rrec, const float4* __restrict__ crec,
+                                                        const float4* __restrict__ rfac, const float4* __restrict__ cfac,
+                                                        double* __restrict__ partial, const float* __restrict__ sc, LoDecays d) {
+  const Chunk c = chunks[blockIdx.x];
+  const LoTensor t = ts[c.tensor];
+  const float gs = sc[0];
+  const int64_t i0 = c.p_begin - t.p_off;
+  float acc[kS];
+#pragma unroll
+  for (int k = 0; k < kS; k++) acc[k] = 0.0f;
+  auto body = [&](int e, float gv, float pv, const float4 old) {
+    const int64_t i = i0 + e;
+    LoElem el;
+    el.g = velo_g(gv, gs);
+    el.p = pv;
+    acc[kF + 0] += old.x, acc[kF + 1] += old.y, acc[kF + 2] += old.z;
+    acc[kF + 3] += old.x * old.x, acc[kF + 4] += old.y * old.y, acc[kF + 5] += old.z * old.z;
+    acc[kF + 6] += old.w, acc[kF + 7] += old.w * old.w;
+    const float4 st = lo_update_moments(old, el.g, d);
+    state[c.s_begin + e] = st;
+    el.m[0] = st.x, el.m[1] = st.y, el.m[2] = st.z, el.v = st.w;
+    if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
+    lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
+    float x[kF];
+    velo_features(el, x);
+#pragma unroll
+    for (int k = 0; k < kF; k++) acc[k] += x[k] * x[k];
+  };
+  // Two elements per iteration, their loads issued together: more bytes in flight per thread.
+  int e = threadIdx.x;
+  for (; e + kThreads < c.n; e += 2 * kThreads) {
+    const float g0 = g[c.p_begin + e], g1 = g[c.p_begin + e + kThreads];
+    const float p0 = p[c.p_begin + e], p1 = p[c.p_begin + e + kThreads];
+    const float4 s0 = state[c.s_begin + e], s1 = state[c.s_begin + e + kThreads];
+    body(e, g0, p0, s0);
+    body(e + kThreads, g1, p1, s1);
+  }
+  if (e < c.n) body(e, g[c.p_begin + e], p[c.p_begin + e], state[c.s_begin + e]);
+  lo_block_sums<kS>(acc, partial + int64_t(blockIdx.x) * kS);
+}
+
+__device__ __forceinline__ float velo_la(double x) {
+  return 0.5f * fminf(5.0f, fmaxf(-5.0f, float(log(1e-8 + fabs(10.0 * x)))));
+}
+
+// One block of 1024 threads per tensor: normalisers, param scale, and the LSTM input row.
+__global__ void __launch_bounds__(1024) velo_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial,
+                                                   const float* __restrict__ sc, float* __restrict__ norm, float* __restrict__ x) {
+  const LoTensor t = ts[blockIdx.x];
+  __shared__ double S[kS];
+  lo_tensor_sums<kS>(partial, t.chunk_begin, t.chunk_end, S);
+  const int k = threadIdx.x;
+  const double n = double(t.numel);
+  if (k < kF) norm[blockIdx.x * 32 + k] = 1.0f / sqrtf(1e-5f + float(S[k] / n));
+  if (k == kF) norm[blockIdx.x * 32 + kF] = sqrtf(float(S[2] / n) + 1e-9f);
+  if (k != 0) return;
+  float* row = x + blockIdx.x * 32;
+  for (int j = 0; j < 18; j++) row[j] = sc[2 + j];
+  const double nm = 1.0 / sqrt(fmax(1e-9, S[2] / n));
+  const double mean_v = nm * S[kF + 6] / n, ev2 = nm * nm * S[kF + 7] / n;
+  row[18] = velo_la(mean_v);
+  for (int r = 0; r < 5; r++) row[19 + r] = t.rank_class == r ? 1.0f : 0.0f;
+  for (int q = 0; q < 3; q++) {
+    const double mu = nm * S[kF + q] / n;
+    const double var_m = fmax(0.0, nm * nm * S[kF + 3 + q] / n - mu * mu);
+    const double var_v = fmax(0.0, ev2 - 2.0 * mu * mean_v + mu * mu);
+    row[24 + q] = velo_la(var_m);
+    row[27 + q] = velo_la(var_v);
+  }
+  row[30] = 1.0f;
+  row[31] = 0.0f;
+}
+
+// pooled[o] = max over tensors of relu(linear_1): 16 blocks of 32 channels x 32 row strides.
+__global__ void __launch_bounds__(1024) velo_pool(int n, const float* __restrict__ mix, float* __restrict__ pooled) {
+  __shared__ float part[32][33];
+  const int c = threadIdx.x % 32, j = threadIdx.x / 32, o = blockIdx.x * 32 + c;
+  float mx = 0.0f;  // = max_i relu(a_i)
+  for (int i = j; i < n; i += 32) mx = fmaxf(mx, mix[i * 1024 + o]);
+  part[j][c] = mx;
+  __syncthreads();
+  if (j == 0) {
+    for (int k = 1; k < 32; k++) mx = fmaxf(mx, part[k][c]);
+    pooled[o] = mx;
+  }
+}
+
+// [U | h | 1 | 0...] rows for the LSTM GEMM, U = linear_2 + pooled.
+__global__ void velo_lstm_in(int n, const float* __restrict__ mix, const float* __restrict__ pooled, const float* __restrict__ h,
+                             float* __restrict__ uh) {
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= n * kLdUH) return;
+  const int i = idx / kLdUH, k = idx % kLdUH;
+  uh[idx] = k < 512 ? mix[i * 1024 + 512 + k] + pooled[k] : k < 1024 ? h[i * 512 + k - 512] : (k == 1024 ? 1.0f : 0.0f);
+}
+
+__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// LSTM cell (gate order i, g, f, o; forget bias +1), then [h_new | 1] for the output GEMM.
+__global__ void velo_gates(int n, const float* __restrict__ z, float* __restrict__ h, float* __restrict__ c,
+                           float* __restrict__ hx) {
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= n * 512) return;
+  const int i = idx / 512, o = idx % 512;
+  const float* zi = z + int64_t(i) * 2048;
+  const float cn = sigm(zi[1024 + o] + 1.0f) * c[idx] + sigm(zi[o]) * tanhf(zi[512 + o]);
+  const float hn = sigm(zi[1536 + o]) * tanhf(cn);
+  c[idx] = cn;
+  h[idx] = hn;
+  hx[i * kLdHX + o] = hn;
+  if (o < kLdHX - 512) hx[i * kLdHX + 512 + o] = o == 0 ? 1.0f : 0.0f;
+}
+
+// The per-tensor MLP for one element from its raw features: W0 already carries the normalisers.
+__device__ __forceinline__ float velo_mlp(const float* x, const float4* w0, const float* th, float& mag) {
+  float h1[4], h2[4];
+#pragma unroll
+  for (int o = 0; o < 4; o++) {
+    float a = th[120 + o];
+#pragma unroll
+    for (int q = 0; q < 8; q++) {  // 32 weights a row (30 + 2 zero pads), 16 bytes at a time
+      const float4 w = w0[o * 8 + q];
+      a = fmaf(w.x, x[4 * q], a);
+      a = fmaf(w.y, x[4 * q + 1], a);
+      if (4 * q + 2 < kF) a = fmaf(w.z, x[4 * q + 2], a);
+      if (4 * q + 3 < kF) a = fmaf(w.w, x[4 * q + 3], a);
+    }
+    h1[o] = fmaxf(a, 0.0f);
+  }
+#pragma unroll
+  for (int o = 0; o < 4; o++) {
+    float a = th[140 + o];
+#pragma unroll
+    for (int k = 0; k < 4; k++) a = fmaf(th[124 + o * 4 + k], h1[k], a);
+    h2[o] = fmaxf(a, 0.0f);
+  }
+  float dir = th[156];
+  mag = th[157];
+#pragma unroll
+  for (int k = 0; k < 4; k++) dir = fmaf(th[144 + k], h2[k], dir), mag = fmaf(th[148 + k], h2[k], mag);
+  return dir;
+}
+
+__global__ void __launch_bounds__(kThreads, 2) velo_pass_c(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts,
+                                                           const float* __restrict__ g, float* __restrict__ p,
+                                                           __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
+                                                           const float4* __restrict__ diag, const float4* __restrict__ rrec,
+                                                           const float4* __restrict__ crec, const float4* __restrict__ rfac,
+                                                           const float4* __restrict__ cfac, const float* __restrict__ norm,
+                                                           const float* __restrict__ theta, const float* __restrict__ cs,
+                                                           const float* __restrict__ sc, float wd) {
+  __shared__ float th[160];
+  __shared__ float4 w0[32];  // 4 rows x 32 (normaliser folded in, zero padded)
+  const Chunk c = chunks[blockIdx.x];
+  const LoTensor t = ts[c.tensor];
+  for (int k = threadIdx.x; k < 159; k += kThreads) th[k] = theta[c.tensor * 159 + k];
+  if (threadIdx.x < 128) {
+    const int o = threadIdx.x / 32, k = threadIdx.x % 32;
+    reinterpret_cast<float*>(w0)[threadIdx.x] = k < kF ? theta[c.tensor * 159 + o * 30 + k] * norm[c.tensor * 32 + k] : 0.0f;
+  }
+  __syncthreads();
+  const float gs = sc[0], lr = sc[1], wdf = t.decay ? wd : 0.0f;
+  const float mult = cs[int64_t(c.tensor) * kCS + 256] * 0.001f * norm[c.tensor * 32 + kF];  // lr_mult * 1e-3 * rms(p)
+  const int64_t i0 = c.p_begin - t.p_off;
+  for (int e = threadIdx.x; e < c.n; e += kThreads) {
+    const int64_t i = i0 + e;
+    LoElem el;
+    el.g = velo_g(g[c.p_begin + e], gs);
+    el.p = p[c.p_begin + e];
+    const float4 st = state[c.s_begin + e];
+    el.m[0] = st.x, el.m[1] = st.y, el.m[2] = st.z, el.v = st.w;
+    lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
+    float x[32];
+    velo_features(el, x);
+    x[30] = x[31] = 0.0f;
+    float mag;
+    const float dir = velo_mlp(x, w0, th, mag);
+    const float stp = mult * dir * expf(0.001f * mag);
+    float pn = el.p - lr * stp;
+    if (wdf > 0) pn -= lr * wdf * pn;
+    p[c.p_begin + e] = pn;
+    if (pb) pb[c.p_begin + e] = __float2bfloat16_rn(pn);
+  }
+}
+
+// Row-major `out` (rows x m) = `in` (rows x k, ld ldi) * W^T, W row-major (m x k, ld ldw).
+void gemm_rows(cublasHandle_t h, int rows, int m, int k, const float* W, int ldw, const float* in, int ldi, float* out, int ldo,
+               float alpha = 1.0f) {
+  const float beta = 0.0f;
+  CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, rows, k, &alpha, W, ldw, in, ldi, &beta, out, ldo));
+}
+
+std::vector<float> with_bias_cols(const std::vector<float>& w, const std::vector<float>& b, int rows, int k, int ld) {
+  std::vector<float> out(size_t(rows) * size_t(ld), 0.0f);
+  for (int r = 0; r < rows; r++) {
+    std::copy_n(&w[size_t(r) * size_t(k)], k, &out[size_t(r) * size_t(ld)]);
+    out[size_t(r) * size_t(ld) + size_t(k)] = b[size_t(r)];
+  }
+  return out;
+}
+}  // namespace
+
+Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w)
+    : Optimizer(arena, opts), core_(arena, parse_tie_rule(opts.velo.tie), false, kChunk), n_(core_.n_tensors) {
+  const float nom[3] = {0.9f, 0.99f, 0.999f};
+  for (int k = 0; k < 3; k++) dec_.m[k] = dec_.f[k] = nom[k];
+  dec_.v = 0.999f;
+  CUBLAS_CHECK(cublasCreate(&blas_));
+  CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH));  // full FP32, never TF32
+  std::vector<float> mix = with_bias_cols(w.mix2_w, w.mix2_b, 512, 30, 32);
+  std::vector<float> fin = with_bias_cols(w.final_w, w.final_b, 512, 30, 32);
+  mix.insert(mix.end(), fin.begin(), fin.end());
+  w_mix_.alloc(mix.size(), "VeLO mixing weights");
+  w_mix_.upload(mix);
+  std::vector<float> lstm = with_bias_cols(w.lstm_w, w.lstm_b, 2048, 1024, kLdUH);
+  w_lstm_.alloc(lstm.size(), "VeLO LSTM weights");
+  w_lstm_.upload(lstm);
+  std::vector<float> ctrl = w.ctrl_w, cb = w.ctrl_b;
+  ctrl.insert(ctrl.end(), w.ss_w.begin(), w.ss_w.end());
+  cb.push_back(w.ss_b[0]);
+  std::vector<float> out = with_bias_cols(ctrl, cb, kCS, 512, kLdHX);
+  w_out_.alloc(out.size(), "VeLO output weights");
+  w_out_.upload(out);
+  cand_.alloc(w.cand.size(), "VeLO candidate MLPs");
+  cand_.upload(w.cand);
+  std::vector<float> h0, c0;
+  for (int i = 0; i < n_; i++) {
+    h0.insert(h0.end(), w.init_h.begin(), w.init_h.end());
+    c0.insert(c0.end(), w.init_c.begin(), w.init_c.end());
+  }
+  h_.alloc(h0.size(), "VeLO LSTM h");
+  h_.upload(h0);
+  c_.alloc(c0.size(), "VeLO LSTM c");
+  c_.upload(c0);
+  VeloLossBuffer ref(opts.velo.num_steps);
+  VeloLossState ls{};
+  for (int j = 0; j < 10; j++) ls.decay[j] = ref.decay[j], ls.means[j] = 0.0f, ls.running_min[j] = ref.running_min[j];
+  loss_.alloc(1, "VeLO loss buffer");
+  loss_.upload(&ls, 1);
+  x_.alloc(size_t(n_) * 32, "VeLO LSTM inputs");
+  mix_.alloc(size_t(n_) * 1024, "VeLO mixing");
+  pooled_.alloc(512, "VeLO pooled mixing");
+  uh_.alloc(size_t(n_) * kLdUH, "VeLO LSTM input");
+  z_.alloc(size_t(n_) * 2048, "VeLO gates");
+  hx_.alloc(size_t(n_) * kLdHX, "VeLO LSTM output");
+  cs_.alloc(size_t(n_) * kCS, "VeLO controls");
+  theta_.alloc(size_t(n_) * 159, "VeLO per-tensor MLPs");
+  partial_.alloc(core_.chunks.size() * kS, "VeLO partial sums");
+  norm_.alloc(size_t(n_) * 32, "VeLO normalisers");
+  scalars_.alloc(20, "VeLO scalars");
+}
+
+Velo::~Velo() {
+  if (blas_) cublasDestroy(blas_);
+}
+
+void Velo::step(const StepInfo& info, cudaStream_t s) {
+  if (!info.d_loss) user_error("VeLO needs the step's training loss (StepInfo::d_loss); none was given.");
+  const VeloOptions& h = opts_.velo;
+  velo_begin<<<1, 1, 0, s>>>(d_step_.get(), loss_.get(), info.d_loss, h.num_steps, h.lr, opts_.schedule, info.d_grad_scale,
+                             scalars_.get());
+  CUDA_CHECK_LAUNCH();
+  core_.factor_passes(scalars_.get(), 1000.0f, dec_, s);
+  const unsigned nc = unsigned(core_.chunks.size());
+  velo_pass_b<<<nc, kThreads, 0, s>>>(core_.chunks.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
+                                      core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(),
+                                      core_.cfac.get(), partial_.get(), scalars_.get(), dec_);
+  CUDA_CHECK_LAUNCH();
+  velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), scalars_.get(), norm_.get(), x_.get());
+  CUDA_CHECK_LAUNCH();
+  CUBLAS_CHECK(cublasSetStream(blas_, s));
+  gemm_rows(blas_, n_, 1024, 32, w_mix_.get(), 32, x_.get(), 32, mix_.get(), 1024);
+  velo_pool<<<16, 1024, 0, s>>>(n_, mix_.get(), pooled_.get());
+  CUDA_CHECK_LAUNCH();
+  velo_lstm_in<<<unsigned((n_ * kLdUH + 255) / 256), 256, 0, s>>>(n_, mix_.get(), pooled_.get(), h_.get(), uh_.get());
+  CUDA_CHECK_LAUNCH();
+  gemm_rows(blas_, n_, 2048, kLdUH, w_lstm_.get(), kLdUH, uh_.get(), kLdUH, z_.get(), 2048);
+  velo_gates<<<unsigned((n_ * 512 + 255) / 256), 256, 0, s>>>(n_, z_.get(), h_.get(), c_.get(), hx_.get());
+  CUDA_CHECK_LAUNCH();
+  gemm_rows(blas_, n_, kCS, kLdHX, w_out_.get(), kLdHX, hx_.get(), kLdHX, cs_.get(), kCS);
+  {  // theta (n x 159) = controls (n x 256) * cand (256 x 159) * 100/256
+    const float alpha = 100.0f / 256.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, 159, n_, 256, &alpha, cand_.get(), 159, cs_.get(), kCS, &beta,
+                             theta_.get(), 159));
+  }
+  velo_pass_c<<<nc, kThreads, 0, s>>>(core_.chunks.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
+                                      arena_.params_bf16(), core_.state.get(), core_.diag.get(), core_.rrec.get(),
+                                      core_.crec.get(), core_.rfac.get(), core_.cfac.get(), norm_.get(), theta_.get(), cs_.get(),
+                                      scalars_.get(), float(h.weight_decay));
+  CUDA_CHECK_LAUNCH();
+}
+
+std::vector<Optimizer::StateBuffer> Velo::state_buffers() const {
+  return {{"lopt.moments", core_.state.get(), core_.state.bytes()},
+          {"lopt.vector_factors", core_.diag.get(), core_.diag.bytes()},
+          {"lopt.R", core_.rrec.get(), core_.rrec.bytes()},
+          {"lopt.C", core_.crec.get(), core_.crec.bytes()},
+          {"velo.lstm_h", h_.get(), h_.bytes()},
+          {"velo.lstm_c", c_.get(), c_.bytes()},
+          {"velo.loss_buffer", loss_.get(), loss_.bytes()}};
+}

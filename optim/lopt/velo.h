@@ -1,0 +1,51 @@
+// VeLO (velo.md): per-tensor LSTM over all tensors at once, candidate-MLP interpolation, and a
+// 30-4-4-3 MLP per element, with PyLO's lr multiplier and decoupled weight decay. The step reads the
+// training loss from the device (StepInfo::d_loss). Launches per step: setup, pass A, F1, F1b, pass B,
+// F2 (normalisers + LSTM inputs), 4 FP32 GEMMs with three small kernels between them, pass C.
+#pragma once
+#include <cublas_v2.h>
+
+#include "optim/lopt/lo_core.h"
+#include "optim/lopt/lopt_weights.h"
+#include "optim/optimizer.h"
+
+struct VeloLossState {  // velo.md 4.2, on the device
+  float decay[10], means[10], running_min[10];
+  int64_t it;
+};
+
+class Velo : public Optimizer {
+ public:
+  Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w);
+  ~Velo() override;
+  std::string name() const override { return "velo"; }
+  void step(const StepInfo& info, cudaStream_t s) override;
+
+ protected:
+  std::vector<StateBuffer> state_buffers() const override;
+
+ private:
+  LoCore core_;
+  LoDecays dec_;
+  int n_ = 0;  // tensors
+  cublasHandle_t blas_ = nullptr;
+  // Weights with their bias as an extra input column (so each GEMM adds it).
+  DeviceBuffer<float> w_mix_;   // 1024 x 32: rows 0-511 "linear_1", 512-1023 "linear_2"; col 30 = bias
+  DeviceBuffer<float> w_lstm_;  // 2048 x 1028: cols [U (512) | h (512) | bias | pad]
+  DeviceBuffer<float> w_out_;   // 257 x 516: rows 0-255 controls, 256 step size; cols [h | bias | pad]
+  DeviceBuffer<float> cand_;    // 256 x 159
+  // State and scratch.
+  DeviceBuffer<float> h_, c_;   // n x 512
+  DeviceBuffer<VeloLossState> loss_;
+  DeviceBuffer<float> x_;       // n x 32 LSTM inputs (+1 for the bias)
+  DeviceBuffer<float> mix_;     // n x 1024
+  DeviceBuffer<float> pooled_;  // 512
+  DeviceBuffer<float> uh_;      // n x 1028 [U | h | 1 | 0..]
+  DeviceBuffer<float> z_;       // n x 2048
+  DeviceBuffer<float> hx_;      // n x 516 [h_new | 1 | 0..]
+  DeviceBuffer<float> cs_;      // n x 257 controls | lr_mult
+  DeviceBuffer<float> theta_;   // n x 159 per-tensor MLP
+  DeviceBuffer<double> partial_;
+  DeviceBuffer<float> norm_;    // n x 32: 30 normalisers, param scale
+  DeviceBuffer<float> scalars_; // grad scale, lr, 18 shared LSTM features
+};

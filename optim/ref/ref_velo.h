@@ -1,0 +1,24 @@
+// Parts of the VeLO reference that tests check on their own (velo.md 11, T0-T6).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "optim/lopt/lopt_weights.h"
+
+struct VeloLossBuffer {  // velo.md 4.2
+  explicit VeloLossBuffer(int64_t num_steps);
+  float update(float loss);        // returns the clipped loss
+  void features(float* f9) const;  // the 9 loss features of the updated buffer
+  float decay[10], means[10], running_min[10];
+  int64_t it = 0;
+};
+
+void velo_fraction_features(double fraction, float* e9);
+float velo_log_abs(double x);  // 0.5 clip(log(1e-8 + |10x|), -5, 5)
+int velo_rank_class(const std::vector<int64_t>& shape);
+// The 30-value LSTM input of one tensor from its OLD momenta m[3], second moment v and parameters p.
+void velo_lstm_input(const float* shared18, const std::vector<int64_t>& shape, const float* p, const float* const* m,
+                     const float* v, int64_t numel, float* row);
+// Mixing layers + LSTM over n tensors: X (n x 30), h and c (n x 512, updated in place),
+// controls (n x 256), lr_mult (n). Double accumulation.
+void velo_lstm(const VeloWeights& w, int n, const float* X, float* h, float* c, float* controls, float* lr_mult);

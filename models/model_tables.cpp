@@ -16,12 +16,7 @@ ParamTable gpt2_param_table(const Gpt2Shape& s) {
   ParamTable t;
   const int64_t C = s.channels;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, Role role, bool decay) {
-    TensorSpec spec;
-    spec.name = name;
-    spec.shape = std::move(shape);
-    spec.role = role;
-    spec.decay = decay;
-    t.add(spec);
+    t.add(tensor_spec(name, std::move(shape), role, decay));
   };
   add("wte", {s.vocab, C}, Role::Embedding, true);  // tied with the LM head
   add("wpe", {s.max_seq, C}, Role::PosEmbedding, true);
@@ -56,12 +51,7 @@ ParamTable vit_param_table(const VitShape& s) {
   ParamTable t;
   const int64_t C = s.channels, tokens = int64_t(s.image / s.patch) * (s.image / s.patch) + 1;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, Role role, bool decay) {
-    TensorSpec spec;
-    spec.name = name;
-    spec.shape = std::move(shape);
-    spec.role = role;
-    spec.decay = decay;
-    t.add(spec);
+    t.add(tensor_spec(name, std::move(shape), role, decay));
   };
   add("cls_token", {1, 1, C}, Role::PosEmbedding, false);
   add("pos_embed", {1, tokens, C}, Role::PosEmbedding, false);

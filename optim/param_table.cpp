@@ -16,6 +16,15 @@ const char* role_name(Role r) {
   return "?";
 }
 
+TensorSpec tensor_spec(std::string name, std::vector<int64_t> shape, Role role, bool decay) {
+  TensorSpec s;
+  s.name = std::move(name);
+  s.shape = std::move(shape);
+  s.role = role;
+  s.decay = decay;
+  return s;
+}
+
 Owner TensorInfo::resolved_owner() const {
   if (owner != Owner::Auto) return owner;
   return (role == Role::Hidden && ndim() >= 2) ? Owner::Muon : Owner::AdamW;

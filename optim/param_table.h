@@ -30,6 +30,8 @@ struct TensorSpec {
   Owner owner = Owner::Auto;    // Auto: Muon takes Hidden matrices, AdamW takes the rest
 };
 
+TensorSpec tensor_spec(std::string name, std::vector<int64_t> shape, Role role, bool decay = true);
+
 struct TensorInfo : TensorSpec {
   int index = 0;
   int64_t offset = 0;  // elements into the arena

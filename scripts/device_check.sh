@@ -18,7 +18,7 @@ for w in $what; do
     crosscheck)
       PYTHONUNBUFFERED=1 python3 tests/torch_crosscheck.py 2>&1 | tee "$OUT/crosscheck.jsonl" || status=1 ;;
     bench)
-      ./bench_optim 2>&1 | tee "$OUT/bench_optim.jsonl" || status=1 ;;
+      ./bench_optim -o adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo 2>&1 | tee "$OUT/bench_optim.jsonl" || status=1 ;;
     *) echo "unknown step $w"; status=1 ;;
   esac
 done

@@ -68,7 +68,7 @@ __device__ __forceinline__ void lo_update_entry(float4* rec, float4* cfac, int64
   r.y = d.f[1] * r.y + (1.0f - d.f[1]) * mean;
   r.z = d.f[2] * r.z + (1.0f - d.f[2]) * mean;
   rec[idx] = r;
-  if (cfac) cfac[idx] = make_float4(1.0f / sqrtf(fmaxf(r.x, 1e-9f)), 1.0f / sqrtf(fmaxf(r.y, 1e-9f)), 1.0f / sqrtf(fmaxf(r.z, 1e-9f)), 0.0f);
+  if (cfac) cfac[idx] = make_float4(rsqrtf(fmaxf(r.x, 1e-9f)), rsqrtf(fmaxf(r.y, 1e-9f)), rsqrtf(fmaxf(r.z, 1e-9f)), 0.0f);
 }
 
 __global__ void __launch_bounds__(kThreads) lo_f1(const LoItem* __restrict__ items, const LoTensor* __restrict__ ts,
@@ -162,8 +162,8 @@ __global__ void __launch_bounds__(kThreads) lo_f1b(const int2* __restrict__ grou
   for (int64_t j = threadIdx.x; j < n; j += kThreads) {
     const int64_t ri = ridx(j);
     float4 r = R[ri];
-    rfac[t.r_off + ri] = make_float4(1.0f / sqrtf(fmaxf(r.x / (mu0 + 1e-9f), 1e-9f)), 1.0f / sqrtf(fmaxf(r.y / (mu1 + 1e-9f), 1e-9f)),
-                                     1.0f / sqrtf(fmaxf(r.z / (mu2 + 1e-9f), 1e-9f)), 0.0f);
+    rfac[t.r_off + ri] = make_float4(rsqrtf(fmaxf(r.x / (mu0 + 1e-9f), 1e-9f)), rsqrtf(fmaxf(r.y / (mu1 + 1e-9f), 1e-9f)),
+                                     rsqrtf(fmaxf(r.z / (mu2 + 1e-9f), 1e-9f)), 0.0f);
   }
 }
 }  // namespace

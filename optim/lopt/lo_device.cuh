@@ -29,8 +29,8 @@ __device__ __forceinline__ void lo_gather(const LoTensor& t, int64_t i, const fl
 #pragma unroll
     for (int k = 0; k < 3; k++) {
       e.row[k] = e.col[k] = vv[k];
-      e.sg[k] = 1.0f / sqrtf(fmaxf(vv[k] + 1e-9f, 1e-9f));
-      e.sm[k] = kVeloDiag ? 1.0f / sqrtf(vv[k]) : 1.0f / sqrtf(vv[k] + 1e-6f);
+      e.sg[k] = rsqrtf(fmaxf(vv[k] + 1e-9f, 1e-9f));
+      e.sm[k] = kVeloDiag ? rsqrtf(vv[k]) : rsqrtf(vv[k] + 1e-6f);
     }
   }
 }
@@ -49,6 +49,22 @@ __device__ __forceinline__ float4 lo_update_diag(float4 V, float g, const LoDeca
   V.y = d.f[1] * V.y + (1.0f - d.f[1]) * q;
   V.z = d.f[2] * V.z + (1.0f - d.f[2]) * q;
   return V;
+}
+
+// Calls body(e, g, p, record) for every element e of the chunk, two elements per iteration with their
+// loads issued together (more bytes in flight per thread for the memory-bound pass B).
+template <int kThreads, class F>
+__device__ __forceinline__ void lo_for_each_pair(const Chunk& c, const float* __restrict__ g, const float* __restrict__ p,
+                                                 const float4* __restrict__ state, F&& body) {
+  int e = threadIdx.x;
+  for (; e + kThreads < c.n; e += 2 * kThreads) {
+    const float g0 = g[c.p_begin + e], g1 = g[c.p_begin + e + kThreads];
+    const float p0 = p[c.p_begin + e], p1 = p[c.p_begin + e + kThreads];
+    const float4 s0 = state[c.s_begin + e], s1 = state[c.s_begin + e + kThreads];
+    body(e, g0, p0, s0);
+    body(e + kThreads, g1, p1, s1);
+  }
+  if (e < c.n) body(e, g[c.p_begin + e], p[c.p_begin + e], state[c.s_begin + e]);
 }
 
 // Sums acc[0..N) over the block in a fixed order and writes them (double) to out; blockDim 256.

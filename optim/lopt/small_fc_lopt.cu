@@ -61,7 +61,7 @@ __global__ void sf_begin(int64_t* step, double lr, LrSchedule sched, const float
 
 // The 28 normalisable features (small_fc_lopt.md 3.5).
 __device__ __forceinline__ void sf_features(const LoElem& e, float* x) {
-  const float rho = 1.0f / sqrtf(e.v + 1e-6f);
+  const float rho = rsqrtf(e.v + 1e-6f);
   x[0] = e.g;
   x[1] = e.p;
   x[2] = e.m[0], x[3] = e.m[1], x[4] = e.m[2];
@@ -73,8 +73,8 @@ __device__ __forceinline__ void sf_features(const LoElem& e, float* x) {
     x[10 + k] = e.g * e.sg[k];
     x[13 + k] = e.row[k];
     x[16 + k] = e.col[k];
-    x[19 + k] = 1.0f / sqrtf(e.row[k] + 1e-8f);
-    x[22 + k] = 1.0f / sqrtf(e.col[k] + 1e-8f);
+    x[19 + k] = rsqrtf(e.row[k] + 1e-8f);
+    x[22 + k] = rsqrtf(e.col[k] + 1e-8f);
     x[25 + k] = e.m[k] * e.sm[k];
   }
 }
@@ -107,16 +107,7 @@ __global__ void __launch_bounds__(kThreads) sf_pass_b(const Chunk* __restrict__ 
 #pragma unroll
     for (int k = 0; k < kF; k++) acc[k] += x[k] * x[k];
   };
-  // Two elements per iteration, their loads issued together: more bytes in flight per thread.
-  int e = threadIdx.x;
-  for (; e + kThreads < c.n; e += 2 * kThreads) {
-    const float g0 = g[c.p_begin + e], g1 = g[c.p_begin + e + kThreads];
-    const float p0 = p[c.p_begin + e], p1 = p[c.p_begin + e + kThreads];
-    const float4 s0 = state[c.s_begin + e], s1 = state[c.s_begin + e + kThreads];
-    body(e, g0, p0, s0);
-    body(e + kThreads, g1, p1, s1);
-  }
-  if (e < c.n) body(e, g[c.p_begin + e], p[c.p_begin + e], state[c.s_begin + e]);
+  lo_for_each_pair<kThreads>(c, g, p, state, body);
   lo_block_sums<kF>(acc, partial + int64_t(blockIdx.x) * kF);
 }
 
@@ -125,7 +116,7 @@ __global__ void __launch_bounds__(1024) sf_norms(const LoTensor* __restrict__ ts
   const LoTensor t = ts[blockIdx.x];
   __shared__ double S[kF];
   lo_tensor_sums<kF>(partial, t.chunk_begin, t.chunk_end, S);
-  if (threadIdx.x < kF) norm[blockIdx.x * 32 + threadIdx.x] = 1.0f / sqrtf(1e-5f + float(S[threadIdx.x] / double(t.numel)));
+  if (threadIdx.x < kF) norm[blockIdx.x * 32 + threadIdx.x] = rsqrtf(1e-5f + float(S[threadIdx.x] / double(t.numel)));
 }
 
 // The element's features and the parts of its update that do not depend on the MLP.
@@ -154,6 +145,22 @@ __device__ __forceinline__ void sf_store(float* __restrict__ p, __nv_bfloat16* _
   if (wd > 0) pn -= wd * lr * pn;
   p[at] = pn;
   if (pb) pb[at] = __float2bfloat16_rn(pn);
+}
+
+// h[0..32) += sum_k w[k][0..32) * x[k * kThreads]: weights 16 bytes at a time, the input loop rolled.
+__device__ __forceinline__ void sf_dense32(float* h, const float4* w, const float* x, int n_in) {
+#pragma unroll 2
+  for (int k = 0; k < n_in; k++) {
+    const float xk = x[k * kThreads];
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+      const float4 wq = w[k * 8 + q];
+      h[4 * q] = fmaf(wq.x, xk, h[4 * q]);
+      h[4 * q + 1] = fmaf(wq.y, xk, h[4 * q + 1]);
+      h[4 * q + 2] = fmaf(wq.z, xk, h[4 * q + 2]);
+      h[4 * q + 3] = fmaf(wq.w, xk, h[4 * q + 3]);
+    }
+  }
 }
 
 // Exact: fp32 MLP on CUDA cores.
@@ -186,32 +193,10 @@ __global__ void __launch_bounds__(kThreads, 2) sf_pass_c_exact(const Chunk* __re
     float h[32];
 #pragma unroll
     for (int o = 0; o < 32; o++) h[o] = b0[o];
-#pragma unroll 2
-    for (int k = 0; k < kF; k++) {
-      const float xk = x[k * kThreads];
-#pragma unroll
-      for (int q = 0; q < 8; q++) {
-        const float4 w = w0[k * 8 + q];
-        h[4 * q] = fmaf(w.x, xk, h[4 * q]);
-        h[4 * q + 1] = fmaf(w.y, xk, h[4 * q + 1]);
-        h[4 * q + 2] = fmaf(w.z, xk, h[4 * q + 2]);
-        h[4 * q + 3] = fmaf(w.w, xk, h[4 * q + 3]);
-      }
-    }
+    sf_dense32(h, w0, x, kF);
 #pragma unroll
     for (int o = 0; o < 32; o++) x[o * kThreads] = fmaxf(h[o], 0.0f), h[o] = b1[o];
-#pragma unroll 2
-    for (int k = 0; k < 32; k++) {
-      const float a = x[k * kThreads];
-#pragma unroll
-      for (int q = 0; q < 8; q++) {
-        const float4 w = w1[k * 8 + q];
-        h[4 * q] = fmaf(w.x, a, h[4 * q]);
-        h[4 * q + 1] = fmaf(w.y, a, h[4 * q + 1]);
-        h[4 * q + 2] = fmaf(w.z, a, h[4 * q + 2]);
-        h[4 * q + 3] = fmaf(w.w, a, h[4 * q + 3]);
-      }
-    }
+    sf_dense32(h, w1, x, 32);
     float dir = w2[64], mag = w2[65];
 #pragma unroll
     for (int k = 0; k < 32; k++) {

@@ -50,7 +50,7 @@ __device__ __forceinline__ float velo_g(float g, float gs) { return fminf(1000.0
 
 // The 30 per-element features (velo.md 4.7).
 __device__ __forceinline__ void velo_features(const LoElem& e, float* x) {
-  const float s = 1.0f / sqrtf(e.v + 1e-6f);
+  const float s = rsqrtf(e.v + 1e-6f);
   x[0] = e.g;
   x[1] = fminf(0.1f, fmaxf(-0.1f, e.g));
   x[2] = e.p;
@@ -64,8 +64,8 @@ __device__ __forceinline__ void velo_features(const LoElem& e, float* x) {
     x[11 + k] = e.g * e.sg[k];
     x[15 + k] = e.row[k];
     x[18 + k] = e.col[k];
-    x[21 + k] = 1.0f / sqrtf(e.row[k] + 1e-8f);
-    x[24 + k] = 1.0f / sqrtf(e.col[k] + 1e-8f);
+    x[21 + k] = rsqrtf(e.row[k] + 1e-8f);
+    x[24 + k] = rsqrtf(e.col[k] + 1e-8f);
     x[27 + k] = e.m[k] * e.sm[k];
   }
 }
@@ -101,16 +101,7 @@ __global__ void __launch_bounds__(kThreads) velo_pass_b(const Chunk* __restrict_
 #pragma unroll
     for (int k = 0; k < kF; k++) acc[k] += x[k] * x[k];
   };
-  // Two elements per iteration, their loads issued together: more bytes in flight per thread.
-  int e = threadIdx.x;
-  for (; e + kThreads < c.n; e += 2 * kThreads) {
-    const float g0 = g[c.p_begin + e], g1 = g[c.p_begin + e + kThreads];
-    const float p0 = p[c.p_begin + e], p1 = p[c.p_begin + e + kThreads];
-    const float4 s0 = state[c.s_begin + e], s1 = state[c.s_begin + e + kThreads];
-    body(e, g0, p0, s0);
-    body(e + kThreads, g1, p1, s1);
-  }
-  if (e < c.n) body(e, g[c.p_begin + e], p[c.p_begin + e], state[c.s_begin + e]);
+  lo_for_each_pair<kThreads>(c, g, p, state, body);
   lo_block_sums<kS>(acc, partial + int64_t(blockIdx.x) * kS);
 }
 
@@ -126,7 +117,7 @@ __global__ void __launch_bounds__(1024) velo_norms(const LoTensor* __restrict__ 
   lo_tensor_sums<kS>(partial, t.chunk_begin, t.chunk_end, S);
   const int k = threadIdx.x;
   const double n = double(t.numel);
-  if (k < kF) norm[blockIdx.x * 32 + k] = 1.0f / sqrtf(1e-5f + float(S[k] / n));
+  if (k < kF) norm[blockIdx.x * 32 + k] = rsqrtf(1e-5f + float(S[k] / n));
   if (k == kF) norm[blockIdx.x * 32 + kF] = sqrtf(float(S[2] / n) + 1e-9f);
   if (k != 0) return;
   float* row = x + blockIdx.x * 32;

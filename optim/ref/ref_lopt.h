@@ -11,6 +11,30 @@
 std::unique_ptr<RefOptimizer> make_ref_small_fc(const ParamTable& t, const OptimOptions& o, const SmallFcWeights& w);
 std::unique_ptr<RefOptimizer> make_ref_velo(const ParamTable& t, const OptimOptions& o, const VeloWeights& w);
 
+// Momenta, second moment and Adafactor-style factored (or, for vectors, diagonal) second moments of one
+// tensor at three decays, as both learned optimizers keep them.
+struct LoRefDecays {
+  float m[3], v, f[3];
+};
+class RefLoTensor {
+ public:
+  RefLoTensor(const std::vector<int64_t>& shape, TieRule tie);
+  void update(const std::vector<float>& g, const LoRefDecays& d);  // then the factors from the new state
+  struct Elem {
+    float row[3], col[3];  // R and C entries (vectors: V twice)
+    float fg[3], fm[3];    // Adafactor factor for the gradient and for the momenta
+  };
+  // Vectors: fg = rsqrt(max(V + 1e-9, 1e-9)), fm = (V + momentum_eps)^(-1/2) (μLO 1e-6, VeLO 0).
+  Elem elem(int64_t i, float momentum_eps) const;
+  FactoredDims fd;
+  std::vector<float> m[3], v;
+
+ private:
+  std::vector<float> R_[3], C_[3], V_[3], rf_[3], cf_[3];
+  std::vector<int64_t> ri_, ci_, group_;  // element -> R entry, element -> C entry, R entry -> μR group
+  int64_t n_ = 0, n0_ = 1, n1_ = 1, groups_ = 0;
+};
+
 // μLO's effective decays from its meta-learned offsets (small_fc_lopt.md 1).
 struct SmallFcDecays {
   float m[3], v, f[3];

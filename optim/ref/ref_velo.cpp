@@ -123,26 +123,10 @@ void velo_lstm(const VeloWeights& w, int n, const float* X, float* h, float* c, 
 namespace {
 class RefVelo : public RefOptimizer {
  public:
-  RefVelo(const ParamTable& t, const OptimOptions& o, const VeloWeights& w)
-      : RefOptimizer(t, o), w_(w), loss_(o.velo.num_steps) {
-    const TieRule tie = parse_tie_rule(o.velo.tie);
-    for (const auto& ti : t.tensors()) {
-      St s;
-      s.fd = factored_dims(ti.shape, tie);
-      s.nd.shape = ti.shape;
-      const size_t n = size_t(ti.numel);
-      for (int k = 0; k < 3; k++) {
-        s.m[k].assign(n, 0.0f);
-        if (s.fd.factored) {
-          s.R[k].assign(size_t(s.nd.count_without(s.fd.d0)), 0.0f);
-          s.C[k].assign(size_t(s.nd.count_without(s.fd.d1)), 0.0f);
-        } else {
-          s.V[k].assign(n, 0.0f);
-        }
-      }
-      s.v.assign(n, 0.0f);
-      st_.push_back(std::move(s));
-    }
+  RefVelo(const ParamTable& t, const OptimOptions& o, const VeloWeights& w) : RefOptimizer(t, o), w_(w), loss_(o.velo.num_steps) {
+    for (int k = 0; k < 3; k++) dec_.m[k] = dec_.f[k] = std::vector<float>{0.9f, 0.99f, 0.999f}[size_t(k)];
+    dec_.v = 0.999f;
+    for (const auto& ti : t.tensors()) st_.emplace_back(ti.shape, parse_tie_rule(o.velo.tie));
     h_.resize(size_t(t.size()) * 512);
     c_.resize(h_.size());
     for (int i = 0; i < t.size(); i++) {
@@ -152,16 +136,15 @@ class RefVelo : public RefOptimizer {
   }
 
   void step(std::vector<float>& params, const std::vector<float>& grads, float gs, float loss) override {
-    const VeloOptions& h = opts_.velo;
     const int n_t = table_.size();
     loss_.update(loss);
     float shared[18];
-    velo_fraction_features(double(t_) / double(h.num_steps), shared);
+    velo_fraction_features(double(t_) / double(opts_.velo.num_steps), shared);
     loss_.features(shared + 9);
     // LSTM inputs from the old accumulators (4.3).
     std::vector<float> X(static_cast<size_t>(n_t * 30));
     for (const auto& ti : table_.tensors()) {
-      const St& s = st_[size_t(ti.index)];
+      const RefLoTensor& s = st_[size_t(ti.index)];
       const float* m[3] = {s.m[0].data(), s.m[1].data(), s.m[2].data()};
       velo_lstm_input(shared, ti.shape, &params[size_t(ti.offset)], m, s.v.data(), ti.numel, &X[size_t(ti.index * 30)]);
     }
@@ -175,104 +158,45 @@ class RefVelo : public RefOptimizer {
         theta[q] = float(100.0 * a / 256.0);
       }
       step_tensor(ti, st_[size_t(ti.index)], &params[size_t(ti.offset)], &grads[size_t(ti.offset)], gs, theta,
-                  lr_mult[size_t(ti.index)], h);
+                  lr_mult[size_t(ti.index)]);
     }
     t_++;
   }
 
-  const std::vector<float>& lstm_h() const { return h_; }
-
  private:
-  struct St {
-    FactoredDims fd;
-    NdShape nd;
-    std::vector<float> m[3], v, R[3], C[3], V[3];
-  };
+  // The 30 per-element features (4.7) from the updated state.
+  static void features(const RefLoTensor& s, int64_t i, float g, float p, float* x) {
+    const RefLoTensor::Elem e = s.elem(i, 0.0f);
+    const float sv = 1.0f / std::sqrt(s.v[size_t(i)] + 1e-6f);
+    x[0] = g;
+    x[1] = std::min(0.1f, std::max(-0.1f, g));
+    x[2] = p;
+    x[6] = s.v[size_t(i)];
+    x[10] = sv;
+    x[14] = g * sv;
+    for (int k = 0; k < 3; k++) {
+      const float m = s.m[k][size_t(i)];
+      x[3 + k] = m;
+      x[7 + k] = m * sv;
+      x[11 + k] = g * e.fg[k];
+      x[15 + k] = e.row[k];
+      x[18 + k] = e.col[k];
+      x[21 + k] = 1.0f / std::sqrt(e.row[k] + 1e-8f);
+      x[24 + k] = 1.0f / std::sqrt(e.col[k] + 1e-8f);
+      x[27 + k] = m * e.fm[k];
+    }
+  }
 
-  void step_tensor(const TensorInfo& ti, St& s, float* p, const float* graw, float gs, const float* th, float lr_mult,
-                   const VeloOptions& h) {
-    static const float bm[3] = {0.9f, 0.99f, 0.999f};
+  void step_tensor(const TensorInfo& ti, RefLoTensor& s, float* p, const float* graw, float gs, const float* th, float lr_mult) {
+    const VeloOptions& h = opts_.velo;
     const int64_t n = ti.numel;
     std::vector<float> g(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; i++) g[size_t(i)] = std::min(1000.0f, std::max(-1000.0f, graw[i] * gs));
-    for (int64_t i = 0; i < n; i++) {
-      const float gi = g[size_t(i)];
-      for (int k = 0; k < 3; k++) s.m[k][size_t(i)] = bm[k] * s.m[k][size_t(i)] + (1.0f - bm[k]) * gi;
-      s.v[size_t(i)] = 0.999f * s.v[size_t(i)] + (1.0f - 0.999f) * gi * gi;
-      if (!s.fd.factored)
-        for (int k = 0; k < 3; k++) s.V[k][size_t(i)] = bm[k] * s.V[k][size_t(i)] + (1.0f - bm[k]) * (gi * gi + 1e-30f);
-    }
-    std::vector<float> rf[3], cf[3];
-    if (s.fd.factored) {
-      const size_t nr = s.R[0].size(), nc = s.C[0].size();
-      std::vector<double> rs(nr, 0.0), cs(nc, 0.0);
-      for (int64_t i = 0; i < n; i++) {
-        auto c = s.nd.coords(i);
-        double q = double(g[size_t(i)]) * g[size_t(i)];
-        rs[size_t(s.nd.flat_without(c, s.fd.d0))] += q;
-        cs[size_t(s.nd.flat_without(c, s.fd.d1))] += q;
-      }
-      const double n0 = double(ti.shape[size_t(s.fd.d0)]), n1 = double(ti.shape[size_t(s.fd.d1)]);
-      NdShape rshape;
-      for (int a = 0; a < ti.ndim(); a++)
-        if (a != s.fd.d0) rshape.shape.push_back(ti.shape[size_t(a)]);
-      const int d1r = s.fd.d1 > s.fd.d0 ? s.fd.d1 - 1 : s.fd.d1;
-      std::vector<int64_t> group(nr);
-      for (size_t j = 0; j < nr; j++) group[j] = rshape.flat_without(rshape.coords(int64_t(j)), d1r);
-      for (int k = 0; k < 3; k++) {
-        for (size_t j = 0; j < nr; j++) s.R[k][j] = bm[k] * s.R[k][j] + (1.0f - bm[k]) * float(rs[j] / n0 + 1e-30);
-        for (size_t j = 0; j < nc; j++) s.C[k][j] = bm[k] * s.C[k][j] + (1.0f - bm[k]) * float(cs[j] / n1 + 1e-30);
-        std::vector<double> mu(size_t(rshape.count_without(d1r)), 0.0);
-        for (size_t j = 0; j < nr; j++) mu[size_t(group[j])] += s.R[k][j];
-        for (auto& x : mu) x /= double(rshape.shape[size_t(d1r)]);
-        rf[k].resize(nr);
-        cf[k].resize(nc);
-        for (size_t j = 0; j < nr; j++)
-          rf[k][j] = 1.0f / std::sqrt(std::max(s.R[k][j] / (float(mu[size_t(group[j])]) + 1e-9f), 1e-9f));
-        for (size_t j = 0; j < nc; j++) cf[k][j] = 1.0f / std::sqrt(std::max(s.C[k][j], 1e-9f));
-      }
-    }
-    auto feat = [&](int64_t i, float* x) {
-      const float gi = g[size_t(i)], sv = 1.0f / std::sqrt(s.v[size_t(i)] + 1e-6f);
-      x[0] = gi;
-      x[1] = std::min(0.1f, std::max(-0.1f, gi));
-      x[2] = p[i];
-      for (int k = 0; k < 3; k++) x[3 + k] = s.m[k][size_t(i)];
-      x[6] = s.v[size_t(i)];
-      for (int k = 0; k < 3; k++) x[7 + k] = s.m[k][size_t(i)] * sv;
-      x[10] = sv;
-      x[14] = gi * sv;
-      int64_t ri = 0, ci = 0;
-      if (s.fd.factored) {
-        auto c = s.nd.coords(i);
-        ri = s.nd.flat_without(c, s.fd.d0);
-        ci = s.nd.flat_without(c, s.fd.d1);
-      }
-      for (int k = 0; k < 3; k++) {
-        float row, col, fg, fm;
-        if (s.fd.factored) {
-          row = s.R[k][size_t(ri)];
-          col = s.C[k][size_t(ci)];
-          float f = rf[k][size_t(ri)] * cf[k][size_t(ci)];
-          fg = gi * f;
-          fm = s.m[k][size_t(i)] * f;
-        } else {
-          row = col = s.V[k][size_t(i)];
-          fg = gi / std::sqrt(std::max(row + 1e-9f, 1e-9f));
-          fm = s.m[k][size_t(i)] / std::sqrt(row);
-        }
-        x[11 + k] = fg;
-        x[15 + k] = row;
-        x[18 + k] = col;
-        x[21 + k] = 1.0f / std::sqrt(row + 1e-8f);
-        x[24 + k] = 1.0f / std::sqrt(col + 1e-8f);
-        x[27 + k] = fm;
-      }
-    };
+    s.update(g, dec_);  // 4.5, 4.6
     double sq[30] = {0};
     float x[30];
     for (int64_t i = 0; i < n; i++) {
-      feat(i, x);
+      features(s, i, g[size_t(i)], p[i], x);
       for (int ch = 0; ch < 30; ch++) sq[ch] += double(x[ch]) * x[ch];
     }
     float sc[30];
@@ -281,7 +205,7 @@ class RefVelo : public RefOptimizer {
     const float lr = float(h.lr * opts_.schedule.factor(t_)), wd = ti.decay ? float(h.weight_decay) : 0.0f;
     std::vector<float> out(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; i++) {
-      feat(i, x);
+      features(s, i, g[size_t(i)], p[i], x);
       float h1[4], h2[4];
       for (int o = 0; o < 4; o++) {  // double accumulation, as in the μLO reference
         double a = th[120 + o];
@@ -295,8 +219,7 @@ class RefVelo : public RefOptimizer {
       }
       double dd = th[156], mm = th[157];
       for (int k = 0; k < 4; k++) dd += double(th[144 + k]) * h2[k], mm += double(th[148 + k]) * h2[k];
-      const float d = float(dd), mag = float(mm);
-      float stp = lr_mult * d * std::exp(0.001f * mag) * 0.001f * param_scale;
+      const float stp = lr_mult * float(dd) * std::exp(0.001f * float(mm)) * 0.001f * param_scale;
       float pn = p[i] - lr * stp;
       if (wd > 0) pn -= lr * wd * pn;
       out[size_t(i)] = pn;
@@ -306,7 +229,8 @@ class RefVelo : public RefOptimizer {
 
   VeloWeights w_;
   VeloLossBuffer loss_;
-  std::vector<St> st_;
+  LoRefDecays dec_;
+  std::vector<RefLoTensor> st_;
   std::vector<float> h_, c_;
 };
 }  // namespace

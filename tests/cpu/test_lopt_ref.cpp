@@ -57,7 +57,9 @@ TEST(VeloConstants, LossBufferTrace) {  // velo.md 11, T1
     if (s == 2 || s == 3) {
       expect_vec(f, std::vector<float>(9, -1.0f), 1e-6, "features after 3/4");
     }
-    if (s == 3) EXPECT_NEAR(b.running_min[0], 1.730054f, 1e-6);
+    if (s == 3) {
+      EXPECT_NEAR(b.running_min[0], 1.730054f, 1e-6);
+    }
     if (s == 4)
       expect_vec(f, {0.028951f, 0.022544f, 0.017521f, 0.013596f, 0.010545f, 0.008172f, 0.006332f, 0.004898f, 0.003799f}, 2e-5,
                  "after 5");  // ratios of near-equal float32 differences: ~1e-5 absolute is all they carry

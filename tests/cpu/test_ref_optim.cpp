@@ -8,12 +8,7 @@
 namespace {
 ParamTable one_tensor(std::vector<int64_t> shape, Role role = Role::Hidden, bool decay = true) {
   ParamTable t;
-  TensorSpec s;
-  s.name = "w";
-  s.shape = std::move(shape);
-  s.role = role;
-  s.decay = decay;
-  t.add(s);
+  t.add(tensor_spec("w", std::move(shape), role, decay));
   return t;
 }
 std::vector<float> random_vec(size_t n, std::mt19937& rng, float sd) {
@@ -167,15 +162,8 @@ TEST(RefMuon, StepOnDiagonalGradientAndAuxAdamW) {
   // Step 1: buf = (1-mu) g, nesterov u = lerp(g, buf, mu); normalisation removes the scale, so the
   // update is -lr * sqrt(max(1, R/C)) * NS(diag / ||diag||). The embedding goes through aux AdamW.
   ParamTable t;
-  TensorSpec w;
-  w.name = "w";
-  w.shape = {6, 3};
-  t.add(w);
-  TensorSpec e;
-  e.name = "wte";
-  e.shape = {10, 3};
-  e.role = Role::Embedding;
-  t.add(e);
+  t.add(tensor_spec("w", {6, 3}, Role::Hidden));
+  t.add(tensor_spec("wte", {10, 3}, Role::Embedding));
   OptimOptions o;
   o.muon.lr = 0.02;
   auto opt = make_ref_optimizer("muon", o, t);

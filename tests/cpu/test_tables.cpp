@@ -7,11 +7,7 @@
 
 namespace {
 TensorSpec spec(const std::string& name, std::vector<int64_t> shape, Role role = Role::Hidden) {
-  TensorSpec s;
-  s.name = name;
-  s.shape = std::move(shape);
-  s.role = role;
-  return s;
+  return tensor_spec(name, std::move(shape), role);
 }
 }  // namespace
 

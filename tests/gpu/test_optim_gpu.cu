@@ -23,12 +23,7 @@ class Gpu : public ::testing::Test {
 ParamTable mixed_table(bool big) {
   ParamTable t;
   auto add = [&](const char* name, std::vector<int64_t> shape, Role role, bool decay = true) {
-    TensorSpec s;
-    s.name = name;
-    s.shape = std::move(shape);
-    s.role = role;
-    s.decay = decay;
-    t.add(s);
+    t.add(tensor_spec(name, std::move(shape), role, decay));
   };
   add("w_sq", {64, 64}, Role::Hidden);
   add("w_tall", {96, 48}, Role::Hidden);
@@ -287,10 +282,7 @@ TEST_F(Gpu, BadStateFilesAreRefused) {
   auto muon = make_optimizer("muon", o, a);
   expect_user_error([&] { muon->load_state(SectionReader(path)); }, "holds the state of optimizer 'adamw'");
   ParamTable other;
-  TensorSpec s;
-  s.name = "x";
-  s.shape = {3, 3};
-  other.add(s);
+  other.add(tensor_spec("x", {3, 3}, Role::Hidden));
   Arena b(other, false);
   auto adamw_b = make_optimizer("adamw", o, b);
   expect_user_error([&] { adamw_b->load_state(SectionReader(path)); }, "different model");

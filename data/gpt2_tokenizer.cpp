@@ -1,0 +1,169 @@
+#include "data/gpt2_tokenizer.h"
+
+#include <algorithm>
+#include <climits>
+#include <fstream>
+
+#include "common/error.h"
+
+namespace {
+struct CodeRange {
+  uint32_t lo, hi;
+};
+#include "data/unicode_tables.inc"
+
+template <size_t N>
+bool in_table(const CodeRange (&t)[N], uint32_t cp) {
+  auto it = std::upper_bound(t, t + N, cp, [](uint32_t c, const CodeRange& r) { return c < r.lo; });
+  return it != t && cp <= (it - 1)->hi;
+}
+bool is_letter(uint32_t cp) { return cp < 0x80 ? ((cp | 32) >= 'a' && (cp | 32) <= 'z') : in_table(kLetters, cp); }
+bool is_number(uint32_t cp) { return cp < 0x80 ? (cp >= '0' && cp <= '9') : in_table(kNumbers, cp); }
+bool is_space(uint32_t cp) {  // Unicode White_Space
+  return (cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+// Decodes UTF-8 into code points with their byte offsets; invalid bytes become U+FFFD of length 1
+// (they are still encoded byte by byte, as the byte-level BPE requires).
+void decode_utf8(const std::string& s, std::vector<uint32_t>* cps, std::vector<size_t>* offs) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    uint32_t cp = 0xFFFD;
+    size_t len = 1;
+    if (c < 0x80) cp = c;
+    else if ((c >> 5) == 6) len = 2, cp = c & 0x1F;
+    else if ((c >> 4) == 14) len = 3, cp = c & 0x0F;
+    else if ((c >> 3) == 30) len = 4, cp = c & 0x07;
+    bool ok = i + len <= s.size();
+    for (size_t k = 1; ok && k < len; k++) {
+      const unsigned char d = static_cast<unsigned char>(s[i + k]);
+      ok = (d >> 6) == 2;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if (!ok || (len > 1 && cp < 0x80)) cp = 0xFFFD, len = 1;
+    cps->push_back(cp);
+    offs->push_back(i);
+    i += len;
+  }
+  offs->push_back(s.size());
+}
+
+std::string base64_decode(const std::string& in, bool* ok) {
+  static int8_t tab[256];
+  static bool init = false;
+  if (!init) {
+    std::fill(tab, tab + 256, int8_t(-1));
+    const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; i++) tab[uint8_t(a[i])] = int8_t(i);
+    init = true;
+  }
+  std::string out;
+  int val = 0, bits = -8;
+  *ok = true;
+  for (char ch : in) {
+    if (ch == '=') break;
+    const int8_t d = tab[uint8_t(ch)];
+    if (d < 0) return *ok = false, out;
+    val = (val << 6) | d;
+    bits += 6;
+    if (bits >= 0) {
+      out += char((val >> bits) & 0xFF);
+      bits -= 8;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<std::pair<size_t, size_t>> gpt2_pretokenize(const std::string& text) {
+  std::vector<uint32_t> cp;
+  std::vector<size_t> off;
+  decode_utf8(text, &cp, &off);
+  std::vector<std::pair<size_t, size_t>> out;
+  const size_t n = cp.size();
+  auto run = [&](size_t j, bool (*pred)(uint32_t)) {
+    while (j < n && pred(cp[j])) j++;
+    return j;
+  };
+  auto other = [](uint32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    if (cp[i] == '\'' && i + 1 < n) {  // contractions
+      const uint32_t a = cp[i + 1], b = i + 2 < n ? cp[i + 2] : 0;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') j = i + 2;
+      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) j = i + 3;
+    }
+    if (j == i) {
+      const size_t k = (cp[i] == ' ' && i + 1 < n) ? i + 1 : i;  // " ?" before the three classes
+      if (is_letter(cp[k])) j = run(k, is_letter);
+      else if (is_number(cp[k])) j = run(k, is_number);
+      else if (other(cp[k])) j = run(k, other);
+    }
+    if (j == i) {  // whitespace: \s+(?!\S), else \s+
+      const size_t e = run(i, is_space);
+      j = (e < n && e - i >= 2) ? e - 1 : e;
+    }
+    out.emplace_back(off[i], off[j]);
+    i = j;
+  }
+  return out;
+}
+
+Gpt2Tokenizer::Gpt2Tokenizer(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) user_error("cannot open the GPT-2 tokenizer '", path, "'; run scripts/download_tokenizer.sh.");
+  bytes_.resize(kVocab);
+  std::string line;
+  int lines = 0;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    const auto sp = line.find(' ');
+    bool ok = sp != std::string::npos;
+    const std::string tok = ok ? base64_decode(line.substr(0, sp), &ok) : "";
+    const long rank = ok ? std::strtol(line.c_str() + sp + 1, nullptr, 10) : -1;
+    if (!ok || rank < 0 || rank >= kEot || !bytes_[size_t(rank)].empty())
+      user_error("'", path, "' line ", lines + 1, " is not 'base64 rank' with a new rank below 50256; it is not r50k_base.tiktoken.");
+    bytes_[size_t(rank)] = tok;
+    ranks_[tok] = int(rank);
+    lines++;
+  }
+  if (lines != kEot) user_error("'", path, "' has ", lines, " ranks but GPT-2 has 50256; the file is incomplete or not r50k_base.");
+  bytes_[kEot] = "<|endoftext|>";
+}
+
+void Gpt2Tokenizer::bpe(const std::string& piece, std::vector<int>* out) const {
+  auto whole = ranks_.find(piece);
+  if (whole != ranks_.end()) return out->push_back(whole->second);
+  std::vector<std::string> parts;
+  for (char c : piece) parts.emplace_back(1, c);
+  for (;;) {
+    int best = INT_MAX;
+    size_t at = 0;
+    for (size_t k = 0; k + 1 < parts.size(); k++) {
+      auto it = ranks_.find(parts[k] + parts[k + 1]);
+      if (it != ranks_.end() && it->second < best) best = it->second, at = k;
+    }
+    if (best == INT_MAX) break;
+    parts[at] += parts[at + 1];
+    parts.erase(parts.begin() + long(at) + 1);
+  }
+  for (const auto& p : parts) out->push_back(ranks_.at(p));
+}
+
+std::vector<int> Gpt2Tokenizer::encode(const std::string& text) const {
+  std::vector<int> ids;
+  for (auto [a, b] : gpt2_pretokenize(text)) bpe(text.substr(a, b - a), &ids);
+  return ids;
+}
+
+const std::string& Gpt2Tokenizer::token_bytes(int id) const {
+  if (id < 0 || id >= kVocab) user_error("token id ", id, " is outside the GPT-2 vocabulary.");
+  return bytes_[size_t(id)];
+}
+
+std::string Gpt2Tokenizer::decode(const std::vector<int>& ids) const {
+  std::string s;
+  for (int id : ids) s += token_bytes(id);
+  return s;
+}

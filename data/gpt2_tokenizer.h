@@ -1,0 +1,29 @@
+// GPT-2 byte-level BPE (the r50k ranks): encode text to token ids and decode ids to bytes, no Python.
+// Pre-tokenisation follows GPT-2's pattern
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// with a hand-written scanner and Unicode letter/number tables (data/unicode_tables.inc); each piece
+// is then merged by rank, lowest first. "<|endoftext|>" in text is ordinary text (encode_ordinary);
+// the EOT id 50256 is only ever inserted explicitly.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+class Gpt2Tokenizer {
+ public:
+  static constexpr int kEot = 50256, kVocab = 50257;
+  // Reads r50k_base.tiktoken (base64 token bytes, space, rank per line); UserError names the problem.
+  explicit Gpt2Tokenizer(const std::string& tiktoken_path);
+  std::vector<int> encode(const std::string& text) const;
+  std::string decode(const std::vector<int>& ids) const;
+  const std::string& token_bytes(int id) const;
+
+ private:
+  void bpe(const std::string& piece, std::vector<int>* out) const;
+  std::unordered_map<std::string, int> ranks_;
+  std::vector<std::string> bytes_;  // id -> bytes
+};
+
+// The pre-tokeniser alone (exposed for tests): byte ranges of the pieces.
+std::vector<std::pair<size_t, size_t>> gpt2_pretokenize(const std::string& text);

@@ -1,0 +1,65 @@
+// GPT-2 tokenizer: golden ids produced by the reference JavaScript implementation (npm gpt-tokenizer
+// 4.0.0, r50k_base, encode with no special tokens) for text that exercises every branch of the
+// pre-tokeniser: contractions, leading spaces, whitespace runs, numbers, punctuation, accents, CJK,
+// emoji (multi-token byte pieces), compatibility characters, and the literal "<|endoftext|>".
+#include <fstream>
+
+#include "data/gpt2_tokenizer.h"
+#include "tests/test_util.h"
+
+namespace {
+const char* kTok = "tokenizer/r50k_base.tiktoken";
+}
+
+class Tokenizer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::ifstream(kTok)) FAIL() << kTok << " is missing; run scripts/download_tokenizer.sh (the CI script does).";
+  }
+};
+
+TEST_F(Tokenizer, GoldenIds) {
+  Gpt2Tokenizer tok(kTok);
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {"Hello world, it's a test.", {15496,995,11,340,338,257,1332,13}},
+      {"<|endoftext|>", {27,91,437,1659,5239,91,29}},
+      {"  leading spaces and  double  spaces  ", {220,3756,9029,290,220,4274,220,9029,220,220}},
+      {"tabs\x09"  "and\x0a"  "newlines\x0a"  "\x0a"  "\x0a"  "end", {8658,82,197,392,198,3605,6615,628,198,437}},
+      {"We'll they're I've you'd she's DON'T", {1135,1183,484,821,314,1053,345,1549,673,338,23917,6,51}},
+      {"numbers 12345 and 3.14159, 1,000,000", {77,17024,17031,2231,290,513,13,1415,19707,11,352,11,830,11,830}},
+      {"\xc3"  "\x9c"  "n\xc3"  "\xaf"  "c\xc3"  "\xb6"  "d\xc3"  "\xa9"  " na\xc3"  "\xaf"  "ve caf\xc3"  "\xa9"  " \xe2"  "\x80"  "\x94"  " \xe2"  "\x80"  "\x9c"  "quotes\xe2"  "\x80"  "\x9d"  " \xe2"  "\x80"  "\xa6", {127,250,77,26884,66,9101,67,2634,41492,40304,851,564,250,421,6421,447,251,3926}},
+      {"\xe6"  "\x97"  "\xa5"  "\xe6"  "\x9c"  "\xac"  "\xe8"  "\xaa"  "\x9e"  "\xe3"  "\x81"  "\xae"  "\xe3"  "\x83"  "\x86"  "\xe3"  "\x82"  "\xad"  "\xe3"  "\x82"  "\xb9"  "\xe3"  "\x83"  "\x88"  "\xe3"  "\x80"  "\x81"  "\xe4"  "\xb8"  "\xad"  "\xe6"  "\x96"  "\x87"  "\xe5"  "\xad"  "\x97"  "\xe7"  "\xac"  "\xa6"  "\xe3"  "\x80"  "\x82", {33768,98,17312,105,45739,252,5641,24336,25084,43302,23513,40792,23877,229,27764,245,163,105,99,16764}},
+      {"emoji \xf0"  "\x9f"  "\x8e"  "\x89"  "\xf0"  "\x9f"  "\x91"  "\x8d"  "\xf0"  "\x9f"  "\x8f"  "\xbd"  " mixed", {368,31370,12520,236,231,41840,235,8582,237,121,7668}},
+      {"x = a*b + c/d; // code", {87,796,257,9,65,1343,269,14,67,26,3373,2438}},
+      {"   \x0a"  "  \x09"  " ", {220,220,220,198,220,220,197,220}},
+      {"$$$ %%% ^^^", {13702,3,4064,16626,10563,18237}},
+      {"\xef"  "\xac"  "\x81"  "nance \xc2"  "\xbd"  " \xc2"  "\xb2"  " \xe2"  "\x85"  "\xa7", {171,105,223,41601,25208,1587,110,2343,227,100}},
+      {"", {}},
+  };
+  for (const auto& [text, ids] : cases) {
+    EXPECT_EQ(tok.encode(text), ids) << text;
+    EXPECT_EQ(tok.decode(ids), text) << "round trip";
+  }
+  EXPECT_EQ(tok.decode({Gpt2Tokenizer::kEot}), "<|endoftext|>");
+  EXPECT_EQ(tok.token_bytes(0), "!");
+}
+
+TEST_F(Tokenizer, PretokenizerPieces) {
+  auto pieces = [](const std::string& s) {
+    std::vector<std::string> out;
+    for (auto [a, b] : gpt2_pretokenize(s)) out.push_back(s.substr(a, b - a));
+    return out;
+  };
+  EXPECT_EQ(pieces("a  b"), (std::vector<std::string>{"a", " ", " b"}));
+  EXPECT_EQ(pieces("it's 42!"), (std::vector<std::string>{"it", "'s", " 42", "!"}));
+  EXPECT_EQ(pieces("x \n"), (std::vector<std::string>{"x", " \n"}));
+}
+
+TEST(TokenizerFile, BadFilesAreRefused) {
+  const std::string d = make_temp_dir();
+  expect_user_error([&] { Gpt2Tokenizer t(d + "/missing.tiktoken"); }, "scripts/download_tokenizer.sh");
+  write_file(d + "/bad.tiktoken", "IQ== 0\nnot base64 at all\n");
+  expect_user_error([&] { Gpt2Tokenizer t(d + "/bad.tiktoken"); }, "line 2");
+  write_file(d + "/short.tiktoken", "IQ== 0\nIg== 1\n");
+  expect_user_error([&] { Gpt2Tokenizer t(d + "/short.tiktoken"); }, "has 2 ranks");
+}

@@ -1,0 +1,99 @@
+// tokenize: text or JSONL files -> llm.c token shards (data.md B1), the way llm.c's fineweb.py writes
+// them: the EOT token before every document, documents split across shards where they fall, shard 0 is
+// validation ({name}_val_000000.bin), the rest training ({name}_train_000001.bin, ...).
+//
+//   ./tokenize -i "data/kjv/books/*.txt" -o data/kjv -n kjv
+//   ./tokenize -i corpus.jsonl -o data/mine -s 100000000      (one document per line, its "text" field)
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "common/cli.h"
+#include "common/error.h"
+#include "common/json.h"
+#include "data/gpt2_tokenizer.h"
+#include "data/token_shards.h"
+
+namespace {
+struct ShardSink {
+  std::string dir, name;
+  int64_t shard_tokens, val_tokens;
+  std::vector<uint16_t> buf;
+  int index = 0;
+  int64_t total = 0;
+
+  int64_t capacity() const { return index == 0 ? val_tokens : shard_tokens; }
+  void flush() {
+    if (buf.empty()) return;
+    char file[64];
+    std::snprintf(file, sizeof file, "_%s_%06d.bin", index == 0 ? "val" : "train", index);
+    write_token_shard(dir + "/" + name + file, buf);
+    total += int64_t(buf.size());
+    buf.clear();
+    index++;
+  }
+  void add(const std::vector<int>& ids) {
+    for (int id : ids) {
+      buf.push_back(uint16_t(id));
+      if (int64_t(buf.size()) == capacity()) flush();
+    }
+  }
+};
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> inputs;
+  std::string out_dir, name = "data", format = "auto", tokenizer = "tokenizer/r50k_base.tiktoken";
+  int64_t shard_tokens = 100000000, val_tokens = 0;
+  Cli cli("tokenize", "Turns text or JSONL files into GPT-2 token shards (llm.c format; shard 0 = validation).");
+  cli.add('i', "input", &inputs, "input file or glob pattern (repeatable); a .txt file is one document");
+  cli.add('o', "out", &out_dir, "output folder (must exist)");
+  cli.add('n', "name", &name, "shard name prefix");
+  cli.add('s', "shard-tokens", &shard_tokens, "tokens per training shard");
+  cli.add('v', "val-tokens", &val_tokens, "tokens in the validation shard (0 = same as --shard-tokens)");
+  cli.add('f', "format", &format, "auto (by extension), text, or jsonl (one document per line, field \"text\")");
+  cli.add('k', "tokenizer", &tokenizer, "r50k_base.tiktoken (scripts/download_tokenizer.sh fetches it)");
+  try {
+    if (!cli.parse(argc, argv)) return 0;
+    if (inputs.empty() || out_dir.empty()) user_error("give input files with -i and an output folder with -o; see --help.");
+    if (shard_tokens < 1 || val_tokens < 0) user_error("--shard-tokens must be >= 1 and --val-tokens >= 0.");
+    if (format != "auto" && format != "text" && format != "jsonl") user_error("--format must be auto, text or jsonl.");
+    Gpt2Tokenizer tok(tokenizer);
+    ShardSink sink{out_dir, name, shard_tokens, val_tokens ? val_tokens : shard_tokens, {}, 0, 0};
+    int64_t docs = 0;
+    auto document = [&](const std::string& text) {
+      std::vector<int> ids = {Gpt2Tokenizer::kEot};
+      auto body = tok.encode(text);
+      ids.insert(ids.end(), body.begin(), body.end());
+      sink.add(ids);
+      docs++;
+    };
+    for (const auto& pattern : inputs)
+      for (const auto& file : glob_files(pattern)) {
+        std::ifstream f(file, std::ios::binary);
+        if (!f) user_error("cannot read '", file, "'.");
+        const bool jsonl = format == "jsonl" || (format == "auto" && file.size() > 6 && file.substr(file.size() - 6) == ".jsonl");
+        if (!jsonl) {
+          std::stringstream ss;
+          ss << f.rdbuf();
+          document(ss.str());
+          continue;
+        }
+        std::string line;
+        for (int64_t n = 1; std::getline(f, line); n++) {
+          if (line.empty()) continue;
+          Json j = parse_json(line, str_cat("line ", n, " of '", file, "'"));
+          if (!j.has("text") || j.at("text").type != Json::String)
+            user_error("line ", n, " of '", file, "' has no string field \"text\".");
+          document(j.at("text").str);
+        }
+      }
+    sink.flush();
+    std::printf("tokenize: %lld documents, %lld tokens, %d shard(s) in %s\n", (long long)docs, (long long)sink.total,
+                sink.index, out_dir.c_str());
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "tokenize: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

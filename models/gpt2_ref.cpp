@@ -1,0 +1,240 @@
+#include "models/gpt2_ref.h"
+
+#include <cmath>
+#include <random>
+
+#include "common/error.h"
+
+namespace {
+const double kGeluC = std::sqrt(2.0 / M_PI);
+
+// y (N x O) = x (N x I) W^T + b, W (O x I) row-major (torch Linear).
+void linear(const double* x, const double* W, const double* b, double* y, int N, int I, int O) {
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < O; o++) {
+      double a = b ? b[o] : 0.0;
+      for (int i = 0; i < I; i++) a += x[n * I + i] * W[o * I + i];
+      y[n * O + o] = a;
+    }
+}
+// Accumulates dx += dy W, dW += dy^T x, db += sum dy.
+void linear_back(const double* x, const double* W, const double* dy, double* dx, double* dW, double* db, int N, int I, int O) {
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < O; o++) {
+      const double g = dy[n * O + o];
+      if (db) db[o] += g;
+      for (int i = 0; i < I; i++) {
+        dx[n * I + i] += g * W[o * I + i];
+        dW[o * I + i] += g * x[n * I + i];
+      }
+    }
+}
+void layernorm(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int N, int C) {
+  for (int n = 0; n < N; n++) {
+    double m = 0, v = 0;
+    for (int c = 0; c < C; c++) m += x[n * C + c];
+    m /= C;
+    for (int c = 0; c < C; c++) v += (x[n * C + c] - m) * (x[n * C + c] - m);
+    const double r = 1.0 / std::sqrt(v / C + 1e-5);
+    mean[n] = m, rstd[n] = r;
+    for (int c = 0; c < C; c++) y[n * C + c] = (x[n * C + c] - m) * r * w[c] + b[c];
+  }
+}
+void layernorm_back(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx,
+                    double* dw, double* db, int N, int C) {
+  for (int n = 0; n < N; n++) {
+    double s1 = 0, s2 = 0;
+    for (int c = 0; c < C; c++) {
+      const double xh = (x[n * C + c] - mean[n]) * rstd[n], g = dy[n * C + c] * w[c];
+      s1 += g, s2 += g * xh;
+      dw[c] += dy[n * C + c] * xh;
+      db[c] += dy[n * C + c];
+    }
+    for (int c = 0; c < C; c++) {
+      const double xh = (x[n * C + c] - mean[n]) * rstd[n], g = dy[n * C + c] * w[c];
+      dx[n * C + c] += rstd[n] * (g - s1 / C - xh * s2 / C);
+    }
+  }
+}
+}  // namespace
+
+std::vector<float> gpt2_init(const ParamTable& table, const Gpt2Shape& s, uint64_t seed) {
+  std::vector<float> p(size_t(table.total_elems()), 0.0f);
+  std::mt19937_64 rng(seed);
+  const double proj_sd = 0.02 / std::sqrt(2.0 * s.layers);
+  for (const auto& t : table.tensors()) {
+    float* x = &p[size_t(t.offset)];
+    if (t.role == Role::NormGain) {
+      std::fill(x, x + t.numel, 1.0f);
+    } else if (t.role == Role::Bias || t.role == Role::NormBias) {
+      // zeros
+    } else {
+      const bool residual = t.name.find("attn.proj.weight") != std::string::npos || t.name.find("mlp.proj.weight") != std::string::npos;
+      std::normal_distribution<float> z(0.0f, float(residual ? proj_sd : 0.02));
+      for (int64_t i = 0; i < t.numel; i++) x[i] = z(rng);
+    }
+  }
+  return p;
+}
+
+double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& tokens, const std::vector<int>& targets, int B, int T) {
+  const int C = s_.channels, NH = s_.heads, hs = C / NH, V = s_.vocab, N = B * T, L = s_.layers;
+  if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, ".");
+  B_ = B, T_ = T, tokens_ = tokens, targets_ = targets;
+  auto W = [&](const std::string& n) { return &P[size_t(t_[t_.find(n)].offset)]; };
+  std::vector<double> x(size_t(N * C));
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) x[size_t(n * C + c)] = W("wte")[tokens[size_t(n)] * C + c] + W("wpe")[(n % T) * C + c];
+  layers_.assign(size_t(L), Layer{});
+  for (int l = 0; l < L; l++) {
+    Layer& a = layers_[size_t(l)];
+    const std::string p = "h." + std::to_string(l) + ".";
+    a.x_in = x;
+    a.ln1.resize(x.size()), a.ln1_mean.resize(size_t(N)), a.ln1_rstd.resize(size_t(N));
+    layernorm(x.data(), W(p + "ln_1.weight"), W(p + "ln_1.bias"), a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+    a.q.resize(x.size()), a.k.resize(x.size()), a.v.resize(x.size());
+    if (s_.separate_qkv) {
+      linear(a.ln1.data(), W(p + "attn.q.weight"), W(p + "attn.q.bias"), a.q.data(), N, C, C);
+      linear(a.ln1.data(), W(p + "attn.k.weight"), W(p + "attn.k.bias"), a.k.data(), N, C, C);
+      linear(a.ln1.data(), W(p + "attn.v.weight"), W(p + "attn.v.bias"), a.v.data(), N, C, C);
+    } else {
+      std::vector<double> qkv(size_t(N * 3 * C));
+      linear(a.ln1.data(), W(p + "attn.qkv.weight"), W(p + "attn.qkv.bias"), qkv.data(), N, C, 3 * C);
+      for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+          a.q[size_t(n * C + c)] = qkv[size_t(n * 3 * C + c)], a.k[size_t(n * C + c)] = qkv[size_t(n * 3 * C + C + c)],
+          a.v[size_t(n * C + c)] = qkv[size_t(n * 3 * C + 2 * C + c)];
+    }
+    a.att.assign(size_t(B * NH * T * T), 0.0);  // softmax probabilities (reference only: tiny T)
+    a.ctx.assign(x.size(), 0.0);
+    const double scale = 1.0 / std::sqrt(double(hs));
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++)
+        for (int i = 0; i < T; i++) {
+          double* row = &a.att[size_t(((b * NH + h) * T + i) * T)];
+          double mx = -1e300;
+          for (int j = 0; j <= i; j++) {
+            double d = 0;
+            for (int e = 0; e < hs; e++) d += a.q[size_t((b * T + i) * C + h * hs + e)] * a.k[size_t((b * T + j) * C + h * hs + e)];
+            row[j] = d * scale;
+            mx = std::max(mx, row[j]);
+          }
+          double sum = 0;
+          for (int j = 0; j <= i; j++) sum += row[j] = std::exp(row[j] - mx);
+          for (int j = 0; j <= i; j++) row[j] /= sum;
+          for (int j = 0; j <= i; j++)
+            for (int e = 0; e < hs; e++) a.ctx[size_t((b * T + i) * C + h * hs + e)] += row[j] * a.v[size_t((b * T + j) * C + h * hs + e)];
+        }
+    std::vector<double> proj(x.size());
+    linear(a.ctx.data(), W(p + "attn.proj.weight"), W(p + "attn.proj.bias"), proj.data(), N, C, C);
+    for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
+    a.x_mid = x;
+    a.ln2.resize(x.size()), a.ln2_mean.resize(size_t(N)), a.ln2_rstd.resize(size_t(N));
+    layernorm(x.data(), W(p + "ln_2.weight"), W(p + "ln_2.bias"), a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+    a.fc.resize(size_t(N * 4 * C)), a.gelu.resize(size_t(N * 4 * C));
+    linear(a.ln2.data(), W(p + "mlp.fc.weight"), W(p + "mlp.fc.bias"), a.fc.data(), N, C, 4 * C);
+    for (size_t i = 0; i < a.fc.size(); i++) {
+      const double u = a.fc[i];
+      a.gelu[i] = 0.5 * u * (1 + std::tanh(kGeluC * (u + 0.044715 * u * u * u)));
+    }
+    linear(a.gelu.data(), W(p + "mlp.proj.weight"), W(p + "mlp.proj.bias"), proj.data(), N, 4 * C, C);
+    for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
+  }
+  x_final = x;
+  lnf.resize(x.size()), lnf_mean.resize(size_t(N)), lnf_rstd.resize(size_t(N));
+  layernorm(x.data(), W("ln_f.weight"), W("ln_f.bias"), lnf.data(), lnf_mean.data(), lnf_rstd.data(), N, C);
+  logits_.resize(size_t(N) * size_t(V));
+  linear(lnf.data(), W("wte"), nullptr, logits_.data(), N, C, V);  // tied head
+  probs_.resize(logits_.size());
+  double loss = 0;
+  for (int n = 0; n < N; n++) {
+    const double* z = &logits_[size_t(n) * size_t(V)];
+    double mx = -1e300, sum = 0;
+    for (int v = 0; v < V; v++) mx = std::max(mx, z[v]);
+    for (int v = 0; v < V; v++) sum += std::exp(z[v] - mx);
+    for (int v = 0; v < V; v++) probs_[size_t(n) * size_t(V) + size_t(v)] = std::exp(z[v] - mx) / sum;
+    loss += -(z[targets[size_t(n)]] - mx - std::log(sum));
+  }
+  return loss / N;
+}
+
+std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
+  const int B = B_, T = T_, C = s_.channels, NH = s_.heads, hs = C / NH, V = s_.vocab, N = B * T, L = s_.layers;
+  std::vector<double> G(P.size(), 0.0);
+  auto W = [&](const std::string& n) { return &P[size_t(t_[t_.find(n)].offset)]; };
+  auto D = [&](const std::string& n) { return &G[size_t(t_[t_.find(n)].offset)]; };
+  std::vector<double> dlogits(logits_.size());
+  for (int n = 0; n < N; n++)
+    for (int v = 0; v < V; v++)
+      dlogits[size_t(n) * size_t(V) + size_t(v)] = (probs_[size_t(n) * size_t(V) + size_t(v)] - (v == targets_[size_t(n)])) / N;
+  std::vector<double> dlnf(size_t(N * C), 0.0), dx(size_t(N * C), 0.0);
+  linear_back(lnf.data(), W("wte"), dlogits.data(), dlnf.data(), D("wte"), nullptr, N, C, V);
+  layernorm_back(x_final.data(), W("ln_f.weight"), lnf_mean.data(), lnf_rstd.data(), dlnf.data(), dx.data(), D("ln_f.weight"),
+                 D("ln_f.bias"), N, C);
+  for (int l = L - 1; l >= 0; l--) {
+    const Layer& a = layers_[size_t(l)];
+    const std::string p = "h." + std::to_string(l) + ".";
+    // MLP: x_out = x_mid + proj(gelu(fc(ln2(x_mid))))
+    std::vector<double> dgelu(size_t(N * 4 * C), 0.0), dln2(size_t(N * C), 0.0);
+    linear_back(a.gelu.data(), W(p + "mlp.proj.weight"), dx.data(), dgelu.data(), D(p + "mlp.proj.weight"), D(p + "mlp.proj.bias"), N,
+                4 * C, C);
+    for (size_t i = 0; i < dgelu.size(); i++) {
+      const double u = a.fc[i], th = std::tanh(kGeluC * (u + 0.044715 * u * u * u));
+      dgelu[i] *= 0.5 * (1 + th) + 0.5 * u * (1 - th * th) * kGeluC * (1 + 3 * 0.044715 * u * u);
+    }
+    linear_back(a.ln2.data(), W(p + "mlp.fc.weight"), dgelu.data(), dln2.data(), D(p + "mlp.fc.weight"), D(p + "mlp.fc.bias"), N, C,
+                4 * C);
+    layernorm_back(a.x_mid.data(), W(p + "ln_2.weight"), a.ln2_mean.data(), a.ln2_rstd.data(), dln2.data(), dx.data(),
+                   D(p + "ln_2.weight"), D(p + "ln_2.bias"), N, C);
+    // Attention: x_mid = x_in + proj(attn(ln1(x_in)))
+    std::vector<double> dctx(size_t(N * C), 0.0), dq(size_t(N * C), 0.0), dk(size_t(N * C), 0.0), dv(size_t(N * C), 0.0);
+    linear_back(a.ctx.data(), W(p + "attn.proj.weight"), dx.data(), dctx.data(), D(p + "attn.proj.weight"), D(p + "attn.proj.bias"),
+                N, C, C);
+    const double scale = 1.0 / std::sqrt(double(hs));
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++)
+        for (int i = 0; i < T; i++) {
+          const double* row = &a.att[size_t(((b * NH + h) * T + i) * T)];
+          std::vector<double> dp(size_t(i + 1));
+          double dot = 0;
+          for (int j = 0; j <= i; j++) {
+            double s = 0;
+            for (int e = 0; e < hs; e++) {
+              s += dctx[size_t((b * T + i) * C + h * hs + e)] * a.v[size_t((b * T + j) * C + h * hs + e)];
+              dv[size_t((b * T + j) * C + h * hs + e)] += row[j] * dctx[size_t((b * T + i) * C + h * hs + e)];
+            }
+            dp[size_t(j)] = s;
+            dot += s * row[j];
+          }
+          for (int j = 0; j <= i; j++) {
+            const double ds = row[j] * (dp[size_t(j)] - dot) * scale;
+            for (int e = 0; e < hs; e++) {
+              dq[size_t((b * T + i) * C + h * hs + e)] += ds * a.k[size_t((b * T + j) * C + h * hs + e)];
+              dk[size_t((b * T + j) * C + h * hs + e)] += ds * a.q[size_t((b * T + i) * C + h * hs + e)];
+            }
+          }
+        }
+    std::vector<double> dln1(size_t(N * C), 0.0);
+    if (s_.separate_qkv) {
+      linear_back(a.ln1.data(), W(p + "attn.q.weight"), dq.data(), dln1.data(), D(p + "attn.q.weight"), D(p + "attn.q.bias"), N, C, C);
+      linear_back(a.ln1.data(), W(p + "attn.k.weight"), dk.data(), dln1.data(), D(p + "attn.k.weight"), D(p + "attn.k.bias"), N, C, C);
+      linear_back(a.ln1.data(), W(p + "attn.v.weight"), dv.data(), dln1.data(), D(p + "attn.v.weight"), D(p + "attn.v.bias"), N, C, C);
+    } else {
+      std::vector<double> dqkv(size_t(N * 3 * C));
+      for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+          dqkv[size_t(n * 3 * C + c)] = dq[size_t(n * C + c)], dqkv[size_t(n * 3 * C + C + c)] = dk[size_t(n * C + c)],
+                                dqkv[size_t(n * 3 * C + 2 * C + c)] = dv[size_t(n * C + c)];
+      linear_back(a.ln1.data(), W(p + "attn.qkv.weight"), dqkv.data(), dln1.data(), D(p + "attn.qkv.weight"), D(p + "attn.qkv.bias"),
+                  N, C, 3 * C);
+    }
+    layernorm_back(a.x_in.data(), W(p + "ln_1.weight"), a.ln1_mean.data(), a.ln1_rstd.data(), dln1.data(), dx.data(),
+                   D(p + "ln_1.weight"), D(p + "ln_1.bias"), N, C);
+  }
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) {
+      D("wte")[tokens_[size_t(n)] * C + c] += dx[size_t(n * C + c)];
+      D("wpe")[(n % T) * C + c] += dx[size_t(n * C + c)];
+    }
+  return G;
+}

@@ -1,0 +1,34 @@
+// CPU reference GPT-2 in double precision: the oracle for the GPU model. Pre-LayerNorm blocks, learned
+// position embeddings, LM head tied to the token embedding, GELU (tanh), causal attention, mean
+// cross-entropy over all B*T positions. Parameters and gradients use the arena's flat layout
+// (gpt2_param_table), so the same buffers feed the GPU model and the optimizers.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "models/model_tables.h"
+
+// GPT-2 initialisation: N(0, 0.02) weights, residual projections N(0, 0.02 / sqrt(2 L)), zero biases,
+// LayerNorm gains 1. Deterministic in `seed`; fp32 in the arena's layout.
+std::vector<float> gpt2_init(const ParamTable& table, const Gpt2Shape& s, uint64_t seed);
+
+class Gpt2Ref {
+ public:
+  Gpt2Ref(const Gpt2Shape& shape, const ParamTable& table) : s_(shape), t_(table) {}
+  // Mean cross-entropy of `targets` given `tokens` (B*T each); keeps what backward needs.
+  double forward(const std::vector<double>& params, const std::vector<int>& tokens, const std::vector<int>& targets, int B, int T);
+  // Gradient of the last forward's loss, in the flat layout (padding zero).
+  std::vector<double> backward(const std::vector<double>& params);
+  const std::vector<double>& logits() const { return logits_; }  // (B, T, V) of the last forward
+
+ private:
+  struct Layer {  // activations of one block, all (B*T, ...) row-major
+    std::vector<double> x_in, ln1, ln1_mean, ln1_rstd, q, k, v, att, ctx, x_mid, ln2, ln2_mean, ln2_rstd, fc, gelu;
+  };
+  Gpt2Shape s_;
+  const ParamTable& t_;
+  int B_ = 0, T_ = 0;
+  std::vector<int> tokens_, targets_;
+  std::vector<Layer> layers_;
+  std::vector<double> x_final, lnf, lnf_mean, lnf_rstd, logits_, probs_;
+};

@@ -33,7 +33,7 @@ HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp 
 # CUDA code: the arena, the optimizers and their kernels.
 CUDA_SRC := common/device_random.cu optim/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \
             optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu optim/lopt/lo_core.cu optim/lopt/small_fc_lopt.cu \
-            optim/lopt/velo.cu
+            optim/lopt/velo.cu kernels/gpt2_kernels.cu models/gpt2_model.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
@@ -41,7 +41,7 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 TEST_CPU_SRC := $(wildcard tests/cpu/*.cpp)
 TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
-PROGRAMS := bench_optim tokenize
+PROGRAMS := bench_optim tokenize train_gpt2
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
 TOOLS    := $(BUILD)/optim_replay
 
@@ -62,6 +62,9 @@ $(BUILD)/libcuda.a: $(CUDA_OBJ)
 	ar rcs $@ $^
 
 bench_optim: $(BUILD)/bench/bench_optim.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
+	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
+train_gpt2: $(BUILD)/train_gpt2.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
 tokenize: $(BUILD)/tokenize.o $(BUILD)/libhost.a

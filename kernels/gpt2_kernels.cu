@@ -1,0 +1,385 @@
+// fp32 GPT-2 kernels. Memory traffic is not tuned yet (the bf16 path is); the point here is exact,
+// deterministic arithmetic to test the model and the trainer against the CPU reference.
+#include <cmath>
+
+#include "common/cuda_check.h"
+#include "kernels/gpt2_kernels.h"
+
+namespace {
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
+
+__global__ void encoder_fwd_k(float* x, const int* tok, const float* wte, const float* wpe, int N, int T, int C) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(N) * C) return;
+  const int n = int(i / C), c = int(i % C);
+  x[i] = wte[int64_t(tok[n]) * C + c] + wpe[int64_t(n % T) * C + c];
+}
+
+__global__ void encoder_bwd_wpe_k(float* dwpe, const float* dx, int B, int T, int C) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(T) * C) return;
+  const int t = int(i / C), c = int(i % C);
+  float s = 0.0f;
+  for (int b = 0; b < B; b++) s += dx[(int64_t(b) * T + t) * C + c];
+  dwpe[i] += s;
+}
+
+__global__ void encoder_bwd_wte_k(float* dwte, const float* dx, const int* tok_of, const int* start, const int* pos, int C) {
+  const int u = blockIdx.x;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float s = 0.0f;
+    for (int k = start[u]; k < start[u + 1]; k++) s += dx[int64_t(pos[k]) * C + c];
+    dwte[int64_t(tok_of[u]) * C + c] += s;
+  }
+}
+
+__global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const float* xr = x + int64_t(row) * C;
+  float s = 0.0f;
+  for (int c = lane; c < C; c += 32) s += xr[c];
+  const float m = warp_sum(s) / C;
+  float v = 0.0f;
+  for (int c = lane; c < C; c += 32) v += (xr[c] - m) * (xr[c] - m);
+  const float r = rsqrtf(warp_sum(v) / C + 1e-5f);
+  for (int c = lane; c < C; c += 32) y[int64_t(row) * C + c] = (xr[c] - m) * r * w[c] + b[c];
+  if (lane == 0) mean[row] = m, rstd[row] = r;
+}
+
+__global__ void layernorm_bwd_dx_k(float* dx, const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
+                                   int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const float* xr = x + int64_t(row) * C;
+  const float* gr = dy + int64_t(row) * C;
+  const float m = mean[row], r = rstd[row];
+  float s1 = 0.0f, s2 = 0.0f;
+  for (int c = lane; c < C; c += 32) {
+    const float g = gr[c] * w[c];
+    s1 += g;
+    s2 += g * (xr[c] - m) * r;
+  }
+  s1 = warp_sum(s1) / C;
+  s2 = warp_sum(s2) / C;
+  for (int c = lane; c < C; c += 32) dx[int64_t(row) * C + c] += r * (gr[c] * w[c] - s1 - (xr[c] - m) * r * s2);
+}
+
+// Column sums in a fixed order: out[c] += sum_n a[n, c] (* xhat[n, c] when x is given).
+__global__ void column_sums_k(float* out, float* out2, const float* dy, int ld, const float* x, const float* mean, const float* rstd,
+                              int N, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float s = 0.0f, s2 = 0.0f;
+  for (int n = 0; n < N; n++) {
+    const float g = dy[int64_t(n) * ld + c];
+    s += g;
+    if (x) s2 += g * (x[int64_t(n) * C + c] - mean[n]) * rstd[n];
+  }
+  if (x) {
+    out[c] += s2;  // LayerNorm: dw
+    out2[c] += s;  //            db
+  } else {
+    out[c] += s;  // bias
+  }
+}
+
+__global__ void bias_add_k(float* y, const float* b, int N, int O, int ld) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < int64_t(N) * O) y[(i / O) * ld + i % O] += b[i % O];
+}
+
+__device__ __forceinline__ float gelu_inner(float x) { return 0.7978845608028654f * (x + 0.044715f * x * x * x); }
+__global__ void gelu_fwd_k(float* y, const float* x, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = 0.5f * x[i] * (1.0f + tanhf(gelu_inner(x[i])));
+}
+__global__ void gelu_bwd_k(float* dx, const float* x, const float* dy, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float u = x[i], th = tanhf(gelu_inner(u));
+  dx[i] = dy[i] * (0.5f * (1.0f + th) + 0.5f * u * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * u * u));
+}
+__global__ void add_k(float* y, const float* x, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+constexpr int kMaxHs = 64, kAttWarps = 2;
+
+// One warp per (b, h, i): each lane walks keys j = lane, lane + 32, ... <= i with its own online
+// softmax state; lanes are merged in a fixed order at the end.
+__global__ void __launch_bounds__(32 * kAttWarps) attention_fwd_k(float* out, float* lse, const float* q, const float* k,
+                                                                  const float* v, int ld, int B, int T, int NH, int hs) {
+  __shared__ float acc[kAttWarps][32][kMaxHs + 1];
+  __shared__ float qs[kAttWarps][kMaxHs], ms[kAttWarps][32], ls[kAttWarps][32];
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kAttWarps + w;  // (b, h, i) flattened with i fastest
+  if (row >= int64_t(B) * NH * T) return;
+  const int i = int(row % T), h = int((row / T) % NH), b = int(row / (int64_t(T) * NH));
+  const float scale = rsqrtf(float(hs));
+  for (int e = lane; e < hs; e += 32) qs[w][e] = q[(int64_t(b) * T + i) * ld + h * hs + e] * scale;
+  for (int e = 0; e < hs; e++) acc[w][lane][e] = 0.0f;
+  __syncwarp();
+  float m = -INFINITY, l = 0.0f;
+  for (int j = lane; j <= i; j += 32) {
+    const float* kj = k + (int64_t(b) * T + j) * ld + h * hs;
+    const float* vj = v + (int64_t(b) * T + j) * ld + h * hs;
+    float s = 0.0f;
+    for (int e = 0; e < hs; e++) s += qs[w][e] * kj[e];
+    const float mn = fmaxf(m, s), a = expf(m - mn), p = expf(s - mn);
+    l = l * a + p;
+    for (int e = 0; e < hs; e++) acc[w][lane][e] = acc[w][lane][e] * a + p * vj[e];
+    m = mn;
+  }
+  const float M = warp_max(m);
+  const float f = (m == -INFINITY) ? 0.0f : expf(m - M);
+  ms[w][lane] = f;
+  ls[w][lane] = l * f;
+  __syncwarp();
+  float L = 0.0f;
+  for (int t = 0; t < 32; t++) L += ls[w][t];
+  for (int e = lane; e < hs; e += 32) {
+    float o = 0.0f;
+    for (int t = 0; t < 32; t++) o += acc[w][t][e] * ms[w][t];
+    out[(int64_t(b) * T + i) * int64_t(NH * hs) + h * hs + e] = o / L;
+  }
+  if (lane == 0) lse[row] = M + logf(L);
+}
+
+__global__ void attention_D_k(float* D, const float* dout, const float* out, int B, int T, int NH, int hs) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= int64_t(B) * NH * T) return;
+  const int i = int(row % T), h = int((row / T) % NH), b = int(row / (int64_t(T) * NH));
+  const int64_t o = (int64_t(b) * T + i) * int64_t(NH * hs) + h * hs;
+  float s = 0.0f;
+  for (int e = lane; e < hs; e += 32) s += dout[o + e] * out[o + e];
+  s = warp_sum(s);
+  if (lane == 0) D[row] = s;
+}
+
+// dq: one warp per query row, lanes over keys.
+__global__ void __launch_bounds__(32 * kAttWarps) attention_dq_k(float* dq, const float* dout, const float* lse, const float* D,
+                                                                 const float* q, const float* k, const float* v, int ld, int B, int T,
+                                                                 int NH, int hs) {
+  __shared__ float acc[kAttWarps][32][kMaxHs + 1];
+  __shared__ float qs[kAttWarps][kMaxHs], gs[kAttWarps][kMaxHs];
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kAttWarps + w;
+  if (row >= int64_t(B) * NH * T) return;
+  const int i = int(row % T), h = int((row / T) % NH), b = int(row / (int64_t(T) * NH));
+  const float scale = rsqrtf(float(hs));
+  for (int e = lane; e < hs; e += 32) {
+    qs[w][e] = q[(int64_t(b) * T + i) * ld + h * hs + e] * scale;
+    gs[w][e] = dout[(int64_t(b) * T + i) * int64_t(NH * hs) + h * hs + e];
+  }
+  for (int e = 0; e < hs; e++) acc[w][lane][e] = 0.0f;
+  __syncwarp();
+  const float li = lse[row], Di = D[row];
+  for (int j = lane; j <= i; j += 32) {
+    const float* kj = k + (int64_t(b) * T + j) * ld + h * hs;
+    const float* vj = v + (int64_t(b) * T + j) * ld + h * hs;
+    float s = 0.0f, dp = 0.0f;
+    for (int e = 0; e < hs; e++) s += qs[w][e] * kj[e], dp += gs[w][e] * vj[e];
+    const float ds = expf(s - li) * (dp - Di) * scale;
+    for (int e = 0; e < hs; e++) acc[w][lane][e] += ds * kj[e];
+  }
+  __syncwarp();
+  for (int e = lane; e < hs; e += 32) {
+    float o = 0.0f;
+    for (int t = 0; t < 32; t++) o += acc[w][t][e];
+    dq[(int64_t(b) * T + i) * ld + h * hs + e] = o;
+  }
+}
+
+// dk, dv: one warp per key row j, lanes over queries i >= j.
+__global__ void __launch_bounds__(32 * kAttWarps) attention_dkv_k(float* dk, float* dv, const float* dout, const float* lse,
+                                                                  const float* D, const float* q, const float* k, const float* v, int ld,
+                                                                  int B, int T, int NH, int hs) {
+  __shared__ float ak[kAttWarps][32][kMaxHs + 1], av[kAttWarps][32][kMaxHs + 1];
+  __shared__ float ks[kAttWarps][kMaxHs], vs[kAttWarps][kMaxHs];
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kAttWarps + w;
+  if (row >= int64_t(B) * NH * T) return;
+  const int j = int(row % T), h = int((row / T) % NH), b = int(row / (int64_t(T) * NH));
+  const float scale = rsqrtf(float(hs));
+  for (int e = lane; e < hs; e += 32) {
+    ks[w][e] = k[(int64_t(b) * T + j) * ld + h * hs + e];
+    vs[w][e] = v[(int64_t(b) * T + j) * ld + h * hs + e];
+  }
+  for (int e = 0; e < hs; e++) ak[w][lane][e] = av[w][lane][e] = 0.0f;
+  __syncwarp();
+  for (int i = j + lane; i < T; i += 32) {
+    const float* qi = q + (int64_t(b) * T + i) * ld + h * hs;
+    const float* gi = dout + (int64_t(b) * T + i) * int64_t(NH * hs) + h * hs;
+    const int64_t ri = (int64_t(b) * NH + h) * T + i;
+    float s = 0.0f, dp = 0.0f;
+    for (int e = 0; e < hs; e++) s += qi[e] * scale * ks[w][e], dp += gi[e] * vs[w][e];
+    const float p = expf(s - lse[ri]), ds = p * (dp - D[ri]) * scale;
+    for (int e = 0; e < hs; e++) av[w][lane][e] += p * gi[e], ak[w][lane][e] += ds * qi[e];
+  }
+  __syncwarp();
+  for (int e = lane; e < hs; e += 32) {
+    float ok = 0.0f, ov = 0.0f;
+    for (int t = 0; t < 32; t++) ok += ak[w][t][e], ov += av[w][t][e];
+    dk[(int64_t(b) * T + j) * ld + h * hs + e] = ok;
+    dv[(int64_t(b) * T + j) * ld + h * hs + e] = ov;
+  }
+}
+
+__global__ void crossentropy_k(float* z, float* loss, const int* targets, int V, float scale) {
+  const int64_t n = blockIdx.x;
+  float* zr = z + n * V;
+  __shared__ float red[32];
+  __shared__ float bc;
+  auto block_reduce = [&](float x, bool is_max) {
+    x = is_max ? warp_max(x) : warp_sum(x);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float r = red[0];
+      for (int k = 1; k < int(blockDim.x / 32); k++) r = is_max ? fmaxf(r, red[k]) : r + red[k];
+      bc = r;
+    }
+    __syncthreads();
+    const float r = bc;
+    __syncthreads();
+    return r;
+  };
+  float m = -INFINITY;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, zr[v]);
+  m = block_reduce(m, true);
+  float s = 0.0f;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) s += expf(zr[v] - m);
+  s = block_reduce(s, false);
+  const int tgt = targets[n];
+  const float lz = m + logf(s);
+  if (threadIdx.x == 0) loss[n] = lz - zr[tgt];
+  __syncthreads();  // zr[tgt] read before it is overwritten
+  for (int v = threadIdx.x; v < V; v += blockDim.x) zr[v] = (expf(zr[v] - lz) - (v == tgt ? 1.0f : 0.0f)) * scale;
+}
+
+__global__ void mean_k(float* out, const float* x, int n) {
+  __shared__ double red[1024];
+  double s = 0;
+  for (int i = threadIdx.x; i < n; i += 1024) s += x[i];
+  red[threadIdx.x] = s;
+  __syncthreads();
+  for (int k = 512; k > 0; k >>= 1) {
+    if (threadIdx.x < k) red[threadIdx.x] += red[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = float(red[0] / n);
+}
+}  // namespace
+
+void encoder_forward(float* x, const int* tok, const float* wte, const float* wpe, int N, int T, int C, cudaStream_t s) {
+  encoder_fwd_k<<<blocks(int64_t(N) * C, 256), 256, 0, s>>>(x, tok, wte, wpe, N, T, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+void encoder_backward(float* dwte, float* dwpe, const float* dx, const int* tok_of, const int* start, const int* pos, int uniq, int B,
+                      int T, int C, cudaStream_t s) {
+  encoder_bwd_wpe_k<<<blocks(int64_t(T) * C, 256), 256, 0, s>>>(dwpe, dx, B, T, C);
+  CUDA_CHECK_LAUNCH();
+  if (uniq > 0) {
+    encoder_bwd_wte_k<<<unsigned(uniq), 256, 0, s>>>(dwte, dx, tok_of, start, pos, C);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C, cudaStream_t s) {
+  layernorm_fwd_k<<<blocks(N, 8), 256, 0, s>>>(y, mean, rstd, x, w, b, N, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, const float* mean,
+                        const float* rstd, int N, int C, cudaStream_t s) {
+  layernorm_bwd_dx_k<<<blocks(N, 8), 256, 0, s>>>(dx, dy, x, w, mean, rstd, N, C);
+  CUDA_CHECK_LAUNCH();
+  column_sums_k<<<blocks(C, 128), 128, 0, s>>>(dw, db, dy, C, x, mean, rstd, N, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+void linear_forward(cublasHandle_t h, float* y, int ldy, const float* x, int ldx, const float* W, const float* b, int N, int I, int O,
+                    cudaStream_t s) {
+  const float one = 1.0f, zero = 0.0f;
+  CUBLAS_CHECK(cublasSetStream(h, s));
+  CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &one, W, I, x, ldx, &zero, y, ldy));
+  if (b) {
+    bias_add_k<<<blocks(int64_t(N) * O, 256), 256, 0, s>>>(y, b, N, O, ldy);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+void linear_backward(cublasHandle_t h, float* dx, int lddx, bool dx_accumulate, float* dW, float* db, const float* dy, int lddy,
+                     const float* x, int ldx, const float* W, int N, int I, int O, cudaStream_t s) {
+  const float one = 1.0f, zero = 0.0f;
+  CUBLAS_CHECK(cublasSetStream(h, s));
+  if (dx)
+    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &one, W, I, dy, lddy, dx_accumulate ? &one : &zero, dx, lddx));
+  CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, &one, x, ldx, dy, lddy, &one, dW, I));
+  if (db) {
+    column_sums_k<<<blocks(O, 128), 128, 0, s>>>(db, nullptr, dy, lddy, nullptr, nullptr, nullptr, N, O);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+void gelu_forward(float* y, const float* x, int64_t n, cudaStream_t s) {
+  gelu_fwd_k<<<blocks(n, 256), 256, 0, s>>>(y, x, n);
+  CUDA_CHECK_LAUNCH();
+}
+void gelu_backward(float* dx, const float* x, const float* dy, int64_t n, cudaStream_t s) {
+  gelu_bwd_k<<<blocks(n, 256), 256, 0, s>>>(dx, x, dy, n);
+  CUDA_CHECK_LAUNCH();
+}
+void add_inplace(float* y, const float* x, int64_t n, cudaStream_t s) {
+  add_k<<<blocks(n, 256), 256, 0, s>>>(y, x, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int ld, int B, int T, int NH, int hs,
+                       cudaStream_t s) {
+  if (hs > kMaxHs) user_error("attention head size ", hs, " is above the supported ", kMaxHs, ".");
+  attention_fwd_k<<<blocks(int64_t(B) * NH * T, kAttWarps), 32 * kAttWarps, 0, s>>>(out, lse, q, k, v, ld, B, T, NH, hs);
+  CUDA_CHECK_LAUNCH();
+}
+
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse, const float* q,
+                        const float* k, const float* v, int ld, int B, int T, int NH, int hs, float* D, cudaStream_t s) {
+  const int64_t rows = int64_t(B) * NH * T;
+  attention_D_k<<<blocks(rows, 8), 256, 0, s>>>(D, dout, out, B, T, NH, hs);
+  CUDA_CHECK_LAUNCH();
+  attention_dq_k<<<blocks(rows, kAttWarps), 32 * kAttWarps, 0, s>>>(dq, dout, lse, D, q, k, v, ld, B, T, NH, hs);
+  CUDA_CHECK_LAUNCH();
+  attention_dkv_k<<<blocks(rows, kAttWarps), 32 * kAttWarps, 0, s>>>(dk, dv, dout, lse, D, q, k, v, ld, B, T, NH, hs);
+  CUDA_CHECK_LAUNCH();
+}
+
+void crossentropy_forward_backward(float* z, float* loss, const int* targets, int N, int V, float grad_scale, cudaStream_t s) {
+  crossentropy_k<<<unsigned(N), 1024, 0, s>>>(z, loss, targets, V, grad_scale / float(N));
+  CUDA_CHECK_LAUNCH();
+}
+
+void mean_reduce(float* out, const float* x, int n, cudaStream_t s) {
+  mean_k<<<1, 1024, 0, s>>>(out, x, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+namespace {
+__global__ void scale_add_k(float* dst, const float* src, float scale, bool acc) { *dst = (acc ? *dst : 0.0f) + scale * *src; }
+}  // namespace
+
+void scale_add(float* dst, const float* src, float scale, bool accumulate, cudaStream_t s) {
+  scale_add_k<<<1, 1, 0, s>>>(dst, src, scale, accumulate);
+  CUDA_CHECK_LAUNCH();
+}

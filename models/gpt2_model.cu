@@ -1,0 +1,148 @@
+#include "models/gpt2_model.h"
+
+#include <algorithm>
+
+#include "common/cuda_check.h"
+#include "kernels/gpt2_kernels.h"
+
+Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T) : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T) {
+  if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq, " or less.");
+  if (s_.channels % s_.heads) user_error("channels (", s_.channels, ") must divide into ", s_.heads, " heads.");
+  CUBLAS_CHECK(cublasCreate(&blas_));
+  CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));  // fp32, no TF32
+  const ParamTable& t = arena.table();
+  auto P = [&](const std::string& n) -> float* {
+    const int i = t.find(n);
+    CHECK(i >= 0);
+    return arena.params() + t[i].offset;
+  };
+  auto G = [&](const std::string& n) -> float* { return arena.grads() + t[t.find(n)].offset; };
+  wte_ = P("wte"), wpe_ = P("wpe"), lnfw_ = P("ln_f.weight"), lnfb_ = P("ln_f.bias");
+  d_wte_ = G("wte"), d_wpe_ = G("wpe"), d_lnfw_ = G("ln_f.weight"), d_lnfb_ = G("ln_f.bias");
+  const int64_t C = s_.channels, N = N_;
+  for (int l = 0; l < s_.layers; l++) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    LayerParams q{};
+    q.ln1w = P(p + "ln_1.weight"), q.ln1b = P(p + "ln_1.bias"), q.d_ln1w = G(p + "ln_1.weight"), q.d_ln1b = G(p + "ln_1.bias");
+    if (s_.separate_qkv) {
+      const char* names[3] = {"q", "k", "v"};
+      for (int k = 0; k < 3; k++) {
+        q.qkvw[k] = P(p + "attn." + names[k] + ".weight"), q.qkvb[k] = P(p + "attn." + names[k] + ".bias");
+        q.d_qkvw[k] = G(p + "attn." + names[k] + ".weight"), q.d_qkvb[k] = G(p + "attn." + names[k] + ".bias");
+      }
+    } else {
+      q.qkvw[0] = P(p + "attn.qkv.weight"), q.qkvb[0] = P(p + "attn.qkv.bias");
+      q.d_qkvw[0] = G(p + "attn.qkv.weight"), q.d_qkvb[0] = G(p + "attn.qkv.bias");
+    }
+    q.projw = P(p + "attn.proj.weight"), q.projb = P(p + "attn.proj.bias");
+    q.d_projw = G(p + "attn.proj.weight"), q.d_projb = G(p + "attn.proj.bias");
+    q.ln2w = P(p + "ln_2.weight"), q.ln2b = P(p + "ln_2.bias"), q.d_ln2w = G(p + "ln_2.weight"), q.d_ln2b = G(p + "ln_2.bias");
+    q.fcw = P(p + "mlp.fc.weight"), q.fcb = P(p + "mlp.fc.bias"), q.d_fcw = G(p + "mlp.fc.weight"), q.d_fcb = G(p + "mlp.fc.bias");
+    q.fcprojw = P(p + "mlp.proj.weight"), q.fcprojb = P(p + "mlp.proj.bias");
+    q.d_fcprojw = G(p + "mlp.proj.weight"), q.d_fcprojb = G(p + "mlp.proj.bias");
+    lp_.push_back(q);
+    LayerActs a;
+    a.x_in.alloc(size_t(N * C), "activations"), a.ln1.alloc(size_t(N * C), "activations");
+    a.ln1_mean.alloc(size_t(N), "activations"), a.ln1_rstd.alloc(size_t(N), "activations");
+    a.qkv.alloc(size_t(N * 3 * C), "activations"), a.att.alloc(size_t(N * C), "activations");
+    a.lse.alloc(size_t(N * s_.heads), "activations"), a.x_mid.alloc(size_t(N * C), "activations");
+    a.ln2.alloc(size_t(N * C), "activations"), a.ln2_mean.alloc(size_t(N), "activations"), a.ln2_rstd.alloc(size_t(N), "activations");
+    a.fc.alloc(size_t(N * 4 * C), "activations"), a.gelu.alloc(size_t(N * 4 * C), "activations");
+    la_.push_back(std::move(a));
+  }
+  x_final_.alloc(size_t(N * C), "activations"), lnf_.alloc(size_t(N * C), "activations");
+  lnf_mean_.alloc(size_t(N), "activations"), lnf_rstd_.alloc(size_t(N), "activations");
+  logits_.alloc(size_t(N) * size_t(s_.vocab), "logits"), losses_.alloc(size_t(N), "losses"), loss_mean_.alloc(1, "loss");
+  dres_.alloc(size_t(N * C), "gradients"), dln_.alloc(size_t(N * C), "gradients"), datt_.alloc(size_t(N * C), "gradients");
+  dqkv_.alloc(size_t(N * 3 * C), "gradients"), dbig_.alloc(size_t(N * 4 * C), "gradients"), att_D_.alloc(size_t(N * s_.heads), "gradients");
+  tokens_.alloc(size_t(N), "tokens"), targets_.alloc(size_t(N), "targets");
+  csr_.alloc(size_t(3 * N + 1), "token groups");
+}
+
+Gpt2Model::~Gpt2Model() {
+  if (blas_) cublasDestroy(blas_);
+}
+
+size_t Gpt2Model::activation_bytes() const { return size_t(N_) * size_t(s_.channels) * 4 * (16 * size_t(s_.layers) + 8); }
+
+void Gpt2Model::set_batch(const int* tokens, const int* targets, cudaStream_t s) {
+  for (int n = 0; n < N_; n++)
+    if (tokens[n] < 0 || tokens[n] >= s_.vocab) user_error("token ", tokens[n], " is outside the vocabulary of ", s_.vocab, ".");
+  // Group positions by token (counting sort) for a deterministic embedding backward.
+  std::vector<int> order(static_cast<size_t>(N_));
+  for (int n = 0; n < N_; n++) order[size_t(n)] = n;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return tokens[a] < tokens[b]; });
+  std::vector<int> tok_of, start;
+  for (int k = 0; k < N_; k++)
+    if (k == 0 || tokens[order[size_t(k)]] != tokens[order[size_t(k - 1)]]) tok_of.push_back(tokens[order[size_t(k)]]), start.push_back(k);
+  start.push_back(N_);
+  uniq_ = int(tok_of.size());
+  h_csr_.assign(tok_of.begin(), tok_of.end());
+  h_csr_.insert(h_csr_.end(), start.begin(), start.end());
+  h_csr_.insert(h_csr_.end(), order.begin(), order.end());
+  CUDA_CHECK(cudaMemcpyAsync(csr_.get(), h_csr_.data(), h_csr_.size() * sizeof(int), cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaMemcpyAsync(tokens_.get(), tokens, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
+  if (targets) CUDA_CHECK(cudaMemcpyAsync(targets_.get(), targets, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));  // the host arrays may be reused by the caller
+}
+
+void Gpt2Model::forward(cudaStream_t s) {
+  const int C = s_.channels, N = N_, NH = s_.heads, hs = C / NH;
+  encoder_forward(la_.empty() ? x_final_.get() : la_[0].x_in.get(), tokens_.get(), wte_, wpe_, N, T_, C, s);
+  for (int l = 0; l < s_.layers; l++) {
+    const LayerParams& p = lp_[size_t(l)];
+    LayerActs& a = la_[size_t(l)];
+    float* x_out = l + 1 < s_.layers ? la_[size_t(l + 1)].x_in.get() : x_final_.get();
+    layernorm_forward(a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), a.x_in.get(), p.ln1w, p.ln1b, N, C, s);
+    if (s_.separate_qkv)
+      for (int k = 0; k < 3; k++) linear_forward(blas_, a.qkv.get() + k * C, 3 * C, a.ln1.get(), C, p.qkvw[k], p.qkvb[k], N, C, C, s);
+    else
+      linear_forward(blas_, a.qkv.get(), 3 * C, a.ln1.get(), C, p.qkvw[0], p.qkvb[0], N, C, 3 * C, s);
+    attention_forward(a.att.get(), a.lse.get(), a.qkv.get(), a.qkv.get() + C, a.qkv.get() + 2 * C, 3 * C, B_, T_, NH, hs, s);
+    linear_forward(blas_, a.x_mid.get(), C, a.att.get(), C, p.projw, p.projb, N, C, C, s);
+    add_inplace(a.x_mid.get(), a.x_in.get(), int64_t(N) * C, s);
+    layernorm_forward(a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), a.x_mid.get(), p.ln2w, p.ln2b, N, C, s);
+    linear_forward(blas_, a.fc.get(), 4 * C, a.ln2.get(), C, p.fcw, p.fcb, N, C, 4 * C, s);
+    gelu_forward(a.gelu.get(), a.fc.get(), int64_t(N) * 4 * C, s);
+    linear_forward(blas_, x_out, C, a.gelu.get(), 4 * C, p.fcprojw, p.fcprojb, N, 4 * C, C, s);
+    add_inplace(x_out, a.x_mid.get(), int64_t(N) * C, s);
+  }
+  layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), x_final_.get(), lnfw_, lnfb_, N, C, s);
+  linear_forward(blas_, logits_.get(), s_.vocab, lnf_.get(), C, wte_, nullptr, N, C, s_.vocab, s);  // tied head
+}
+
+void Gpt2Model::loss_and_dlogits(float grad_scale, cudaStream_t s) {
+  crossentropy_forward_backward(logits_.get(), losses_.get(), targets_.get(), N_, s_.vocab, grad_scale, s);
+  mean_reduce(loss_mean_.get(), losses_.get(), N_, s);
+}
+
+void Gpt2Model::backward(cudaStream_t s) {
+  const int C = s_.channels, N = N_, NH = s_.heads, hs = C / NH, V = s_.vocab;
+  float* dres = dres_.get();
+  CUDA_CHECK(cudaMemsetAsync(dres, 0, size_t(N) * C * sizeof(float), s));
+  linear_backward(blas_, dln_.get(), C, false, d_wte_, nullptr, logits_.get(), V, lnf_.get(), C, wte_, N, C, V, s);
+  layernorm_backward(dres, d_lnfw_, d_lnfb_, dln_.get(), x_final_.get(), lnfw_, lnf_mean_.get(), lnf_rstd_.get(), N, C, s);
+  for (int l = s_.layers - 1; l >= 0; l--) {
+    const LayerParams& p = lp_[size_t(l)];
+    LayerActs& a = la_[size_t(l)];
+    // MLP
+    linear_backward(blas_, dbig_.get(), 4 * C, false, p.d_fcprojw, p.d_fcprojb, dres, C, a.gelu.get(), 4 * C, p.fcprojw, N, 4 * C, C, s);
+    gelu_backward(dbig_.get(), a.fc.get(), dbig_.get(), int64_t(N) * 4 * C, s);
+    linear_backward(blas_, dln_.get(), C, false, p.d_fcw, p.d_fcb, dbig_.get(), 4 * C, a.ln2.get(), C, p.fcw, N, C, 4 * C, s);
+    layernorm_backward(dres, p.d_ln2w, p.d_ln2b, dln_.get(), a.x_mid.get(), p.ln2w, a.ln2_mean.get(), a.ln2_rstd.get(), N, C, s);
+    // Attention
+    linear_backward(blas_, datt_.get(), C, false, p.d_projw, p.d_projb, dres, C, a.att.get(), C, p.projw, N, C, C, s);
+    attention_backward(dqkv_.get(), dqkv_.get() + C, dqkv_.get() + 2 * C, datt_.get(), a.att.get(), a.lse.get(), a.qkv.get(),
+                       a.qkv.get() + C, a.qkv.get() + 2 * C, 3 * C, B_, T_, NH, hs, att_D_.get(), s);
+    if (s_.separate_qkv)
+      for (int k = 0; k < 3; k++)
+        linear_backward(blas_, dln_.get(), C, k > 0, p.d_qkvw[k], p.d_qkvb[k], dqkv_.get() + k * C, 3 * C, a.ln1.get(), C, p.qkvw[k],
+                        N, C, C, s);
+    else
+      linear_backward(blas_, dln_.get(), C, false, p.d_qkvw[0], p.d_qkvb[0], dqkv_.get(), 3 * C, a.ln1.get(), C, p.qkvw[0], N, C,
+                      3 * C, s);
+    layernorm_backward(dres, p.d_ln1w, p.d_ln1b, dln_.get(), a.x_in.get(), p.ln1w, a.ln1_mean.get(), a.ln1_rstd.get(), N, C, s);
+  }
+  const int* csr = csr_.get();
+  encoder_backward(d_wte_, d_wpe_, dres, csr, csr + uniq_, csr + 2 * uniq_ + 1, uniq_, B_, T_, C, s);
+}

@@ -1,0 +1,54 @@
+// GPT-2 on the GPU over the parameter arena: forward to logits, fused softmax + cross-entropy that
+// leaves d(loss)/d(logits) in place, and a backward that accumulates every gradient into the arena's
+// gradient buffer. Activations are kept for one (B, T) micro-batch. q, k, v live side by side in one
+// (N, 3C) buffer whether the model has separate projections or a fused qkv matrix.
+#pragma once
+#include <cublas_v2.h>
+
+#include <vector>
+
+#include "common/device_buffer.h"
+#include "models/model_tables.h"
+#include "optim/arena.h"
+
+class Gpt2Model {
+ public:
+  Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T);
+  ~Gpt2Model();
+  Gpt2Model(const Gpt2Model&) = delete;
+  Gpt2Model& operator=(const Gpt2Model&) = delete;
+
+  // Copies a micro-batch (host, B*T each; targets may be null for inference) and prepares the
+  // embedding backward's token grouping on the host.
+  void set_batch(const int* tokens, const int* targets, cudaStream_t s);
+  void forward(cudaStream_t s);                          // to logits (B, T, V)
+  void loss_and_dlogits(float grad_scale, cudaStream_t s);  // *d_loss = mean loss; logits become dloss/dlogits * grad_scale
+  void backward(cudaStream_t s);                         // accumulates into arena.grads()
+  const float* d_loss() const { return loss_mean_.get(); }
+  const float* logits() const { return logits_.get(); }
+  int B() const { return B_; }
+  int T() const { return T_; }
+  size_t activation_bytes() const;
+
+ private:
+  struct LayerParams {
+    const float *ln1w, *ln1b, *qkvw[3], *qkvb[3], *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+    float *d_ln1w, *d_ln1b, *d_qkvw[3], *d_qkvb[3], *d_projw, *d_projb, *d_ln2w, *d_ln2b, *d_fcw, *d_fcb, *d_fcprojw, *d_fcprojb;
+  };
+  struct LayerActs {
+    DeviceBuffer<float> x_in, ln1, ln1_mean, ln1_rstd, qkv, att, lse, x_mid, ln2, ln2_mean, ln2_rstd, fc, gelu;
+  };
+  Gpt2Shape s_;
+  Arena& arena_;
+  int B_, T_, N_;
+  cublasHandle_t blas_ = nullptr;
+  std::vector<LayerParams> lp_;
+  std::vector<LayerActs> la_;
+  const float *wte_, *wpe_, *lnfw_, *lnfb_;
+  float *d_wte_, *d_wpe_, *d_lnfw_, *d_lnfb_;
+  DeviceBuffer<float> x_final_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, loss_mean_;
+  DeviceBuffer<float> dres_, dln_, datt_, dqkv_, dbig_, att_D_;
+  DeviceBuffer<int> tokens_, targets_, csr_;  // csr_: tok_of[uniq] | start[uniq + 1] | pos[N]
+  std::vector<int> h_csr_;
+  int uniq_ = 0;
+};

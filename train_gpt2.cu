@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <sstream>
 #include <sys/stat.h>
 
 #include "common/cli.h"
@@ -92,7 +93,7 @@ std::string sample_text(Gpt2Model& m, const Gpt2Shape& s, const Gpt2Tokenizer* t
 }
 
 void save_checkpoint(const std::string& path, const Gpt2Shape& s, const Arena& arena, const Optimizer& opt, int64_t step,
-                     const TokenLoader::Position& pos) {
+                     const TokenLoader::Position& pos, const std::mt19937_64& rng) {
   CUDA_CHECK(cudaDeviceSynchronize());
   SectionWriter w(path);
   const int32_t shape[6] = {s.layers, s.channels, s.heads, s.vocab, s.max_seq, s.separate_qkv};
@@ -103,6 +104,9 @@ void save_checkpoint(const std::string& path, const Gpt2Shape& s, const Arena& a
   w.put_i64("train.step", step);
   const int64_t lp[3] = {pos.epoch, pos.shard, pos.sample};
   w.put("train.loader", lp, sizeof lp);
+  std::ostringstream r;
+  r << rng;
+  w.put_string("train.sample_rng", r.str());
   w.commit();
 }
 }  // namespace
@@ -172,6 +176,7 @@ int main(int argc, char** argv) {
     Gpt2Model model(shape, arena, a.B, a.T);
     auto opt = make_optimizer(a.optimizer, oo, arena);
     GradClipper clipper(arena, float(a.clip));
+    std::mt19937_64 rng(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
     int64_t step0 = 0;
     if (!a.resume.empty()) {
       SectionReader r(a.resume);
@@ -187,6 +192,8 @@ int main(int argc, char** argv) {
       int64_t lp[3];
       r.read("train.loader", lp, sizeof lp);
       train.seek({lp[0], lp[1], lp[2]});
+      std::istringstream rs(r.get_string("train.sample_rng"));
+      rs >> rng;
       std::printf("resumed from %s at step %lld\n", a.resume.c_str(), (long long)step0);
     }
     if (!a.ckpt_dir.empty()) mkdir(a.ckpt_dir.c_str(), 0755);
@@ -206,7 +213,6 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaMallocHost(&host, 4 * sizeof(float)));
     cudaEvent_t e0, e1, o0, o1;
     for (auto* e : {&e0, &e1, &o0, &o1}) CUDA_CHECK(cudaEventCreate(e));
-    std::mt19937_64 rng(uint64_t(a.seed) + 1);
     const double fpt = flops_per_token(shape, table, a.T);
     double ema_ms = 0;
     std::unique_ptr<Gpt2Model> sampler;
@@ -214,7 +220,7 @@ int main(int argc, char** argv) {
       if (a.ckpt_dir.empty()) return;
       char name[64];
       std::snprintf(name, sizeof name, "/model_%08lld.bin", (long long)step);
-      save_checkpoint(a.ckpt_dir + name, shape, arena, *opt, step, train.position());
+      save_checkpoint(a.ckpt_dir + name, shape, arena, *opt, step, train.position(), rng);
       std::printf("checkpoint %s%s\n", a.ckpt_dir.c_str(), name);
     };
     for (int64_t step = step0; step < a.steps; step++) {

@@ -31,8 +31,6 @@ class TokenLoader {
   Position position() const { return pos_; }
   void seek(const Position& p);  // resume: the batch after seek equals the batch after `p` was recorded
   int64_t samples_per_epoch() const { return total_samples_; }
-  int B() const { return B_; }
-  int T() const { return T_; }
 
  private:
   void load(int64_t shard);  // the shard at position `shard` of this epoch's order

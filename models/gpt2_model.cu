@@ -63,8 +63,6 @@ Gpt2Model::~Gpt2Model() {
   if (blas_) cublasDestroy(blas_);
 }
 
-size_t Gpt2Model::activation_bytes() const { return size_t(N_) * size_t(s_.channels) * 4 * (16 * size_t(s_.layers) + 8); }
-
 void Gpt2Model::set_batch(const int* tokens, const int* targets, cudaStream_t s) {
   for (int n = 0; n < N_; n++)
     if (tokens[n] < 0 || tokens[n] >= s_.vocab) user_error("token ", tokens[n], " is outside the vocabulary of ", s_.vocab, ".");

@@ -26,9 +26,7 @@ class Gpt2Model {
   void backward(cudaStream_t s);                         // accumulates into arena.grads()
   const float* d_loss() const { return loss_mean_.get(); }
   const float* logits() const { return logits_.get(); }
-  int B() const { return B_; }
   int T() const { return T_; }
-  size_t activation_bytes() const;
 
  private:
   struct LayerParams {

@@ -1,12 +1,5 @@
 #include "optim/arena.h"
 
-namespace {
-__global__ void to_bf16_kernel(const float* __restrict__ src, __nv_bfloat16* __restrict__ dst, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = __float2bfloat16_rn(src[i]);
-}
-}  // namespace
-
 Arena::Arena(ParamTable table, bool with_bf16_copy) : table_(std::move(table)) {
   if (table_.size() == 0) user_error("the parameter table is empty.");
   params_.alloc(size_t(total()), "parameters");
@@ -22,12 +15,6 @@ Arena::Arena(ParamTable table, bool with_bf16_copy) : table_(std::move(table)) {
     d.push_back({t.offset, t.numel, t.rows(), t.cols(), t.batch(), t.decay ? kDecay : 0, t.ndim()});
   desc_.alloc(d.size(), "tensor descriptors");
   desc_.upload(d);
-}
-
-void Arena::refresh_bf16(cudaStream_t s) {
-  if (!bf16_.get()) return;
-  to_bf16_kernel<<<1024, 256, 0, s>>>(params_.get(), bf16_.get(), total());
-  CUDA_CHECK_LAUNCH();
 }
 
 void Arena::set_param(int i, const float* host) {

@@ -32,7 +32,6 @@ class Arena {
   const TensorDesc* desc() const { return desc_.get(); }
 
   void zero_grads(cudaStream_t s) { grads_.zero(s); }
-  void refresh_bf16(cudaStream_t s);  // after parameters were written outside an optimizer step
 
   // Host <-> device, by tensor (synchronous; for initialisation, tests and checkpoints).
   void set_param(int i, const float* host);

@@ -28,8 +28,6 @@ class Muon : public Optimizer {
   Muon(Arena& arena, const OptimOptions& opts);
   std::string name() const override { return "muon"; }
   void step(const StepInfo& info, cudaStream_t s) override;
-  const std::vector<int>& muon_tensors() const { return muon_; }
-  int ns_launches() const { return ns_ ? ns_->launches_per_run() : 0; }
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;

@@ -117,8 +117,6 @@ NewtonSchulz::~NewtonSchulz() {
   if (lt_) cublasLtDestroy(lt_);
 }
 
-int NewtonSchulz::launches_per_run() const { return int(plans_.size()) * 3 * steps_ + (steps_ == 1 ? int(plans_.size()) : 0); }
-
 void NewtonSchulz::run(__nv_bfloat16* x, cudaStream_t s) {
   void* ws = lt_workspace_.get();
   for (const auto& p : plans_) {

@@ -26,8 +26,6 @@ class NewtonSchulz {
   ~NewtonSchulz();
   // Orthogonalises every matrix of x in place (x holds Frobenius-normalised inputs).
   void run(__nv_bfloat16* x, cudaStream_t s);
-  size_t scratch_bytes() const { return scratch_.bytes(); }
-  int launches_per_run() const;
 
  private:
   struct Gemm;

@@ -15,9 +15,10 @@
 #include "common/cli.h"
 #include "common/cuda_check.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/prefetcher.h"
 #include "data/token_shards.h"
 #include "kernels/gpt2_kernels.h"
-#include "models/gpt2_model.h"
+#include "models/gpt2_net.h"
 #include "models/gpt2_ref.h"
 #include "optim/grad_clip.h"
 #include "optim/lopt/lopt_weights.h"
@@ -30,6 +31,7 @@ void on_signal(int) { g_stop = 1; }
 struct Args {
   std::string train = "data/kjv/kjv_train_*.bin", val = "data/kjv/kjv_val_*.bin", model = "d12", qkv = "separate";
   std::string optimizer = "adamw", schedule = "cosine", log, ckpt_dir, resume, tokenizer = "tokenizer/r50k_base.tiktoken";
+  std::string precision = "bf16";
   std::string lopt_weights, lopt_weights_small_fc;
   int B = 8, T = 1024, val_every = 100, val_batches = 10, sample_every = 200, sample_tokens = 64, ckpt_every = 0;
   int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
@@ -65,18 +67,19 @@ OptimOptions optimizer_options(const Args& a) {
   return o;
 }
 
+// The PaLM paper's count, as llm.c reports MFU: 6 per parameter plus attention's 12 * L * C * T.
 double flops_per_token(const Gpt2Shape& s, const ParamTable& t, int T) {
-  return 6.0 * double(t.num_params()) + 6.0 * s.layers * s.channels * double(T);
+  return 6.0 * double(t.num_params()) + 12.0 * s.layers * s.channels * double(T);
 }
 
-std::string sample_text(Gpt2Model& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok, int n, std::mt19937_64& rng) {
+std::string sample_text(Gpt2Net& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok, int n, std::mt19937_64& rng) {
   const int T = m.T();
   std::vector<int> x(size_t(T), Gpt2Tokenizer::kEot), out;
   std::vector<float> row(size_t(s.vocab));
   for (int i = 0; i < n && i + 1 < T; i++) {
     m.set_batch(x.data(), nullptr, 0);
     m.forward(0);
-    CUDA_CHECK(cudaMemcpy(row.data(), m.logits() + size_t(i) * size_t(s.vocab), row.size() * 4, cudaMemcpyDeviceToHost));
+    m.logits_to_host(i, 1, row.data());
     const float mx = *std::max_element(row.begin(), row.end());
     double sum = 0;
     for (auto& v : row) sum += v = std::exp(v - mx);
@@ -118,6 +121,7 @@ int main(int argc, char** argv) {
   cli.add('j', "val", &a.val, "validation shards (glob); empty = no validation");
   cli.add('e', "model", &a.model, "d12 | d24 | d36 | d48 (124M, 355M, 774M, 1558M) or tiny");
   cli.add(0, "qkv", &a.qkv, "separate (q, k, v matrices, the PyLO paper's setting) or fused");
+  cli.add(0, "precision", &a.precision, "bf16 (mixed precision, fast) or fp32 (exact, slow)");
   cli.add('o', "optimizer", &a.optimizer, "adamw | adafactor | muon | velo | small_fc_lopt");
   cli.add('l', "lr", &a.lr, "learning rate (AdamW; Muon's AdamW part; for learned optimizers only if given)");
   cli.add('c', "wd", &a.wd, "AdamW weight decay (matrices and embeddings only)");
@@ -151,7 +155,6 @@ int main(int argc, char** argv) {
     if (a.total_batch == 0) a.total_batch = micro;
     if (a.total_batch % micro) user_error("-d (", a.total_batch, ") must be a multiple of -b * -t (", micro, ").");
     const int accum = int(a.total_batch / micro);
-    if (!cuda_device_available()) user_error("train_gpt2 needs a CUDA GPU and none is visible.");
     if (a.lopt_random) {
       char tmpl[] = "/tmp/train_gpt2_lopt_XXXXXX";
       if (!mkdtemp(tmpl)) user_error("cannot create a temporary folder for random learned-optimizer weights.");
@@ -168,12 +171,14 @@ int main(int argc, char** argv) {
     if (!a.val.empty() && a.val_every > 0) val = std::make_unique<TokenLoader>(glob_files(a.val), a.B, a.T, 0, 1, shape.vocab, false, 0);
     std::unique_ptr<Gpt2Tokenizer> tok;
     if (std::FILE* f = std::fopen(a.tokenizer.c_str(), "r")) std::fclose(f), tok = std::make_unique<Gpt2Tokenizer>(a.tokenizer);
+    if (a.precision != "bf16" && a.precision != "fp32") user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
+    if (!cuda_device_available()) user_error("train_gpt2 needs a CUDA GPU and none is visible.");
 
     ParamTable table = gpt2_param_table(shape);
-    Arena arena(table, false);
+    Arena arena(table, a.precision == "bf16");
     const std::vector<float> init = gpt2_init(table, shape, uint64_t(a.seed));
     for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
-    Gpt2Model model(shape, arena, a.B, a.T);
+    std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, arena, a.B, a.T);
     auto opt = make_optimizer(a.optimizer, oo, arena);
     GradClipper clipper(arena, float(a.clip));
     std::mt19937_64 rng(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
@@ -204,8 +209,8 @@ int main(int argc, char** argv) {
 
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    std::printf("train_gpt2 | %s | %s %s q/k/v, %.1fM params | %s | batch %d x %d x %d accum = %lld tokens/step | %lld steps\n",
-                prop.name, a.model.c_str(), a.qkv.c_str(), table.num_params() / 1e6, a.optimizer.c_str(), a.B, a.T, accum,
+    std::printf("train_gpt2 | %s | %s %s q/k/v %s, %.1fM params | %s | batch %d x %d x %d accum = %lld tokens/step | %lld steps\n",
+                prop.name, a.model.c_str(), a.qkv.c_str(), a.precision.c_str(), table.num_params() / 1e6, a.optimizer.c_str(), a.B, a.T, accum,
                 (long long)a.total_batch, (long long)a.steps);
     std::vector<int32_t> x(static_cast<size_t>(micro)), y(static_cast<size_t>(micro));
     DeviceBuffer<float> step_loss(1, "loss"), val_loss(1, "loss");
@@ -215,12 +220,13 @@ int main(int argc, char** argv) {
     for (auto* e : {&e0, &e1, &o0, &o1}) CUDA_CHECK(cudaEventCreate(e));
     const double fpt = flops_per_token(shape, table, a.T);
     double ema_ms = 0;
-    std::unique_ptr<Gpt2Model> sampler;
+    std::unique_ptr<Gpt2Net> sampler;
+    BatchPrefetcher batches(train, micro);
     auto checkpoint = [&](int64_t step) {
       if (a.ckpt_dir.empty()) return;
       char name[64];
       std::snprintf(name, sizeof name, "/model_%08lld.bin", (long long)step);
-      save_checkpoint(a.ckpt_dir + name, shape, arena, *opt, step, train.position(), rng);
+      save_checkpoint(a.ckpt_dir + name, shape, arena, *opt, step, batches.position(), rng);
       std::printf("checkpoint %s%s\n", a.ckpt_dir.c_str(), name);
     };
     for (int64_t step = step0; step < a.steps; step++) {
@@ -228,28 +234,29 @@ int main(int argc, char** argv) {
         val->seek({});
         for (int i = 0; i < a.val_batches; i++) {
           val->next(x.data(), y.data());
-          model.set_batch(x.data(), y.data(), 0);
-          model.forward(0);
-          model.loss_and_dlogits(1.0f, 0);
-          scale_add(val_loss.get(), model.d_loss(), 1.0f / float(a.val_batches), i > 0, 0);
+          model->set_batch(x.data(), y.data(), 0);
+          model->forward(0);
+          model->loss_and_dlogits(1.0f, 0);
+          scale_add(val_loss.get(), model->d_loss(), 1.0f / float(a.val_batches), i > 0, 0);
         }
         CUDA_CHECK(cudaMemcpy(host, val_loss.get(), 4, cudaMemcpyDeviceToHost));
         std::printf("step %lld | val loss %.4f\n", (long long)step, host[0]);
         if (log) std::fprintf(log, "{\"step\":%lld,\"val_loss\":%.6f}\n", (long long)step, host[0]), std::fflush(log);
       }
       if (a.sample_every > 0 && step > step0 && step % a.sample_every == 0) {
-        if (!sampler) sampler = std::make_unique<Gpt2Model>(shape, arena, 1, std::min(a.T, a.sample_tokens + 1));
+        if (!sampler) sampler = make_gpt2(a.precision, shape, arena, 1, std::min(a.T, a.sample_tokens + 1));
         std::printf("--- sample ---\n%s\n--------------\n", sample_text(*sampler, shape, tok.get(), a.sample_tokens, rng).c_str());
       }
       CUDA_CHECK(cudaEventRecord(e0, 0));
       arena.zero_grads(0);
       for (int mi = 0; mi < accum; mi++) {
-        train.next(x.data(), y.data());
-        model.set_batch(x.data(), y.data(), 0);
-        model.forward(0);
-        model.loss_and_dlogits(1.0f / float(accum), 0);
-        model.backward(0);
-        scale_add(step_loss.get(), model.d_loss(), 1.0f / float(accum), mi > 0, 0);
+        const BatchPrefetcher::Batch b = batches.next();
+        model->set_batch(b.x, b.y, 0);
+        batches.release(0);
+        model->forward(0);
+        model->loss_and_dlogits(1.0f / float(accum), 0);
+        model->backward(0);
+        scale_add(step_loss.get(), model->d_loss(), 1.0f / float(accum), mi > 0, 0);
       }
       CUDA_CHECK(cudaEventRecord(o0, 0));
       StepInfo info;

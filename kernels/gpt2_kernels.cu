@@ -16,31 +16,6 @@ __device__ __forceinline__ float warp_max(float x) {
 }
 unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
 
-__global__ void encoder_fwd_k(float* x, const int* tok, const float* wte, const float* wpe, int N, int T, int C) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= int64_t(N) * C) return;
-  const int n = int(i / C), c = int(i % C);
-  x[i] = wte[int64_t(tok[n]) * C + c] + wpe[int64_t(n % T) * C + c];
-}
-
-__global__ void encoder_bwd_wpe_k(float* dwpe, const float* dx, int B, int T, int C) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= int64_t(T) * C) return;
-  const int t = int(i / C), c = int(i % C);
-  float s = 0.0f;
-  for (int b = 0; b < B; b++) s += dx[(int64_t(b) * T + t) * C + c];
-  dwpe[i] += s;
-}
-
-__global__ void encoder_bwd_wte_k(float* dwte, const float* dx, const int* tok_of, const int* start, const int* pos, int C) {
-  const int u = blockIdx.x;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    float s = 0.0f;
-    for (int k = start[u]; k < start[u + 1]; k++) s += dx[int64_t(pos[k]) * C + c];
-    dwte[int64_t(tok_of[u]) * C + c] += s;
-  }
-}
-
 __global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -281,21 +256,6 @@ __global__ void mean_k(float* out, const float* x, int n) {
   if (threadIdx.x == 0) *out = float(red[0] / n);
 }
 }  // namespace
-
-void encoder_forward(float* x, const int* tok, const float* wte, const float* wpe, int N, int T, int C, cudaStream_t s) {
-  encoder_fwd_k<<<blocks(int64_t(N) * C, 256), 256, 0, s>>>(x, tok, wte, wpe, N, T, C);
-  CUDA_CHECK_LAUNCH();
-}
-
-void encoder_backward(float* dwte, float* dwpe, const float* dx, const int* tok_of, const int* start, const int* pos, int uniq, int B,
-                      int T, int C, cudaStream_t s) {
-  encoder_bwd_wpe_k<<<blocks(int64_t(T) * C, 256), 256, 0, s>>>(dwpe, dx, B, T, C);
-  CUDA_CHECK_LAUNCH();
-  if (uniq > 0) {
-    encoder_bwd_wte_k<<<unsigned(uniq), 256, 0, s>>>(dwte, dx, tok_of, start, pos, C);
-    CUDA_CHECK_LAUNCH();
-  }
-}
 
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C, cudaStream_t s) {
   layernorm_fwd_k<<<blocks(N, 8), 256, 0, s>>>(y, mean, rstd, x, w, b, N, C);

@@ -7,12 +7,7 @@
 
 #include <cstdint>
 
-// x (N, C) = wte[tok] + wpe[n % T]
-void encoder_forward(float* x, const int* tok, const float* wte, const float* wpe, int N, int T, int C, cudaStream_t s);
-// dwpe[t] += sum_b dx[b, t]; dwte[v] += sum of dx over the positions holding token v, given the
-// positions grouped by token (CSR over `uniq` tokens: pos[start[u] .. start[u+1]) hold token tok_of[u]).
-void encoder_backward(float* dwte, float* dwpe, const float* dx, const int* tok_of, const int* start, const int* pos, int uniq,
-                      int B, int T, int C, cudaStream_t s);
+// Embeddings: kernels/embedding.h.
 
 // y = LN(x) * w + b per row; saves mean and rstd.
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C, cudaStream_t s);

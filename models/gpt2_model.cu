@@ -1,11 +1,10 @@
 #include "models/gpt2_model.h"
 
-#include <algorithm>
-
 #include "common/cuda_check.h"
 #include "kernels/gpt2_kernels.h"
 
-Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T) : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T) {
+Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
+    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), groups_(B * T, shape.vocab) {
   if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq, " or less.");
   if (s_.channels % s_.heads) user_error("channels (", s_.channels, ") must divide into ", s_.heads, " heads.");
   CUBLAS_CHECK(cublasCreate(&blas_));
@@ -56,7 +55,6 @@ Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T) : s_(sh
   dres_.alloc(size_t(N * C), "gradients"), dln_.alloc(size_t(N * C), "gradients"), datt_.alloc(size_t(N * C), "gradients");
   dqkv_.alloc(size_t(N * 3 * C), "gradients"), dbig_.alloc(size_t(N * 4 * C), "gradients"), att_D_.alloc(size_t(N * s_.heads), "gradients");
   tokens_.alloc(size_t(N), "tokens"), targets_.alloc(size_t(N), "targets");
-  csr_.alloc(size_t(3 * N + 1), "token groups");
 }
 
 Gpt2Model::~Gpt2Model() {
@@ -64,24 +62,15 @@ Gpt2Model::~Gpt2Model() {
 }
 
 void Gpt2Model::set_batch(const int* tokens, const int* targets, cudaStream_t s) {
-  for (int n = 0; n < N_; n++)
-    if (tokens[n] < 0 || tokens[n] >= s_.vocab) user_error("token ", tokens[n], " is outside the vocabulary of ", s_.vocab, ".");
-  // Group positions by token (counting sort) for a deterministic embedding backward.
-  std::vector<int> order(static_cast<size_t>(N_));
-  for (int n = 0; n < N_; n++) order[size_t(n)] = n;
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return tokens[a] < tokens[b]; });
-  std::vector<int> tok_of, start;
-  for (int k = 0; k < N_; k++)
-    if (k == 0 || tokens[order[size_t(k)]] != tokens[order[size_t(k - 1)]]) tok_of.push_back(tokens[order[size_t(k)]]), start.push_back(k);
-  start.push_back(N_);
-  uniq_ = int(tok_of.size());
-  h_csr_.assign(tok_of.begin(), tok_of.end());
-  h_csr_.insert(h_csr_.end(), start.begin(), start.end());
-  h_csr_.insert(h_csr_.end(), order.begin(), order.end());
-  CUDA_CHECK(cudaMemcpyAsync(csr_.get(), h_csr_.data(), h_csr_.size() * sizeof(int), cudaMemcpyHostToDevice, s));
   CUDA_CHECK(cudaMemcpyAsync(tokens_.get(), tokens, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
   if (targets) CUDA_CHECK(cudaMemcpyAsync(targets_.get(), targets, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));  // the host arrays may be reused by the caller
+  groups_.build(tokens_.get(), s);
+}
+
+void Gpt2Model::logits_to_host(int first, int count, float* host) const {
+  CHECK(first >= 0 && count >= 0 && first + count <= N_);
+  CUDA_CHECK(cudaMemcpy(host, logits_.get() + size_t(first) * size_t(s_.vocab), size_t(count) * size_t(s_.vocab) * sizeof(float),
+                        cudaMemcpyDeviceToHost));
 }
 
 void Gpt2Model::forward(cudaStream_t s) {
@@ -141,6 +130,5 @@ void Gpt2Model::backward(cudaStream_t s) {
                       3 * C, s);
     layernorm_backward(dres, p.d_ln1w, p.d_ln1b, dln_.get(), a.x_in.get(), p.ln1w, a.ln1_mean.get(), a.ln1_rstd.get(), N, C, s);
   }
-  const int* csr = csr_.get();
-  encoder_backward(d_wte_, d_wpe_, dres, csr, csr + uniq_, csr + 2 * uniq_ + 1, uniq_, B_, T_, C, s);
+  encoder_backward(d_wte_, d_wpe_, dres, groups_, B_, T_, C, s);
 }

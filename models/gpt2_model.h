@@ -1,32 +1,33 @@
-// GPT-2 on the GPU over the parameter arena: forward to logits, fused softmax + cross-entropy that
-// leaves d(loss)/d(logits) in place, and a backward that accumulates every gradient into the arena's
-// gradient buffer. Activations are kept for one (B, T) micro-batch. q, k, v live side by side in one
-// (N, 3C) buffer whether the model has separate projections or a fused qkv matrix.
+// GPT-2 in fp32 on the GPU over the parameter arena (the reference-grade implementation of Gpt2Net):
+// forward to logits, fused softmax + cross-entropy that leaves d(loss)/d(logits) in place, and a
+// backward that accumulates every gradient into the arena's gradient buffer. Activations are kept for
+// one (B, T) micro-batch. q, k, v live side by side in one (N, 3C) buffer whether the model has
+// separate projections or a fused qkv matrix.
 #pragma once
 #include <cublas_v2.h>
 
 #include <vector>
 
 #include "common/device_buffer.h"
-#include "models/model_tables.h"
-#include "optim/arena.h"
+#include "kernels/embedding.h"
+#include "models/gpt2_net.h"
 
-class Gpt2Model {
+class Gpt2Model : public Gpt2Net {
  public:
   Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T);
   ~Gpt2Model();
   Gpt2Model(const Gpt2Model&) = delete;
   Gpt2Model& operator=(const Gpt2Model&) = delete;
 
-  // Copies a micro-batch (host, B*T each; targets may be null for inference) and prepares the
-  // embedding backward's token grouping on the host.
-  void set_batch(const int* tokens, const int* targets, cudaStream_t s);
-  void forward(cudaStream_t s);                          // to logits (B, T, V)
-  void loss_and_dlogits(float grad_scale, cudaStream_t s);  // *d_loss = mean loss; logits become dloss/dlogits * grad_scale
-  void backward(cudaStream_t s);                         // accumulates into arena.grads()
-  const float* d_loss() const { return loss_mean_.get(); }
+  void set_batch(const int* tokens, const int* targets, cudaStream_t s) override;
+  void forward(cudaStream_t s) override;
+  void loss_and_dlogits(float grad_scale, cudaStream_t s) override;
+  void backward(cudaStream_t s) override;
+  const float* d_loss() const override { return loss_mean_.get(); }
+  void logits_to_host(int first, int count, float* host) const override;
   const float* logits() const { return logits_.get(); }
-  int T() const { return T_; }
+  int B() const override { return B_; }
+  int T() const override { return T_; }
 
  private:
   struct LayerParams {
@@ -46,7 +47,6 @@ class Gpt2Model {
   float *d_wte_, *d_wpe_, *d_lnfw_, *d_lnfb_;
   DeviceBuffer<float> x_final_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, loss_mean_;
   DeviceBuffer<float> dres_, dln_, datt_, dqkv_, dbig_, att_D_;
-  DeviceBuffer<int> tokens_, targets_, csr_;  // csr_: tok_of[uniq] | start[uniq + 1] | pos[N]
-  std::vector<int> h_csr_;
-  int uniq_ = 0;
+  DeviceBuffer<int> tokens_, targets_;
+  TokenGroups groups_;
 };

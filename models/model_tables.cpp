@@ -24,11 +24,9 @@ ParamTable gpt2_param_table(const Gpt2Shape& s) {
     std::string p = "h." + std::to_string(l) + ".";
     add(p + "ln_1.weight", {C}, Role::NormGain, false);
     add(p + "ln_1.bias", {C}, Role::NormBias, false);
-    if (s.separate_qkv) {
-      for (const char* q : {"q", "k", "v"}) {
-        add(p + "attn." + q + ".weight", {C, C}, Role::Hidden, true);
-        add(p + "attn." + q + ".bias", {C}, Role::Bias, false);
-      }
+    if (s.separate_qkv) {  // weights then biases, so that each trio is one contiguous (3C, C) / (3C) block
+      for (const char* q : {"q", "k", "v"}) add(p + "attn." + q + ".weight", {C, C}, Role::Hidden, true);
+      for (const char* q : {"q", "k", "v"}) add(p + "attn." + q + ".bias", {C}, Role::Bias, false);
     } else {
       add(p + "attn.qkv.weight", {3 * C, C}, Role::Hidden, true);
       add(p + "attn.qkv.bias", {3 * C}, Role::Bias, false);

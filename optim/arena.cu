@@ -18,7 +18,13 @@ Arena::Arena(ParamTable table, bool with_bf16_copy) : table_(std::move(table)) {
 }
 
 void Arena::set_param(int i, const float* host) {
-  params_.upload(host, size_t(table_[i].numel), size_t(table_[i].offset));
+  const size_t n = size_t(table_[i].numel), off = size_t(table_[i].offset);
+  params_.upload(host, n, off);
+  if (bf16_.get()) {  // keep the compute copy in step (round to nearest even, as the optimizers do)
+    std::vector<__nv_bfloat16> b(n);
+    for (size_t k = 0; k < n; k++) b[k] = __float2bfloat16_rn(host[k]);
+    bf16_.upload(b.data(), n, off);
+  }
 }
 void Arena::set_grad(int i, const float* host) { grads_.upload(host, size_t(table_[i].numel), size_t(table_[i].offset)); }
 std::vector<float> Arena::get_param(int i) const { return params_.download(size_t(table_[i].numel), size_t(table_[i].offset)); }

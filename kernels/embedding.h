@@ -1,0 +1,30 @@
+// Token + position embedding, forward and a deterministic backward, for fp32 or bf16 activations.
+// The backward sums each token's rows in a fixed order: positions are grouped by token on the device
+// (a stable radix sort), so no float atomics are needed and a resumed run continues bit for bit.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "common/device_buffer.h"
+
+// Positions of a (B, T) batch grouped by token id.
+class TokenGroups {
+ public:
+  TokenGroups(int N, int vocab);
+  void build(const int* d_tokens, cudaStream_t s);  // stable: equal tokens keep their position order
+  const int* sorted_tokens() const { return keys_out_.get(); }
+  const int* sorted_pos() const { return vals_out_.get(); }
+
+ private:
+  int N_, bits_;
+  DeviceBuffer<int> vals_in_, keys_out_, vals_out_;
+  DeviceBuffer<char> temp_;
+  size_t temp_bytes_ = 0;
+};
+
+// x (N, C) = wte[tok] + wpe[n % T], summed in fp32. P: parameter type (fp32 master or bf16 copy).
+template <class X, class P>
+void encoder_forward(X* x, const int* tok, const P* wte, const P* wpe, int N, int T, int C, cudaStream_t s);
+// dwpe[t] += sum_b dx[b, t]; dwte[v] += sum of dx over the positions holding token v.
+template <class X>
+void encoder_backward(float* dwte, float* dwpe, const X* dx, const TokenGroups& g, int B, int T, int C, cudaStream_t s);

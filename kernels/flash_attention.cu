@@ -1,0 +1,635 @@
+// Causal flash attention, head size 64, bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation).
+//
+// Forward, per (batch, head) and tile of 128 queries: S = Q K^T * 1/8 one 64-key tile at a time, an online
+// softmax in fp32 (running row max m and sum l, in log2 units so that exp is one ex2), O += P V with P
+// rounded to bf16. Per query row it stores O / l (bf16) and lse = m + log l. Each query tile reads its
+// Q once and the K/V tiles at or before its diagonal; HBM traffic is about (1 + T/256) x the qkv bytes
+// of a head, the rest stays in L2. The work is 2*2*T^2/2*64 FLOPs per head, so the tensor cores and
+// the exp unit (one ex2 per score) bound it, not memory.
+//
+// Backward, with P = exp(S - lse) recomputed from the saved lse and D = rowsum(dO * O):
+//   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ = dS K / 8,  dK = dS^T Q / 8.
+// Two kernels and no atomics, so results are bit-reproducible: one per 64-key tile walks the query
+// tiles at and after its diagonal and owns dK, dV; the other per 64-query tile walks the key tiles up
+// to its diagonal and owns dQ. S and dP are thus computed twice (7 matrix products instead of 5).
+//
+// Shared-memory tiles hold 64-element head rows (128 bytes) with the 16-byte chunks XOR-swizzled by
+// row, so cp.async row writes and ldmatrix reads are free of bank conflicts. Loads for the next tile
+// are in flight (cp.async, two stages) while the current one is multiplied. Rows at or past T are
+// zero-filled, never read, and masked, so any T works.
+#include <cstdint>
+
+#include "common/cuda_check.h"
+#include "kernels/flash_attention.h"
+
+namespace {
+constexpr int kHead = 64;                         // head size: one row of a head is 128 bytes
+constexpr int kTile = 64;                         // rows per K/V tile, and per query tile of the backward
+constexpr int kTileBytes = kTile * kHead * 2;     // 8 KB
+constexpr int kFwdRows = 128;                     // queries per forward CTA: 4 warps x 32 rows
+constexpr int kThreads = 128;                     // every kernel here runs 4 warps
+constexpr float kScaleLog2 = 0.125f * 1.4426950408889634f;  // 1/sqrt(64) * log2(e)
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// ---- small PTX wrappers ----------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+// Byte offset of 16-byte chunk c (0..7) of row r in a tile of 128-byte rows. The XOR spreads the 8 rows
+// that one ldmatrix phase reads at the same logical chunk over all 32 banks.
+__device__ __forceinline__ uint32_t swz(int r, int c) { return uint32_t(r * 128 + ((c ^ (r & 7)) << 4)); }
+
+// Asynchronous global -> shared copies; with valid == false nothing is read and zeros are written.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most N of this thread's most recent groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// d (16x8 fp32) += a (16x16 bf16, row) * b (16x8 bf16, col).
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float ex2(float x) {  // 2^x on the special-function unit; ex2(-inf) = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {  // lo goes to the lower column
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+
+// ---- fragment addresses -----------------------------------------------------------------------------
+// m16n8k16 fragments, lane = 4*g + t: A holds (row g | g+8, k 2t..2t+1 | +8), B holds (k 2t..2t+1 | +8,
+// n g), C holds (row g | g+8, n 2t..2t+1). One ldmatrix.x4 fetches four 8x8 matrices; lanes 8i..8i+7
+// give the row addresses of matrix i, which lands in register i.
+
+// A operand, 16 rows x 16 k (k-step kk) from a [row][k] tile.
+__device__ __forceinline__ uint32_t addr_a(uint32_t tile, int row0, int kk, int lane) {
+  return tile + swz(row0 + (lane & 15), 2 * kk + (lane >> 4));
+}
+// B operands of two n-tiles (n0..n0+15) for k-step kk, from a [n][k] tile (k contiguous), plain ldmatrix:
+// registers {0,1} are b0,b1 of the first n-tile, {2,3} of the second.
+__device__ __forceinline__ uint32_t addr_b_nk(uint32_t tile, int n0, int kk, int lane) {
+  return tile + swz(n0 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1));
+}
+// The same from a [k][n] tile (n contiguous) with ldmatrix.trans: k rows k0..k0+15, n columns 16*np..+15.
+__device__ __forceinline__ uint32_t addr_b_kn(uint32_t tile, int k0, int np, int lane) {
+  return tile + swz(k0 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * np + (lane >> 4));
+}
+
+// ---- tile movement ------------------------------------------------------------------------------------
+
+// Starts copying ROWS head rows, from row r0 of a row-major matrix with row stride ld, into a swizzled tile.
+template <int ROWS>
+__device__ __forceinline__ void load_rows(uint32_t tile, const bf16* g, int64_t ld, int r0, int T, int tid) {
+  const int c = tid & 7;
+#pragma unroll
+  for (int r = tid >> 3; r < ROWS; r += kThreads / 8) {
+    const bool ok = r0 + r < T;
+    cp_async16(tile + swz(r, c), g + (ok ? int64_t(r0 + r) * ld : 0) + c * 8, ok);
+  }
+}
+// Starts copying n floats from x[r0..] (zeros past T) into shared memory; threads [t0, t0 + n) take part.
+__device__ __forceinline__ void load_vec(uint32_t dst, const float* x, int r0, int T, int tid, int t0, int n) {
+  const int i = tid - t0;
+  if (i >= 0 && i < n) {
+    const bool ok = r0 + i < T;
+    cp_async4(dst + 4 * i, x + (ok ? r0 + i : 0), ok);
+  }
+}
+
+// Writes a warp's 16 x 64 accumulator tile (row half hf scaled by mul[hf]) as bf16 into rows row0.. of a
+// swizzled tile.
+__device__ __forceinline__ void stage_acc(uint8_t* tile, int row0, const float (&acc)[8][4], const float (&mul)[2], int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++)
+      *reinterpret_cast<uint32_t*>(tile + swz(row0 + g + 8 * hf, nt) + 4 * t) =
+          pack_bf16(acc[nt][2 * hf] * mul[hf], acc[nt][2 * hf + 1] * mul[hf]);
+}
+// One warp copies ROWS rows of a swizzled tile to global rows grow0.. (only rows < T), 16 bytes a lane.
+template <int ROWS>
+__device__ __forceinline__ void store_rows(bf16* g, int64_t ld, int grow0, int T, const uint8_t* tile, int row0, int lane) {
+  const int c = lane & 7;
+#pragma unroll
+  for (int r = lane >> 3; r < ROWS; r += 4)
+    if (grow0 + r < T)
+      *reinterpret_cast<uint4*>(g + int64_t(grow0 + r) * ld + c * 8) = *reinterpret_cast<const uint4*>(tile + swz(row0 + r, c));
+}
+
+// ---- forward ------------------------------------------------------------------------------------------
+
+// Shared memory: Q (128 rows, 16 KB; reused to stage O), then two stages of (K, V) tiles (8 KB each).
+constexpr int kFwdSmem = kFwdRows * 128 + 4 * kTileBytes;
+
+// Grid (B*NH, query tiles). Warp w owns query rows m0 + 32w .. +31 as two m16 tiles, so every K/V
+// fragment read from shared memory feeds two MMAs.
+__global__ void __launch_bounds__(kThreads, 2) flash_fwd_k(bf16* out, float* lse, const bf16* qkv, int T, int NH) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
+  const int m0 = int(gridDim.y - 1 - blockIdx.y) * kFwdRows;  // longest query tiles first: a short tail
+  const int C = NH * kHead;
+  const int64_t ld = 3LL * C;
+  const bf16* q = qkv + int64_t(b) * T * ld + h * kHead;
+  const bf16* k = q + C;
+  const bf16* v = q + 2 * C;
+  const uint32_t sQ = smem_u32(smem), sKV = sQ + kFwdRows * 128;  // stage s: K at sKV + 2s*8K, V after it
+  const int n_kv = (min(m0 + kFwdRows, T) + kTile - 1) / kTile;     // key tiles up to the diagonal
+
+  // Commit group i holds key tile i (group 0 also Q); two in flight at a time.
+  load_rows<kFwdRows>(sQ, q, ld, m0, T, tid);
+  load_rows<kTile>(sKV, k, ld, 0, T, tid);
+  load_rows<kTile>(sKV + kTileBytes, v, ld, 0, T, tid);
+  cp_async_commit();
+  if (n_kv > 1) {
+    load_rows<kTile>(sKV + 2 * kTileBytes, k, ld, kTile, T, tid);
+    load_rows<kTile>(sKV + 3 * kTileBytes, v, ld, kTile, T, tid);
+  }
+  cp_async_commit();
+  cp_async_wait<1>();
+  __syncthreads();
+
+  const int r0w = m0 + warp * 32;  // this warp's first query row
+  uint32_t qf[2][4][4];            // Q fragments of the warp's rows, kept in registers
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) ldsm_x4(qf[mt][kk], addr_a(sQ, warp * 32 + mt * 16, kk, lane));
+
+  float o[2][8][4] = {};
+  float row_max[2][2], row_sum[2][2] = {};  // per (m-tile, row half); max in scaled log2 units
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++) row_max[mt][0] = row_max[mt][1] = -INFINITY;
+
+  for (int j = 0; j < n_kv; j++) {
+    if (j > 0) {
+      cp_async_wait<1>();
+      __syncthreads();
+    }
+    const int n0 = j * kTile;
+    const uint32_t sK = sKV + (j & 1) * 2 * kTileBytes, sV = sK + kTileBytes;
+    if (n0 <= r0w + 31) {  // else every key of the tile is after every row of this warp
+      float s[2][8][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+          uint32_t bk[4];
+          ldsm_x4(bk, addr_b_nk(sK, np * 16, kk, lane));
+#pragma unroll
+          for (int mt = 0; mt < 2; mt++) {
+            mma(s[mt][2 * np], qf[mt][kk], bk[0], bk[1]);
+            mma(s[mt][2 * np + 1], qf[mt][kk], bk[2], bk[3]);
+          }
+        }
+      if (n0 + kTile - 1 > r0w) {  // the tile crosses this warp's diagonal: hide keys after the row
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+          for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              if (n0 + nt * 8 + 2 * t4 + (e & 1) > r0w + mt * 16 + g + 8 * (e >> 1)) s[mt][nt][e] = -INFINITY;
+      }
+      // Online softmax: a row's 64 scores sit in the 4 lanes of a quad.
+#pragma unroll
+      for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int nt = 0; nt < 8; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float m_new = fmaxf(row_max[mt][hf], mx * kScaleLog2);
+          const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet: avoid inf - inf
+          const float corr = ex2(row_max[mt][hf] - m_use);
+          row_max[mt][hf] = m_new;
+          float sum = 0.0f;
+#pragma unroll
+          for (int nt = 0; nt < 8; nt++) {
+            o[mt][nt][2 * hf] *= corr;
+            o[mt][nt][2 * hf + 1] *= corr;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+              const float p = ex2(fmaf(s[mt][nt][2 * hf + e], kScaleLog2, -m_use));
+              s[mt][nt][2 * hf + e] = p;
+              sum += p;
+            }
+          }
+          row_sum[mt][hf] = row_sum[mt][hf] * corr + sum;  // this lane's part; the quad is summed at the end
+        }
+      // O += P V: P's accumulator layout is already the A-fragment layout (two n-tiles per k-step).
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) {
+        uint32_t pa[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+          pa[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+          uint32_t bv[4];
+          ldsm_x4_t(bv, addr_b_kn(sV, kk * 16, dp, lane));
+#pragma unroll
+          for (int mt = 0; mt < 2; mt++) {
+            mma(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
+            mma(o[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with stage j & 1: refill it with tile j + 2
+    if (j + 2 < n_kv) {
+      load_rows<kTile>(sK, k, ld, n0 + 2 * kTile, T, tid);
+      load_rows<kTile>(sV, v, ld, n0 + 2 * kTile, T, tid);
+    }
+    cp_async_commit();
+  }
+
+  // Normalise, write lse and O (staged through this warp's own rows of the Q tile for 16-byte stores).
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++) {
+    float inv[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      float l = row_sum[mt][hf];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      inv[hf] = 1.0f / l;
+      const int row = r0w + mt * 16 + g + 8 * hf;
+      if (t4 == 0 && row < T) lse[int64_t(bh) * T + row] = (row_max[mt][hf] + log2f(l)) * kLn2;
+    }
+    stage_acc(smem, warp * 32 + mt * 16, o[mt], inv, lane);
+  }
+  __syncwarp();
+  store_rows<32>(out + int64_t(b) * T * C + h * kHead, C, r0w, T, smem, warp * 32, lane);
+}
+
+// ---- backward -----------------------------------------------------------------------------------------
+
+// D[b, h, t] = sum_d dout * out over one head row; 8 lanes per row, 16 bytes each.
+__global__ void flash_bwd_dsum_k(float* D, const bf16* dout, const bf16* out, int B, int T, int NH) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t row = i >> 3, rows = int64_t(B) * T * NH;  // row = (b*T + t)*NH + h
+  float acc = 0.0f;
+  if (row < rows) {
+    const uint4 a = *reinterpret_cast<const uint4*>(dout + row * kHead + (i & 7) * 8);
+    const uint4 c = *reinterpret_cast<const uint4*>(out + row * kHead + (i & 7) * 8);
+    const uint32_t* pa = &a.x;
+    const uint32_t* pc = &c.x;
+#pragma unroll
+    for (int w = 0; w < 4; w++) acc += bf16_lo(pa[w]) * bf16_lo(pc[w]) + bf16_hi(pa[w]) * bf16_hi(pc[w]);
+  }
+  acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+  acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+  acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+  if ((i & 7) == 0 && row < rows) {
+    const int h = int(row % NH);
+    const int64_t bt = row / NH;
+    const int t = int(bt % T), b = int(bt / T);
+    D[(int64_t(b) * NH + h) * T + t] = acc;
+  }
+}
+
+// Shared memory of both backward kernels: two fixed 64-row tiles, two stages of two streamed 64-row
+// tiles, and two stages of two 64-float vectors (lse, D; dK/dV kernel only).
+constexpr int kBwdSmem = 6 * kTileBytes + 2 * 2 * kTile * 4;
+
+// dK, dV for one 64-key tile (grid.y), looping over the query tiles at and after it. Warp w owns keys
+// n0 + 16w .. +15 and works on the transposed products: S^T = K Q^T, dP^T = V dO^T (keys as rows), so
+// that the K and V fragments stay in registers and the dK, dV accumulators never leave the warp.
+__global__ void __launch_bounds__(kThreads, 3)
+    flash_bwd_dkdv_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
+  const int n0 = blockIdx.y * kTile;  // low key tiles have the most query tiles: they go first
+  const int C = NH * kHead;
+  const int64_t ld = 3LL * C;
+  const bf16* q = qkv + int64_t(b) * T * ld + h * kHead;
+  const bf16* k = q + C;
+  const bf16* v = q + 2 * C;
+  const bf16* dO = dout + int64_t(b) * T * C + h * kHead;
+  const float* L = lse + int64_t(bh) * T;
+  const float* Dr = Dsum + int64_t(bh) * T;
+  // Layout: K, V, then stage s: Q at 2 + 2s, dO at 3 + 2s (in 8 KB tiles), then stage s: lse, D (256 B each).
+  const uint32_t sK = smem_u32(smem), sV = sK + kTileBytes, sQ0 = sK + 2 * kTileBytes, sVec0 = sK + 6 * kTileBytes;
+  const float* vec = reinterpret_cast<const float*>(smem + 6 * kTileBytes);
+  const int m_first = blockIdx.y, n_m = (T + kTile - 1) / kTile;  // query tiles m_first .. n_m - 1
+
+  auto load_stage = [&](int m, int st) {
+    load_rows<kTile>(sQ0 + 2 * st * kTileBytes, q, ld, m * kTile, T, tid);
+    load_rows<kTile>(sQ0 + (2 * st + 1) * kTileBytes, dO, C, m * kTile, T, tid);
+    load_vec(sVec0 + st * 512, L, m * kTile, T, tid, 0, kTile);
+    load_vec(sVec0 + st * 512 + 256, Dr, m * kTile, T, tid, kTile, kTile);
+  };
+  load_rows<kTile>(sK, k, ld, n0, T, tid);
+  load_rows<kTile>(sV, v, ld, n0, T, tid);
+  load_stage(m_first, 0);
+  cp_async_commit();
+  if (m_first + 1 < n_m) load_stage(m_first + 1, 1);
+  cp_async_commit();
+  cp_async_wait<1>();
+  __syncthreads();
+
+  const int kw = n0 + warp * 16;  // this warp's first key
+  // K fragments stay in registers; V's are re-read from shared memory per query tile (4 of the
+  // iteration's 68 ldmatrix), which keeps the kernel within 168 registers (3 CTAs per SM) without spills.
+  uint32_t kf[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) ldsm_x4(kf[kk], addr_a(sK, warp * 16, kk, lane));
+  float dk[8][4] = {}, dv[8][4] = {};
+
+  for (int i = 0; m_first + i < n_m; i++) {
+    if (i > 0) {
+      cp_async_wait<1>();
+      __syncthreads();
+    }
+    const int st = i & 1, m0 = (m_first + i) * kTile;
+    const uint32_t sQ = sQ0 + 2 * st * kTileBytes, sdO = sQ + kTileBytes;
+    const float* sL = vec + st * 128;
+    const float* sD = sL + 64;
+
+    // S^T = K Q^T (16 keys x 64 queries), then P^T = exp(S^T / 8 - lse[query]) as bf16 A fragments.
+    float s[8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int np = 0; np < 4; np++) {
+        uint32_t bq[4];
+        ldsm_x4(bq, addr_b_nk(sQ, np * 16, kk, lane));
+        mma(s[2 * np], kf[kk], bq[0], bq[1]);
+        mma(s[2 * np + 1], kf[kk], bq[2], bq[3]);
+      }
+    const bool mask = m0 < kw + 16 || m0 + kTile > T;  // the diagonal tile, or the one with rows past T
+    uint32_t pa[4][4];                                  // [k-step over queries][A register]
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+      const float2 l2 = *reinterpret_cast<const float2*>(sL + nt * 8 + 2 * t4);
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int qi = m0 + nt * 8 + 2 * t4 + (e & 1), key = kw + g + 8 * (e >> 1);
+        const float x = mask && (qi < key || qi >= T) ? -INFINITY : s[nt][e];
+        p[e] = ex2(fmaf(x, kScaleLog2, -(e & 1 ? l2.y : l2.x) * kLog2e));
+      }
+      pa[nt >> 1][2 * (nt & 1)] = pack_bf16(p[0], p[1]);
+      pa[nt >> 1][2 * (nt & 1) + 1] = pack_bf16(p[2], p[3]);
+    }
+    // dV += P^T dO
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int dp = 0; dp < 4; dp++) {
+        uint32_t bo[4];
+        ldsm_x4_t(bo, addr_b_kn(sdO, kk * 16, dp, lane));
+        mma(dv[2 * dp], pa[kk], bo[0], bo[1]);
+        mma(dv[2 * dp + 1], pa[kk], bo[2], bo[3]);
+      }
+    // dP^T = V dO^T, then dS^T = P^T (dP^T - D[query]), overwriting the P^T fragments.
+    float dpt[8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+      uint32_t vf[4];
+      ldsm_x4(vf, addr_a(sV, warp * 16, kk, lane));
+#pragma unroll
+      for (int np = 0; np < 4; np++) {
+        uint32_t bo[4];
+        ldsm_x4(bo, addr_b_nk(sdO, np * 16, kk, lane));
+        mma(dpt[2 * np], vf, bo[0], bo[1]);
+        mma(dpt[2 * np + 1], vf, bo[2], bo[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+      const float2 d2 = *reinterpret_cast<const float2*>(sD + nt * 8 + 2 * t4);
+#pragma unroll
+      for (int hf = 0; hf < 2; hf++) {
+        uint32_t& r = pa[nt >> 1][2 * (nt & 1) + hf];
+        r = pack_bf16(bf16_lo(r) * (dpt[nt][2 * hf] - d2.x), bf16_hi(r) * (dpt[nt][2 * hf + 1] - d2.y));
+      }
+    }
+    // dK += dS^T Q (scaled by 1/8 at the end)
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int dp = 0; dp < 4; dp++) {
+        uint32_t bq[4];
+        ldsm_x4_t(bq, addr_b_kn(sQ, kk * 16, dp, lane));
+        mma(dk[2 * dp], pa[kk], bq[0], bq[1]);
+        mma(dk[2 * dp + 1], pa[kk], bq[2], bq[3]);
+      }
+    __syncthreads();  // stage st is free: refill it with query tile i + 2
+    if (m_first + i + 2 < n_m) load_stage(m_first + i + 2, st);
+    cp_async_commit();
+  }
+
+  // Stage through this warp's own rows of the K and V tiles, then 16-byte stores.
+  const float scale[2] = {0.125f, 0.125f}, one[2] = {1.0f, 1.0f};
+  stage_acc(smem, warp * 16, dk, scale, lane);
+  stage_acc(smem + kTileBytes, warp * 16, dv, one, lane);
+  __syncwarp();
+  bf16* dqkv_b = dqkv + int64_t(b) * T * ld + h * kHead;
+  store_rows<16>(dqkv_b + C, ld, kw, T, smem, warp * 16, lane);
+  store_rows<16>(dqkv_b + 2 * C, ld, kw, T, smem + kTileBytes, warp * 16, lane);
+}
+
+// dQ for one 64-query tile, looping over the key tiles up to its diagonal. Warp w owns query rows
+// m0 + 16w .. +15; Q and dO fragments stay in registers.
+__global__ void __launch_bounds__(kThreads, 3)
+    flash_bwd_dq_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
+  const int m0 = int(gridDim.y - 1 - blockIdx.y) * kTile;  // longest query tiles first
+  const int C = NH * kHead;
+  const int64_t ld = 3LL * C;
+  const bf16* q = qkv + int64_t(b) * T * ld + h * kHead;
+  const bf16* k = q + C;
+  const bf16* v = q + 2 * C;
+  const bf16* dO = dout + int64_t(b) * T * C + h * kHead;
+  // Layout: Q, dO, then stage s: K at 2 + 2s, V at 3 + 2s (8 KB tiles).
+  const uint32_t sQ = smem_u32(smem), sdO = sQ + kTileBytes, sKV0 = sQ + 2 * kTileBytes;
+  const int n_kv = m0 / kTile + 1;  // key tiles 0 .. the diagonal one
+
+  load_rows<kTile>(sQ, q, ld, m0, T, tid);
+  load_rows<kTile>(sdO, dO, C, m0, T, tid);
+  load_rows<kTile>(sKV0, k, ld, 0, T, tid);
+  load_rows<kTile>(sKV0 + kTileBytes, v, ld, 0, T, tid);
+  cp_async_commit();
+  if (n_kv > 1) {
+    load_rows<kTile>(sKV0 + 2 * kTileBytes, k, ld, kTile, T, tid);
+    load_rows<kTile>(sKV0 + 3 * kTileBytes, v, ld, kTile, T, tid);
+  }
+  cp_async_commit();
+
+  const int rw = m0 + warp * 16;  // this warp's first query row
+  float lse2[2], Drow[2];         // per row half: lse in log2 units, D
+#pragma unroll
+  for (int hf = 0; hf < 2; hf++) {
+    const int row = rw + g + 8 * hf;
+    lse2[hf] = row < T ? lse[int64_t(bh) * T + row] * kLog2e : 0.0f;
+    Drow[hf] = row < T ? Dsum[int64_t(bh) * T + row] : 0.0f;
+  }
+  cp_async_wait<1>();
+  __syncthreads();
+  // Q fragments stay in registers; dO's are re-read per key tile (4 of 52 ldmatrix) to stay in 168 registers.
+  uint32_t qf[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) ldsm_x4(qf[kk], addr_a(sQ, warp * 16, kk, lane));
+  float dq[8][4] = {};
+
+  for (int j = 0; j < n_kv; j++) {
+    if (j > 0) {
+      cp_async_wait<1>();
+      __syncthreads();
+    }
+    const int n0 = j * kTile;
+    const uint32_t sK = sKV0 + 2 * (j & 1) * kTileBytes, sV = sK + kTileBytes;
+    // S = Q K^T and P = exp(S / 8 - lse) in place.
+    float s[8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int np = 0; np < 4; np++) {
+        uint32_t bk[4];
+        ldsm_x4(bk, addr_b_nk(sK, np * 16, kk, lane));
+        mma(s[2 * np], qf[kk], bk[0], bk[1]);
+        mma(s[2 * np + 1], qf[kk], bk[2], bk[3]);
+      }
+    const bool mask = n0 + kTile - 1 > rw;  // the diagonal tile
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const float x = mask && n0 + nt * 8 + 2 * t4 + (e & 1) > rw + g + 8 * (e >> 1) ? -INFINITY : s[nt][e];
+        s[nt][e] = ex2(fmaf(x, kScaleLog2, -lse2[e >> 1]));
+      }
+    // dP = dO V^T
+    float dp[8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+      uint32_t of[4];
+      ldsm_x4(of, addr_a(sdO, warp * 16, kk, lane));
+#pragma unroll
+      for (int np = 0; np < 4; np++) {
+        uint32_t bv[4];
+        ldsm_x4(bv, addr_b_nk(sV, np * 16, kk, lane));
+        mma(dp[2 * np], of, bv[0], bv[1]);
+        mma(dp[2 * np + 1], of, bv[2], bv[3]);
+      }
+    }
+    // dS = P (dP - D) as bf16 A fragments (k = key), then dQ += dS K.
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+      uint32_t da[4];
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        const int nt = 2 * kk + (r >> 1), hf = r & 1;
+        da[r] = pack_bf16(s[nt][2 * hf] * (dp[nt][2 * hf] - Drow[hf]), s[nt][2 * hf + 1] * (dp[nt][2 * hf + 1] - Drow[hf]));
+      }
+#pragma unroll
+      for (int dn = 0; dn < 4; dn++) {
+        uint32_t bk[4];
+        ldsm_x4_t(bk, addr_b_kn(sK, kk * 16, dn, lane));
+        mma(dq[2 * dn], da, bk[0], bk[1]);
+        mma(dq[2 * dn + 1], da, bk[2], bk[3]);
+      }
+    }
+    __syncthreads();  // stage j & 1 is free: refill it with key tile j + 2
+    if (j + 2 < n_kv) {
+      load_rows<kTile>(sK, k, ld, n0 + 2 * kTile, T, tid);
+      load_rows<kTile>(sV, v, ld, n0 + 2 * kTile, T, tid);
+    }
+    cp_async_commit();
+  }
+
+  const float scale[2] = {0.125f, 0.125f};
+  stage_acc(smem, warp * 16, dq, scale, lane);  // this warp's own rows of the Q tile
+  __syncwarp();
+  store_rows<16>(dqkv + int64_t(b) * T * ld + h * kHead, ld, rw, T, smem, warp * 16, lane);
+}
+
+void check_shape(const char* who, int B, int T, int NH) {
+  if (B < 1 || T < 1 || NH < 1) user_error(who, ": B, T and NH must all be at least 1 (got B=", B, ", T=", T, ", NH=", NH, ").");
+  if (int64_t(B) * NH > 0x7fffffff || (T + kTile - 1) / kTile > 65535 || int64_t(B) * T * NH * kHead * 3 > (int64_t(1) << 62))
+    user_error(who, ": shape B=", B, ", T=", T, ", NH=", NH, " is too large for the attention kernels' grid.");
+}
+void check_aligned(const char* who, const void* p, const char* name, unsigned align) {
+  if (reinterpret_cast<uintptr_t>(p) % align != 0)
+    user_error(who, ": ", name, " must be ", align, "-byte aligned (cudaMalloc'd buffers are).");
+}
+template <class K>
+void set_smem(K kernel, int bytes) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared)));
+}
+}  // namespace
+
+void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t s) {
+  const char* who = "flash_attention_forward";
+  check_shape(who, B, T, NH);
+  check_aligned(who, out, "out", 16);
+  check_aligned(who, qkv, "qkv", 16);
+  check_aligned(who, lse, "lse", 4);
+  set_smem(flash_fwd_k, kFwdSmem);
+  const dim3 grid(unsigned(B * NH), unsigned((T + kFwdRows - 1) / kFwdRows));
+  flash_fwd_k<<<grid, kThreads, kFwdSmem, s>>>(out, lse, qkv, T, NH);
+  CUDA_CHECK_LAUNCH();
+}
+
+void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
+                              float* scratch, int B, int T, int NH, cudaStream_t s) {
+  const char* who = "flash_attention_backward";
+  check_shape(who, B, T, NH);
+  check_aligned(who, dqkv, "dqkv", 16);
+  check_aligned(who, dout, "dout", 16);
+  check_aligned(who, out, "out", 16);
+  check_aligned(who, qkv, "qkv", 16);
+  check_aligned(who, lse, "lse", 4);
+  check_aligned(who, scratch, "scratch", 4);
+  const int64_t lanes = int64_t(B) * T * NH * 8;
+  flash_bwd_dsum_k<<<unsigned((lanes + 255) / 256), 256, 0, s>>>(scratch, dout, out, B, T, NH);
+  CUDA_CHECK_LAUNCH();
+  set_smem(flash_bwd_dkdv_k, kBwdSmem);
+  set_smem(flash_bwd_dq_k, kBwdSmem);
+  const dim3 grid(unsigned(B * NH), unsigned((T + kTile - 1) / kTile));
+  flash_bwd_dkdv_k<<<grid, kThreads, kBwdSmem, s>>>(dqkv, dout, lse, scratch, qkv, T, NH);
+  CUDA_CHECK_LAUNCH();
+  flash_bwd_dq_k<<<grid, kThreads, kBwdSmem, s>>>(dqkv, dout, lse, scratch, qkv, T, NH);
+  CUDA_CHECK_LAUNCH();
+}

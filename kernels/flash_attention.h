@@ -1,0 +1,19 @@
+// Causal flash attention (forward and backward) on bf16 tensor cores, head size 64 (every GPT-2 size).
+// The T x T score matrix is never stored: scores live in registers one tile at a time, with an online
+// softmax in fp32. Deterministic: no atomics, fixed summation orders, so reruns are bit-identical.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+using bf16 = __nv_bfloat16;
+
+// Causal multi-head attention over a fused qkv buffer, head size 64.
+// qkv: (B, T, 3*C) bf16 rows, C = NH*64: q in columns [0,C), k in [C,2C), v in [2C,3C), head h at h*64.
+// out: (B, T, C) bf16. lse: (B, NH, T) fp32, natural-log logsumexp of the scaled scores (scale 1/sqrt(64))
+// per query row.
+void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t s);
+
+// dqkv: (B, T, 3*C) bf16, fully overwritten (dq, dk, dv in the same column layout as qkv).
+// scratch: at least B*NH*T floats (for D = rowsum(dout * out)).
+void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
+                              float* scratch, int B, int T, int NH, cudaStream_t s);

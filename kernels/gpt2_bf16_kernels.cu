@@ -1,0 +1,214 @@
+#include <cmath>
+
+#include "common/cuda_check.h"
+#include "kernels/gpt2_bf16_kernels.h"
+
+namespace {
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
+
+// 8 bf16 <-> 8 floats through one 16-byte access.
+struct Vec8 {
+  float v[8];
+  __device__ __forceinline__ void load(const bf16* p) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+    for (int k = 0; k < 4; k++) {
+      const float2 f = __bfloat1622float2(h[k]);
+      v[2 * k] = f.x, v[2 * k + 1] = f.y;
+    }
+  }
+  __device__ __forceinline__ void store(bf16* p) const {
+    uint4 u;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+    for (int k = 0; k < 4; k++) h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+    *reinterpret_cast<uint4*>(p) = u;
+  }
+};
+
+// One warp per row; the row is read twice (mean, then variance about it) and once more to write.
+__global__ void layernorm_fwd_k(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const bf16* xr = x + int64_t(row) * C;
+  float s = 0.0f;
+  for (int c = lane * 8; c < C; c += 256) {
+    Vec8 a;
+    a.load(xr + c);
+    for (float v : a.v) s += v;
+  }
+  const float m = warp_sum(s) / float(C);
+  float q = 0.0f;
+  for (int c = lane * 8; c < C; c += 256) {
+    Vec8 a;
+    a.load(xr + c);
+    for (float v : a.v) q += (v - m) * (v - m);
+  }
+  const float r = rsqrtf(warp_sum(q) / float(C) + 1e-5f);
+  for (int c = lane * 8; c < C; c += 256) {
+    Vec8 a, ww, bb;
+    a.load(xr + c), ww.load(w + c), bb.load(b + c);
+    for (int k = 0; k < 8; k++) a.v[k] = (a.v[k] - m) * r * ww.v[k] + bb.v[k];
+    a.store(y + int64_t(row) * C + c);
+  }
+  if (lane == 0) mean[row] = m, rstd[row] = r;
+}
+
+__global__ void layernorm_bwd_dx_k(bf16* dx, const bf16* dy, const bf16* x, const bf16* w, const float* mean, const float* rstd, int N,
+                                   int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const int64_t o = int64_t(row) * C;
+  const float m = mean[row], r = rstd[row];
+  float s1 = 0.0f, s2 = 0.0f;
+  for (int c = lane * 8; c < C; c += 256) {
+    Vec8 g, xx, ww;
+    g.load(dy + o + c), xx.load(x + o + c), ww.load(w + c);
+    for (int k = 0; k < 8; k++) {
+      const float gw = g.v[k] * ww.v[k];
+      s1 += gw;
+      s2 += gw * (xx.v[k] - m) * r;
+    }
+  }
+  s1 = warp_sum(s1) / float(C);
+  s2 = warp_sum(s2) / float(C);
+  for (int c = lane * 8; c < C; c += 256) {
+    Vec8 g, xx, ww, d;
+    g.load(dy + o + c), xx.load(x + o + c), ww.load(w + c), d.load(dx + o + c);
+    for (int k = 0; k < 8; k++) d.v[k] += r * (g.v[k] * ww.v[k] - s1 - (xx.v[k] - m) * r * s2);
+    d.store(dx + o + c);
+  }
+}
+
+// Column sums in two fixed-order stages: block (x, y) sums rows of split y for 256 columns (two per
+// thread) into partial[y]; then one thread per column adds the splits in order.
+constexpr int kColsPerBlock = 256, kMaxSplits = 128;
+int splits_for(int N) { return std::max(1, std::min(kMaxSplits, N / 64)); }
+
+template <bool kLn>
+__global__ void colsum_partial_k(float* partial, const bf16* dy, int ld, const bf16* x, const float* mean, const float* rstd, int N,
+                                 int C, int rows_per_split) {
+  const int c = blockIdx.x * kColsPerBlock + 2 * threadIdx.x;
+  if (c >= C) return;
+  const int r0 = blockIdx.y * rows_per_split, r1 = min(N, r0 + rows_per_split);
+  float s0 = 0.0f, s1 = 0.0f, t0 = 0.0f, t1 = 0.0f;
+  for (int r = r0; r < r1; r++) {
+    const float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dy + int64_t(r) * ld + c));
+    s0 += g.x, s1 += g.y;
+    if (kLn) {
+      const float2 xv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x + int64_t(r) * C + c));
+      const float m = mean[r], rs = rstd[r];
+      t0 += g.x * (xv.x - m) * rs, t1 += g.y * (xv.y - m) * rs;
+    }
+  }
+  float* p = partial + int64_t(blockIdx.y) * (kLn ? 2 * C : C);
+  p[c] = s0, p[c + 1] = s1;
+  if (kLn) p[C + c] = t0, p[C + c + 1] = t1;
+}
+
+__global__ void colsum_final_k(float* out, float* out2, const float* partial, int C, int width, int splits) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float s = 0.0f, t = 0.0f;
+  for (int y = 0; y < splits; y++) {
+    s += partial[int64_t(y) * width + c];
+    if (out2) t += partial[int64_t(y) * width + C + c];
+  }
+  out[c] += s;
+  if (out2) out2[c] += t;
+}
+
+// One block per row: an online (max, sum) per thread over its columns, merged across the block in a
+// fixed order; then the gradient overwrites the row.
+__global__ void __launch_bounds__(1024) crossentropy_k(bf16* z, int ld, float* loss, const int* targets, int V, float scale) {
+  const int64_t n = blockIdx.x;
+  bf16* zr = z + n * ld;
+  __shared__ float sm[32], ss[32], lse_s, zt_s;
+  float m = -INFINITY, s = 0.0f;
+  for (int v = threadIdx.x * 8; v < V; v += blockDim.x * 8) {
+    Vec8 a;
+    if (v + 8 <= V) {
+      a.load(zr + v);
+    } else {
+      for (int k = 0; k < 8; k++) a.v[k] = v + k < V ? __bfloat162float(zr[v + k]) : -INFINITY;
+    }
+    float mx = m;
+    for (float x : a.v) mx = fmaxf(mx, x);
+    s *= expf(m - mx);
+    for (float x : a.v) s += expf(x - mx);
+    m = mx;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o), mx = fmaxf(m, m2);
+    s = (mx == -INFINITY) ? 0.0f : s * expf(m - mx) + s2 * expf(m2 - mx);
+    m = mx;
+  }
+  if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = m, ss[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float M = sm[0], S = ss[0];
+    for (int w = 1; w < int(blockDim.x / 32); w++) {
+      const float mx = fmaxf(M, sm[w]);
+      S = S * expf(M - mx) + ss[w] * expf(sm[w] - mx);
+      M = mx;
+    }
+    lse_s = M + logf(S);
+    zt_s = __bfloat162float(zr[targets[n]]);
+    loss[n] = lse_s - zt_s;
+  }
+  __syncthreads();
+  const float lse = lse_s;
+  const int tgt = targets[n];
+  for (int v = threadIdx.x * 8; v < V; v += blockDim.x * 8) {
+    if (v + 8 <= V) {
+      Vec8 a;
+      a.load(zr + v);
+      for (int k = 0; k < 8; k++) a.v[k] = (expf(a.v[k] - lse) - (v + k == tgt ? 1.0f : 0.0f)) * scale;
+      a.store(zr + v);
+    } else {
+      for (int k = v; k < V; k++) zr[k] = __float2bfloat16_rn((expf(__bfloat162float(zr[k]) - lse) - (k == tgt ? 1.0f : 0.0f)) * scale);
+    }
+  }
+}
+}  // namespace
+
+void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C, cudaStream_t s) {
+  layernorm_fwd_k<<<blocks(N, 8), 256, 0, s>>>(y, mean, rstd, x, w, b, N, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+void layernorm_backward_dx(bf16* dx, const bf16* dy, const bf16* x, const bf16* w, const float* mean, const float* rstd, int N, int C,
+                           cudaStream_t s) {
+  layernorm_bwd_dx_k<<<blocks(N, 8), 256, 0, s>>>(dx, dy, x, w, mean, rstd, N, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+size_t column_sums_scratch_floats(int N, int cols) { return size_t(splits_for(N)) * 2 * size_t(cols); }
+
+void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* scratch, cudaStream_t s) {
+  const int splits = splits_for(N), per = (N + splits - 1) / splits;
+  colsum_partial_k<false><<<dim3(blocks(cols, kColsPerBlock), unsigned(splits)), kColsPerBlock / 2, 0, s>>>(scratch, dy, ld, nullptr,
+                                                                                                         nullptr, nullptr, N, cols, per);
+  CUDA_CHECK_LAUNCH();
+  colsum_final_k<<<blocks(cols, 256), 256, 0, s>>>(db, nullptr, scratch, cols, cols, splits);
+  CUDA_CHECK_LAUNCH();
+}
+
+void layernorm_backward_params(float* dw, float* db, const bf16* dy, const bf16* x, const float* mean, const float* rstd, int N, int C,
+                               float* scratch, cudaStream_t s) {
+  const int splits = splits_for(N), per = (N + splits - 1) / splits;
+  colsum_partial_k<true><<<dim3(blocks(C, kColsPerBlock), unsigned(splits)), kColsPerBlock / 2, 0, s>>>(scratch, dy, C, x, mean, rstd, N,
+                                                                                                      C, per);
+  CUDA_CHECK_LAUNCH();
+  // partial rows hold [sum dy | sum dy * xhat]: db from the first half, dw from the second
+  colsum_final_k<<<blocks(C, 256), 256, 0, s>>>(db, dw, scratch, C, 2 * C, splits);
+  CUDA_CHECK_LAUNCH();
+}
+
+void crossentropy_forward_backward(bf16* z, int ld, float* loss, const int* targets, int N, int V, float scale, cudaStream_t s) {
+  crossentropy_k<<<unsigned(N), 1024, 0, s>>>(z, ld, loss, targets, V, scale);
+  CUDA_CHECK_LAUNCH();
+}

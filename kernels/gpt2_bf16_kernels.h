@@ -1,0 +1,27 @@
+// The non-matmul kernels of the bf16 GPT-2: LayerNorm, column sums (bias and LayerNorm parameter
+// gradients) and the fused softmax + cross-entropy + logit gradient. Activations are bf16, arithmetic
+// and statistics fp32, gradients of parameters fp32 (the arena's). Reductions run in a fixed order
+// (no float atomics), so results repeat bit for bit. Rows have C % 8 == 0 (16-byte vector loads).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+using bf16 = __nv_bfloat16;
+
+// y = LN(x) * w + b per row of C; saves mean and rstd (fp32).
+void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C, cudaStream_t s);
+// dx += LayerNorm input gradient (dx is the residual stream's gradient, bf16).
+void layernorm_backward_dx(bf16* dx, const bf16* dy, const bf16* x, const bf16* w, const float* mean, const float* rstd, int N, int C,
+                           cudaStream_t s);
+
+// Scratch for column sums: enough for `cols` columns of N rows.
+size_t column_sums_scratch_floats(int N, int cols);
+// db[c] += sum_n dy[n, c] (dy rows of stride ld).
+void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* scratch, cudaStream_t s);
+// LayerNorm parameters: dw[c] += sum_n dy[n, c] * xhat[n, c], db[c] += sum_n dy[n, c].
+void layernorm_backward_params(float* dw, float* db, const bf16* dy, const bf16* x, const float* mean, const float* rstd, int N, int C,
+                               float* scratch, cudaStream_t s);
+
+// Per row n of logits z (N rows of V, stride ld): loss[n] = logsumexp(z) - z[target]; z is replaced by
+// (softmax(z) - onehot(target)) * scale, in bf16.
+void crossentropy_forward_backward(bf16* z, int ld, float* loss, const int* targets, int N, int V, float scale, cudaStream_t s);

@@ -1,0 +1,43 @@
+// bf16 tensor-core matmuls for the linear layers: cuBLASLt with fp32 accumulation and the bias, GELU
+// and GELU-gradient epilogues fused in. Plans (descriptors and the heuristic's algorithm) are made once
+// per shape and pointer alignment, then reused, so a step issues only the matmul calls themselves.
+// Row-major view throughout, like the model: x (N, I), W (O, I), y (N, O).
+#pragma once
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "common/device_buffer.h"
+
+using bf16 = __nv_bfloat16;
+
+class LtMatmul {
+ public:
+  LtMatmul();
+  ~LtMatmul();
+  LtMatmul(const LtMatmul&) = delete;
+  LtMatmul& operator=(const LtMatmul&) = delete;
+
+  // y = x W^T + b (+ residual).   With gelu_pre: gelu_pre = x W^T + b and y = gelu(gelu_pre) (tanh form).
+  // ldy also serves residual and gelu_pre. b may be null.
+  void forward(bf16* y, int ldy, const bf16* x, int ldx, const bf16* W, const bf16* b, int N, int I, int O, cudaStream_t s,
+               const bf16* residual = nullptr, bf16* gelu_pre = nullptr);
+  // dx (+)= dy W.   With gelu_pre: dx = (dy W) * gelu'(gelu_pre) (the input's pre-activation, ld lddx).
+  void backward_dx(bf16* dx, int lddx, bool accumulate, const bf16* dy, int lddy, const bf16* W, int N, int I, int O, cudaStream_t s,
+                   const bf16* gelu_pre = nullptr);
+  // dW += dy^T x, accumulated in fp32 (the arena's gradients).
+  void backward_dw(float* dW, const bf16* dy, int lddy, const bf16* x, int ldx, int N, int I, int O, cudaStream_t s);
+
+ private:
+  enum Epi { kNone, kBias, kGeluBias, kDGelu };
+  struct Plan;
+  // m x n result D (column-major, ldd) = op(A) op(B) (+ C, ldd, when C is given)
+  void gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb, void* D, bool d_fp32, int ldd,
+            const void* C, Epi epi, const bf16* bias, const bf16* aux, int ldaux, cudaStream_t s);
+  cublasLtHandle_t lt_ = nullptr;
+  DeviceBuffer<char> workspace_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, Plan*> plans_;
+};

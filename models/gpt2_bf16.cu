@@ -1,0 +1,124 @@
+#include "models/gpt2_bf16.h"
+
+#include "common/cuda_check.h"
+#include "kernels/flash_attention.h"
+#include "kernels/gpt2_bf16_kernels.h"
+#include "kernels/gpt2_kernels.h"
+
+Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
+    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), Vp_((shape.vocab + 63) / 64 * 64), groups_(B * T, shape.vocab) {
+  if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq, " or less.");
+  if (s_.channels != 64 * s_.heads) user_error("the bf16 model needs 64 channels per head (got ", s_.channels, " for ", s_.heads, " heads); use --precision fp32.");
+  CHECK(arena.params_bf16() != nullptr);
+  const ParamTable& t = arena.table();
+  auto off = [&](const std::string& n) {
+    const int i = t.find(n);
+    CHECK(i >= 0);
+    return t[i].offset;
+  };
+  const int64_t C = s_.channels, N = N_;
+  wte_ = off("wte"), wpe_ = off("wpe"), lnfw_ = off("ln_f.weight"), lnfb_ = off("ln_f.bias");
+  const char* act = "activations";
+  layers_.resize(size_t(s_.layers));
+  for (int l = 0; l < s_.layers; l++) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    Layer& L = layers_[size_t(l)];
+    L.ln1w = off(p + "ln_1.weight"), L.ln1b = off(p + "ln_1.bias"), L.ln2w = off(p + "ln_2.weight"), L.ln2b = off(p + "ln_2.bias");
+    if (s_.separate_qkv) {
+      L.qkvw = off(p + "attn.q.weight"), L.qkvb = off(p + "attn.q.bias");
+      // one (3C, C) matmul over the three matrices: the table lays them out back to back
+      CHECK(off(p + "attn.k.weight") == L.qkvw + C * C && off(p + "attn.v.weight") == L.qkvw + 2 * C * C);
+      CHECK(off(p + "attn.k.bias") == L.qkvb + C && off(p + "attn.v.bias") == L.qkvb + 2 * C);
+    } else {
+      L.qkvw = off(p + "attn.qkv.weight"), L.qkvb = off(p + "attn.qkv.bias");
+    }
+    L.projw = off(p + "attn.proj.weight"), L.projb = off(p + "attn.proj.bias");
+    L.fcw = off(p + "mlp.fc.weight"), L.fcb = off(p + "mlp.fc.bias"), L.fcprojw = off(p + "mlp.proj.weight"), L.fcprojb = off(p + "mlp.proj.bias");
+    L.res.alloc(size_t(N * C), act), L.ln1.alloc(size_t(N * C), act), L.qkv.alloc(size_t(N * 3 * C), act);
+    L.att.alloc(size_t(N * C), act), L.mid.alloc(size_t(N * C), act), L.ln2.alloc(size_t(N * C), act);
+    L.fc_pre.alloc(size_t(N * 4 * C), act), L.fc.alloc(size_t(N * 4 * C), act);
+    L.ln1_mean.alloc(size_t(N), act), L.ln1_rstd.alloc(size_t(N), act), L.ln2_mean.alloc(size_t(N), act), L.ln2_rstd.alloc(size_t(N), act);
+    L.lse.alloc(size_t(N * s_.heads), act);
+  }
+  res_final_.alloc(size_t(N * C), act), lnf_.alloc(size_t(N * C), act);
+  lnf_mean_.alloc(size_t(N), act), lnf_rstd_.alloc(size_t(N), act);
+  logits_.alloc(size_t(N) * size_t(Vp_), "logits");
+  losses_.alloc(size_t(N), "losses"), loss_mean_.alloc(1, "loss");
+  const char* grads = "activation gradients";
+  dres_.alloc(size_t(N * C), grads), dln_.alloc(size_t(N * C), grads), datt_.alloc(size_t(N * C), grads);
+  dqkv_.alloc(size_t(N * 3 * C), grads), dfc_.alloc(size_t(N * 4 * C), grads);
+  scratch_.alloc(std::max(column_sums_scratch_floats(N_, 4 * s_.channels), size_t(N * s_.heads)), "scratch");
+  tokens_.alloc(size_t(N), "tokens"), targets_.alloc(size_t(N), "targets");
+}
+
+void Gpt2Bf16::set_batch(const int* tokens, const int* targets, cudaStream_t s) {
+  CUDA_CHECK(cudaMemcpyAsync(tokens_.get(), tokens, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
+  if (targets) CUDA_CHECK(cudaMemcpyAsync(targets_.get(), targets, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
+  groups_.build(tokens_.get(), s);
+}
+
+void Gpt2Bf16::forward(cudaStream_t s) {
+  const int C = s_.channels, N = N_, NH = s_.heads;
+  encoder_forward(layers_.empty() ? res_final_.get() : layers_[0].res.get(), tokens_.get(), W(wte_), W(wpe_), N, T_, C, s);
+  for (int l = 0; l < s_.layers; l++) {
+    Layer& L = layers_[size_t(l)];
+    bf16* out = l + 1 < s_.layers ? layers_[size_t(l + 1)].res.get() : res_final_.get();
+    layernorm_forward(L.ln1.get(), L.ln1_mean.get(), L.ln1_rstd.get(), L.res.get(), W(L.ln1w), W(L.ln1b), N, C, s);
+    mm_.forward(L.qkv.get(), 3 * C, L.ln1.get(), C, W(L.qkvw), W(L.qkvb), N, C, 3 * C, s);
+    flash_attention_forward(L.att.get(), L.lse.get(), L.qkv.get(), B_, T_, NH, s);
+    mm_.forward(L.mid.get(), C, L.att.get(), C, W(L.projw), W(L.projb), N, C, C, s, L.res.get());  // + residual
+    layernorm_forward(L.ln2.get(), L.ln2_mean.get(), L.ln2_rstd.get(), L.mid.get(), W(L.ln2w), W(L.ln2b), N, C, s);
+    mm_.forward(L.fc.get(), 4 * C, L.ln2.get(), C, W(L.fcw), W(L.fcb), N, C, 4 * C, s, nullptr, L.fc_pre.get());  // GELU epilogue
+    mm_.forward(out, C, L.fc.get(), 4 * C, W(L.fcprojw), W(L.fcprojb), N, 4 * C, C, s, L.mid.get());       // + residual
+  }
+  layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), res_final_.get(), W(lnfw_), W(lnfb_), N, C, s);
+  mm_.forward(logits_.get(), Vp_, lnf_.get(), C, W(wte_), nullptr, N, C, s_.vocab, s);  // tied head
+}
+
+void Gpt2Bf16::loss_and_dlogits(float grad_scale, cudaStream_t s) {
+  crossentropy_forward_backward(logits_.get(), Vp_, losses_.get(), targets_.get(), N_, s_.vocab, grad_scale / float(N_), s);
+  mean_reduce(loss_mean_.get(), losses_.get(), N_, s);
+}
+
+void Gpt2Bf16::backward(cudaStream_t s) {
+  const int C = s_.channels, N = N_, NH = s_.heads, V = s_.vocab;
+  float* scratch = scratch_.get();
+  bf16* dres = dres_.get();
+  // head: d(lnf) = dlogits wte, d(wte) += dlogits^T lnf; then ln_f sets the residual gradient
+  mm_.backward_dx(dln_.get(), C, false, logits_.get(), Vp_, W(wte_), N, C, V, s);
+  mm_.backward_dw(G(wte_), logits_.get(), Vp_, lnf_.get(), C, N, C, V, s);
+  CUDA_CHECK(cudaMemsetAsync(dres, 0, size_t(N) * C * sizeof(bf16), s));
+  layernorm_backward_dx(dres, dln_.get(), res_final_.get(), W(lnfw_), lnf_mean_.get(), lnf_rstd_.get(), N, C, s);
+  layernorm_backward_params(G(lnfw_), G(lnfb_), dln_.get(), res_final_.get(), lnf_mean_.get(), lnf_rstd_.get(), N, C, scratch, s);
+  for (int l = s_.layers - 1; l >= 0; l--) {
+    Layer& L = layers_[size_t(l)];
+    // MLP: dres is d(out); the residual path passes it through unchanged
+    mm_.backward_dw(G(L.fcprojw), dres, C, L.fc.get(), 4 * C, N, 4 * C, C, s);
+    bias_backward(G(L.fcprojb), dres, C, N, C, scratch, s);
+    mm_.backward_dx(dfc_.get(), 4 * C, false, dres, C, W(L.fcprojw), N, 4 * C, C, s, L.fc_pre.get());  // GELU' epilogue
+    mm_.backward_dw(G(L.fcw), dfc_.get(), 4 * C, L.ln2.get(), C, N, C, 4 * C, s);
+    bias_backward(G(L.fcb), dfc_.get(), 4 * C, N, 4 * C, scratch, s);
+    mm_.backward_dx(dln_.get(), C, false, dfc_.get(), 4 * C, W(L.fcw), N, C, 4 * C, s);
+    layernorm_backward_dx(dres, dln_.get(), L.mid.get(), W(L.ln2w), L.ln2_mean.get(), L.ln2_rstd.get(), N, C, s);
+    layernorm_backward_params(G(L.ln2w), G(L.ln2b), dln_.get(), L.mid.get(), L.ln2_mean.get(), L.ln2_rstd.get(), N, C, scratch, s);
+    // attention: dres is now d(mid)
+    mm_.backward_dw(G(L.projw), dres, C, L.att.get(), C, N, C, C, s);
+    bias_backward(G(L.projb), dres, C, N, C, scratch, s);
+    mm_.backward_dx(datt_.get(), C, false, dres, C, W(L.projw), N, C, C, s);
+    flash_attention_backward(dqkv_.get(), datt_.get(), L.att.get(), L.lse.get(), L.qkv.get(), scratch, B_, T_, NH, s);
+    mm_.backward_dw(G(L.qkvw), dqkv_.get(), 3 * C, L.ln1.get(), C, N, C, 3 * C, s);
+    bias_backward(G(L.qkvb), dqkv_.get(), 3 * C, N, 3 * C, scratch, s);
+    mm_.backward_dx(dln_.get(), C, false, dqkv_.get(), 3 * C, W(L.qkvw), N, C, 3 * C, s);
+    layernorm_backward_dx(dres, dln_.get(), L.res.get(), W(L.ln1w), L.ln1_mean.get(), L.ln1_rstd.get(), N, C, s);
+    layernorm_backward_params(G(L.ln1w), G(L.ln1b), dln_.get(), L.res.get(), L.ln1_mean.get(), L.ln1_rstd.get(), N, C, scratch, s);
+  }
+  encoder_backward(G(wte_), G(wpe_), dres, groups_, B_, T_, C, s);
+}
+
+void Gpt2Bf16::logits_to_host(int first, int count, float* host) const {
+  CHECK(first >= 0 && count >= 0 && first + count <= N_);
+  std::vector<bf16> rows(size_t(count) * size_t(Vp_));
+  CUDA_CHECK(cudaMemcpy(rows.data(), logits_.get() + size_t(first) * size_t(Vp_), rows.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+  for (int r = 0; r < count; r++)
+    for (int v = 0; v < s_.vocab; v++) host[size_t(r) * size_t(s_.vocab) + size_t(v)] = __bfloat162float(rows[size_t(r) * size_t(Vp_) + size_t(v)]);
+}

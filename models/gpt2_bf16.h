@@ -1,0 +1,47 @@
+// GPT-2 in mixed precision (the fast Gpt2Net): bf16 activations and weight copy, cuBLASLt tensor-core
+// matmuls with fp32 accumulation (bias, GELU and GELU-gradient fused into their epilogues, residual
+// adds folded into the projections' accumulate), flash attention, fp32 LayerNorm statistics, fp32
+// gradients accumulated straight into the arena. q, k, v are always one (3C, C) matmul: the parameter
+// table keeps separate q/k/v matrices contiguous, so the separate and fused layouts compute alike.
+#pragma once
+#include <vector>
+
+#include "common/device_buffer.h"
+#include "kernels/embedding.h"
+#include "kernels/matmul_lt.h"
+#include "models/gpt2_net.h"
+
+class Gpt2Bf16 : public Gpt2Net {
+ public:
+  Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T);
+  void set_batch(const int* tokens, const int* targets, cudaStream_t s) override;
+  void forward(cudaStream_t s) override;
+  void loss_and_dlogits(float grad_scale, cudaStream_t s) override;
+  void backward(cudaStream_t s) override;
+  const float* d_loss() const override { return loss_mean_.get(); }
+  void logits_to_host(int first, int count, float* host) const override;
+  int B() const override { return B_; }
+  int T() const override { return T_; }
+
+ private:
+  struct Layer {
+    // offsets into the arena (the bf16 copy and the fp32 gradients share them)
+    int64_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+    // activations: res = the residual stream entering the layer; mid = after attention
+    DeviceBuffer<bf16> res, ln1, qkv, att, mid, ln2, fc_pre, fc;
+    DeviceBuffer<float> ln1_mean, ln1_rstd, lse, ln2_mean, ln2_rstd;
+  };
+  const bf16* W(int64_t off) const { return arena_.params_bf16() + off; }
+  float* G(int64_t off) const { return arena_.grads() + off; }
+
+  Gpt2Shape s_;
+  Arena& arena_;
+  int B_, T_, N_, Vp_;  // Vp_: vocabulary padded to a multiple of 64 (aligned logits rows)
+  int64_t wte_, wpe_, lnfw_, lnfb_;
+  LtMatmul mm_;
+  std::vector<Layer> layers_;
+  DeviceBuffer<bf16> res_final_, lnf_, logits_, dres_, dln_, datt_, dqkv_, dfc_;
+  DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, loss_mean_, scratch_;
+  DeviceBuffer<int> tokens_, targets_;
+  TokenGroups groups_;
+};

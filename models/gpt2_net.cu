@@ -1,0 +1,13 @@
+#include "models/gpt2_net.h"
+
+#include "models/gpt2_bf16.h"
+#include "models/gpt2_model.h"
+
+std::unique_ptr<Gpt2Net> make_gpt2(const std::string& precision, const Gpt2Shape& shape, Arena& arena, int B, int T) {
+  if (precision == "fp32") return std::make_unique<Gpt2Model>(shape, arena, B, T);
+  if (precision == "bf16") {
+    if (!arena.params_bf16()) user_error("the bf16 model needs an arena with a bf16 parameter copy.");
+    return std::make_unique<Gpt2Bf16>(shape, arena, B, T);
+  }
+  user_error("--precision must be bf16 or fp32 (got '", precision, "').");
+}

@@ -42,7 +42,7 @@ struct Args {
 
 Gpt2Shape model_shape(const Args& a) {
   Gpt2Shape s;
-  if (a.model == "tiny") s.layers = 4, s.channels = 128, s.heads = 4;  // quick experiments and tests
+  if (a.model == "tiny") s.layers = 4, s.channels = 128, s.heads = 2;  // quick experiments and tests (64 channels per head)
   else s = gpt2_shape(a.model);
   if (a.qkv != "separate" && a.qkv != "fused") user_error("--qkv must be separate or fused (got '", a.qkv, "').");
   s.separate_qkv = a.qkv == "separate";

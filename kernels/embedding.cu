@@ -1,4 +1,8 @@
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
 
 #include "common/cuda_check.h"
 #include "kernels/embedding.h"
@@ -32,18 +36,37 @@ __global__ void encoder_bwd_wpe_k(float* dwpe, const X* dx, int B, int T, int C)
   dwpe[i] += s;
 }
 
-// One warp per sorted position k; the warp at the first position of a token's run sums the run.
+// One block per run of equal tokens (blocks past the number of runs exit at once). Its 8 warps take
+// the run's rows round-robin, each lane a 16-byte vector of columns; the 8 warp sums are then added
+// in a fixed order, so the result does not depend on scheduling.
+constexpr int kWarps = 8;
 template <class X>
-__global__ void encoder_bwd_wte_k(float* dwte, const X* dx, const int* tok, const int* pos, int N, int C) {
-  const int k = int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32), lane = threadIdx.x % 32;
-  if (k >= N || (k > 0 && tok[k] == tok[k - 1])) return;
-  int end = k + 1;
-  while (end < N && tok[end] == tok[k]) end++;
-  float* row = dwte + int64_t(tok[k]) * C;
-  for (int c = lane; c < C; c += 32) {
-    float s = 0.0f;
-    for (int j = k; j < end; j++) s += to_f(dx[int64_t(pos[j]) * C + c]);
-    row[c] += s;
+__global__ void __launch_bounds__(32 * kWarps) encoder_bwd_wte_k(float* dwte, const X* dx, const int* pos, const int* run_token,
+                                                                 const int* run_start, const int* run_len, const int* num_runs, int C) {
+  constexpr int kVec = 16 / sizeof(X);
+  __shared__ float part[kWarps][32 * kVec];
+  const int u = blockIdx.x;
+  if (u >= *num_runs) return;
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, start = run_start[u], len = run_len[u];
+  float* row = dwte + int64_t(run_token[u]) * C;
+  for (int c0 = 0; c0 < C; c0 += 32 * kVec) {
+    const int c = c0 + lane * kVec;
+    float acc[kVec] = {};
+    if (c < C)
+      for (int j = w; j < len; j += kWarps) {
+        const X* src = dx + int64_t(pos[start + j]) * C + c;
+        X v[kVec];
+        *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(src);
+        for (int e = 0; e < kVec; e++) acc[e] += to_f(v[e]);
+      }
+    for (int e = 0; e < kVec; e++) part[w][lane * kVec + e] = acc[e];
+    __syncthreads();
+    for (int i = threadIdx.x; i < 32 * kVec && c0 + i < C; i += blockDim.x) {
+      float s = 0.0f;
+      for (int k = 0; k < kWarps; k++) s += part[k][i];
+      row[c0 + i] += s;
+    }
+    __syncthreads();
   }
 }
 unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
@@ -51,11 +74,17 @@ unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
 
 TokenGroups::TokenGroups(int N, int vocab) : N_(N), bits_(1) {
   while ((1 << bits_) < vocab) bits_++;
-  vals_in_.alloc(size_t(N), "token groups"), keys_out_.alloc(size_t(N), "token groups"), vals_out_.alloc(size_t(N), "token groups");
+  for (auto* b : {&vals_in_, &keys_out_, &vals_out_, &run_token_, &run_start_, &run_len_}) b->alloc(size_t(N), "token groups");
+  num_runs_.alloc(1, "token groups");
   iota_k<<<blocks(N, 256), 256>>>(vals_in_.get(), N);
   CUDA_CHECK_LAUNCH();
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes_, static_cast<const int*>(nullptr), static_cast<int*>(nullptr),
+  size_t a = 0, b = 0, c = 0;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, a, static_cast<const int*>(nullptr), static_cast<int*>(nullptr),
                                              static_cast<const int*>(nullptr), static_cast<int*>(nullptr), N, 0, bits_));
+  CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, b, static_cast<const int*>(nullptr), static_cast<int*>(nullptr),
+                                                static_cast<int*>(nullptr), static_cast<int*>(nullptr), N));
+  CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, c, static_cast<const int*>(nullptr), static_cast<int*>(nullptr), N));
+  temp_bytes_ = std::max(a, std::max(b, c));
   temp_.alloc(temp_bytes_, "token groups");
 }
 
@@ -63,6 +92,11 @@ void TokenGroups::build(const int* d_tokens, cudaStream_t s) {
   size_t bytes = temp_bytes_;
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.get(), bytes, d_tokens, keys_out_.get(), vals_in_.get(), vals_out_.get(), N_, 0,
                                              bits_, s));
+  bytes = temp_bytes_;
+  CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp_.get(), bytes, keys_out_.get(), run_token_.get(), run_len_.get(), num_runs_.get(),
+                                                N_, s));
+  bytes = temp_bytes_;
+  CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.get(), bytes, run_len_.get(), run_start_.get(), N_, s));
 }
 
 template <class X, class P>
@@ -75,7 +109,9 @@ template <class X>
 void encoder_backward(float* dwte, float* dwpe, const X* dx, const TokenGroups& g, int B, int T, int C, cudaStream_t s) {
   encoder_bwd_wpe_k<<<blocks(int64_t(T) * C, 256), 256, 0, s>>>(dwpe, dx, B, T, C);
   CUDA_CHECK_LAUNCH();
-  encoder_bwd_wte_k<<<blocks(int64_t(B) * T * 32, 256), 256, 0, s>>>(dwte, dx, g.sorted_tokens(), g.sorted_pos(), B * T, C);
+  CHECK(C % (16 / int(sizeof(X))) == 0);
+  encoder_bwd_wte_k<<<unsigned(g.N()), 32 * kWarps, 0, s>>>(dwte, dx, g.sorted_pos(), g.run_token(), g.run_start(), g.run_len(),
+                                                            g.num_runs(), C);
   CUDA_CHECK_LAUNCH();
 }
 

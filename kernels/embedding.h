@@ -12,12 +12,17 @@ class TokenGroups {
  public:
   TokenGroups(int N, int vocab);
   void build(const int* d_tokens, cudaStream_t s);  // stable: equal tokens keep their position order
-  const int* sorted_tokens() const { return keys_out_.get(); }
-  const int* sorted_pos() const { return vals_out_.get(); }
+  int N() const { return N_; }
+  const int* sorted_pos() const { return vals_out_.get(); }  // positions, grouped by token
+  // Run u (u < *num_runs()) holds token run_token[u] at sorted positions [run_start[u], +run_len[u]).
+  const int* run_token() const { return run_token_.get(); }
+  const int* run_start() const { return run_start_.get(); }
+  const int* run_len() const { return run_len_.get(); }
+  const int* num_runs() const { return num_runs_.get(); }  // device scalar
 
  private:
   int N_, bits_;
-  DeviceBuffer<int> vals_in_, keys_out_, vals_out_;
+  DeviceBuffer<int> vals_in_, keys_out_, vals_out_, run_token_, run_start_, run_len_, num_runs_;
   DeviceBuffer<char> temp_;
   size_t temp_bytes_ = 0;
 };

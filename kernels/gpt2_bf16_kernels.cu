@@ -172,6 +172,7 @@ __global__ void __launch_bounds__(1024) crossentropy_k(bf16* z, int ld, float* l
       for (int k = v; k < V; k++) zr[k] = __float2bfloat16_rn((expf(__bfloat162float(zr[k]) - lse) - (k == tgt ? 1.0f : 0.0f)) * scale);
     }
   }
+  for (int v = V + threadIdx.x; v < ld; v += blockDim.x) zr[v] = __float2bfloat16_rn(0.0f);  // padding: no gradient
 }
 }  // namespace
 

@@ -6,7 +6,7 @@
 #include "kernels/gpt2_kernels.h"
 
 Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
-    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), Vp_((shape.vocab + 63) / 64 * 64), groups_(B * T, shape.vocab) {
+    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), Vp_(gpt2_padded_vocab(shape.vocab)), groups_(B * T, shape.vocab) {
   if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq, " or less.");
   if (s_.channels != 64 * s_.heads) user_error("the bf16 model needs 64 channels per head (got ", s_.channels, " for ", s_.heads, " heads); use --precision fp32.");
   CHECK(arena.params_bf16() != nullptr);
@@ -59,60 +59,96 @@ void Gpt2Bf16::set_batch(const int* tokens, const int* targets, cudaStream_t s) 
 
 void Gpt2Bf16::forward(cudaStream_t s) {
   const int C = s_.channels, N = N_, NH = s_.heads;
+  prof_.begin(s);
   encoder_forward(layers_.empty() ? res_final_.get() : layers_[0].res.get(), tokens_.get(), W(wte_), W(wpe_), N, T_, C, s);
+  prof_.mark("fwd encoder", s);
   for (int l = 0; l < s_.layers; l++) {
     Layer& L = layers_[size_t(l)];
     bf16* out = l + 1 < s_.layers ? layers_[size_t(l + 1)].res.get() : res_final_.get();
     layernorm_forward(L.ln1.get(), L.ln1_mean.get(), L.ln1_rstd.get(), L.res.get(), W(L.ln1w), W(L.ln1b), N, C, s);
+    prof_.mark("fwd layernorm", s);
     mm_.forward(L.qkv.get(), 3 * C, L.ln1.get(), C, W(L.qkvw), W(L.qkvb), N, C, 3 * C, s);
+    prof_.mark("fwd matmul qkv", s);
     flash_attention_forward(L.att.get(), L.lse.get(), L.qkv.get(), B_, T_, NH, s);
+    prof_.mark("fwd attention", s);
     mm_.forward(L.mid.get(), C, L.att.get(), C, W(L.projw), W(L.projb), N, C, C, s, L.res.get());  // + residual
+    prof_.mark("fwd matmul proj", s);
     layernorm_forward(L.ln2.get(), L.ln2_mean.get(), L.ln2_rstd.get(), L.mid.get(), W(L.ln2w), W(L.ln2b), N, C, s);
+    prof_.mark("fwd layernorm", s);
     mm_.forward(L.fc.get(), 4 * C, L.ln2.get(), C, W(L.fcw), W(L.fcb), N, C, 4 * C, s, nullptr, L.fc_pre.get());  // GELU epilogue
+    prof_.mark("fwd matmul fc+gelu", s);
     mm_.forward(out, C, L.fc.get(), 4 * C, W(L.fcprojw), W(L.fcprojb), N, 4 * C, C, s, L.mid.get());       // + residual
+    prof_.mark("fwd matmul fcproj", s);
   }
   layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), res_final_.get(), W(lnfw_), W(lnfb_), N, C, s);
-  mm_.forward(logits_.get(), Vp_, lnf_.get(), C, W(wte_), nullptr, N, C, s_.vocab, s);  // tied head
+  prof_.mark("fwd layernorm", s);
+  mm_.forward(logits_.get(), Vp_, lnf_.get(), C, W(wte_), nullptr, N, C, Vp_, s);  // tied head; the padded rows give 0
+  prof_.mark("fwd matmul head", s);
 }
 
 void Gpt2Bf16::loss_and_dlogits(float grad_scale, cudaStream_t s) {
   crossentropy_forward_backward(logits_.get(), Vp_, losses_.get(), targets_.get(), N_, s_.vocab, grad_scale / float(N_), s);
   mean_reduce(loss_mean_.get(), losses_.get(), N_, s);
+  prof_.mark("crossentropy", s);
 }
 
 void Gpt2Bf16::backward(cudaStream_t s) {
-  const int C = s_.channels, N = N_, NH = s_.heads, V = s_.vocab;
+  const int C = s_.channels, N = N_, NH = s_.heads;
   float* scratch = scratch_.get();
   bf16* dres = dres_.get();
   // head: d(lnf) = dlogits wte, d(wte) += dlogits^T lnf; then ln_f sets the residual gradient
-  mm_.backward_dx(dln_.get(), C, false, logits_.get(), Vp_, W(wte_), N, C, V, s);
-  mm_.backward_dw(G(wte_), logits_.get(), Vp_, lnf_.get(), C, N, C, V, s);
+  mm_.backward_dx(dln_.get(), C, false, logits_.get(), Vp_, W(wte_), N, C, Vp_, s);  // padded columns of dlogits are 0
+  prof_.mark("bwd matmul dx", s);
+  mm_.backward_dw(G(wte_), logits_.get(), Vp_, lnf_.get(), C, N, C, Vp_, s);  // the padded rows' gradient is exactly 0
+  prof_.mark("bwd matmul dW", s);
   CUDA_CHECK(cudaMemsetAsync(dres, 0, size_t(N) * C * sizeof(bf16), s));
+  prof_.mark("bwd memset", s);
   layernorm_backward_dx(dres, dln_.get(), res_final_.get(), W(lnfw_), lnf_mean_.get(), lnf_rstd_.get(), N, C, s);
+  prof_.mark("bwd layernorm dx", s);
   layernorm_backward_params(G(lnfw_), G(lnfb_), dln_.get(), res_final_.get(), lnf_mean_.get(), lnf_rstd_.get(), N, C, scratch, s);
+  prof_.mark("bwd layernorm params", s);
   for (int l = s_.layers - 1; l >= 0; l--) {
     Layer& L = layers_[size_t(l)];
     // MLP: dres is d(out); the residual path passes it through unchanged
     mm_.backward_dw(G(L.fcprojw), dres, C, L.fc.get(), 4 * C, N, 4 * C, C, s);
+    prof_.mark("bwd matmul dW", s);
     bias_backward(G(L.fcprojb), dres, C, N, C, scratch, s);
+    prof_.mark("bwd bias", s);
     mm_.backward_dx(dfc_.get(), 4 * C, false, dres, C, W(L.fcprojw), N, 4 * C, C, s, L.fc_pre.get());  // GELU' epilogue
+    prof_.mark("bwd matmul dx", s);
     mm_.backward_dw(G(L.fcw), dfc_.get(), 4 * C, L.ln2.get(), C, N, C, 4 * C, s);
+    prof_.mark("bwd matmul dW", s);
     bias_backward(G(L.fcb), dfc_.get(), 4 * C, N, 4 * C, scratch, s);
+    prof_.mark("bwd bias", s);
     mm_.backward_dx(dln_.get(), C, false, dfc_.get(), 4 * C, W(L.fcw), N, C, 4 * C, s);
+    prof_.mark("bwd matmul dx", s);
     layernorm_backward_dx(dres, dln_.get(), L.mid.get(), W(L.ln2w), L.ln2_mean.get(), L.ln2_rstd.get(), N, C, s);
+    prof_.mark("bwd layernorm dx", s);
     layernorm_backward_params(G(L.ln2w), G(L.ln2b), dln_.get(), L.mid.get(), L.ln2_mean.get(), L.ln2_rstd.get(), N, C, scratch, s);
+    prof_.mark("bwd layernorm params", s);
     // attention: dres is now d(mid)
     mm_.backward_dw(G(L.projw), dres, C, L.att.get(), C, N, C, C, s);
+    prof_.mark("bwd matmul dW", s);
     bias_backward(G(L.projb), dres, C, N, C, scratch, s);
+    prof_.mark("bwd bias", s);
     mm_.backward_dx(datt_.get(), C, false, dres, C, W(L.projw), N, C, C, s);
+    prof_.mark("bwd matmul dx", s);
     flash_attention_backward(dqkv_.get(), datt_.get(), L.att.get(), L.lse.get(), L.qkv.get(), scratch, B_, T_, NH, s);
+    prof_.mark("bwd attention", s);
     mm_.backward_dw(G(L.qkvw), dqkv_.get(), 3 * C, L.ln1.get(), C, N, C, 3 * C, s);
+    prof_.mark("bwd matmul dW", s);
     bias_backward(G(L.qkvb), dqkv_.get(), 3 * C, N, 3 * C, scratch, s);
+    prof_.mark("bwd bias", s);
     mm_.backward_dx(dln_.get(), C, false, dqkv_.get(), 3 * C, W(L.qkvw), N, C, 3 * C, s);
+    prof_.mark("bwd matmul dx", s);
     layernorm_backward_dx(dres, dln_.get(), L.res.get(), W(L.ln1w), L.ln1_mean.get(), L.ln1_rstd.get(), N, C, s);
+    prof_.mark("bwd layernorm dx", s);
     layernorm_backward_params(G(L.ln1w), G(L.ln1b), dln_.get(), L.res.get(), L.ln1_mean.get(), L.ln1_rstd.get(), N, C, scratch, s);
+    prof_.mark("bwd layernorm params", s);
   }
   encoder_backward(G(wte_), G(wpe_), dres, groups_, B_, T_, C, s);
+  prof_.mark("bwd encoder", s);
+  prof_.collect();
 }
 
 void Gpt2Bf16::logits_to_host(int first, int count, float* host) const {

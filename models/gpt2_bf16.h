@@ -9,6 +9,7 @@
 #include "common/device_buffer.h"
 #include "kernels/embedding.h"
 #include "kernels/matmul_lt.h"
+#include "kernels/op_timer.h"
 #include "models/gpt2_net.h"
 
 class Gpt2Bf16 : public Gpt2Net {
@@ -36,9 +37,12 @@ class Gpt2Bf16 : public Gpt2Net {
 
   Gpt2Shape s_;
   Arena& arena_;
-  int B_, T_, N_, Vp_;  // Vp_: vocabulary padded to a multiple of 64 (aligned logits rows)
+  // Vp_: the vocabulary padded to a multiple of 128. The head runs over wte's zero padding rows (the
+  // table reserves them): cuBLASLt is 4-8x slower when a matmul dimension is 50257.
+  int B_, T_, N_, Vp_;
   int64_t wte_, wpe_, lnfw_, lnfb_;
   LtMatmul mm_;
+  OpTimer prof_;  // GPT2_PROFILE=1
   std::vector<Layer> layers_;
   DeviceBuffer<bf16> res_final_, lnf_, logits_, dres_, dln_, datt_, dqkv_, dfc_;
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, loss_mean_, scratch_;

@@ -18,7 +18,11 @@ ParamTable gpt2_param_table(const Gpt2Shape& s) {
   auto add = [&](const std::string& name, std::vector<int64_t> shape, Role role, bool decay) {
     t.add(tensor_spec(name, std::move(shape), role, decay));
   };
-  add("wte", {s.vocab, C}, Role::Embedding, true);  // tied with the LM head
+  {
+    TensorSpec wte = tensor_spec("wte", {s.vocab, C}, Role::Embedding, true);  // tied with the LM head
+    wte.reserve = int64_t(gpt2_padded_vocab(s.vocab)) * C;
+    t.add(wte);
+  }
   add("wpe", {s.max_seq, C}, Role::PosEmbedding, true);
   for (int l = 0; l < s.layers; l++) {
     std::string p = "h." + std::to_string(l) + ".";

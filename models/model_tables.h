@@ -12,7 +12,9 @@ struct Gpt2Shape {
 };
 // "d12" | "d24" | "d36" | "d48" or "124m" | "355m" | "774m" | "1558m"; UserError otherwise.
 Gpt2Shape gpt2_shape(const std::string& name);
+// wte reserves gpt2_padded_vocab rows: the model's head matmul runs over the padded (zero) rows.
 ParamTable gpt2_param_table(const Gpt2Shape& s);
+inline int gpt2_padded_vocab(int vocab) { return (vocab + 127) / 128 * 128; }
 
 struct VitShape {
   int layers = 12, channels = 768, heads = 12, mlp = 3072;

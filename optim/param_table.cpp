@@ -1,5 +1,7 @@
 #include "optim/param_table.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 
 const char* role_name(Role r) {
@@ -51,7 +53,7 @@ int ParamTable::add(TensorSpec spec) {
   if (t.fan_in == 0) t.fan_in = t.ndim() >= 2 ? t.numel / t.shape[0] : 1;
   t.index = int(tensors_.size());
   t.offset = total_;
-  total_ += (t.numel + kAlignElems - 1) / kAlignElems * kAlignElems;
+  total_ += (std::max(t.numel, t.reserve) + kAlignElems - 1) / kAlignElems * kAlignElems;
   params_ += t.numel;
   tensors_.push_back(std::move(t));
   return tensors_.back().index;

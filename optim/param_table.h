@@ -28,6 +28,8 @@ struct TensorSpec {
   bool decay = true;            // decoupled weight decay applies
   int64_t fan_in = 0;           // 0 = derived: product of all dims but the first (matrices), 1 otherwise
   Owner owner = Owner::Auto;    // Auto: Muon takes Hidden matrices, AdamW takes the rest
+  int64_t reserve = 0;          // elements to reserve if more than numel: zero padding a model may
+                                // read as extra rows (GPT-2's head pads the vocabulary); never optimized
 };
 
 TensorSpec tensor_spec(std::string name, std::vector<int64_t> shape, Role role, bool decay = true);

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine: the test suites, the PyTorch cross-check and the optimizer benchmark, with
-# every log under $OUT (or ./.out). Expects binaries built beforehand (`make all`); pass --build to
-# build here first. Usage: scripts/device_check.sh [--build] [tests|crosscheck|bench]...
+# Runs on the GPU machine: the test suites, the PyTorch cross-checks (optimizers; the GPT-2 model) and
+# the optimizer benchmark, with every log under $OUT (or ./.out). Expects binaries built beforehand
+# (`make all`); pass --build to build here first.
+# Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|bench]...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.out}
 mkdir -p "$OUT"
 if [ "${1:-}" = "--build" ]; then shift; make -j"$(nproc)" all 2>&1 | tail -n 5; fi
-what=${*:-tests crosscheck bench}
+what=${*:-tests crosscheck gpt2crosscheck bench}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 status=0
 for w in $what; do
@@ -17,6 +18,8 @@ for w in $what; do
       ./build/test_gpu 2>&1 | tee "$OUT/test_gpu.log" | grep -E "^\[ info|FAILED|PASSED|SKIPPED|Failure|error" || status=1 ;;
     crosscheck)
       PYTHONUNBUFFERED=1 python3 tests/torch_crosscheck.py 2>&1 | tee "$OUT/crosscheck.jsonl" || status=1 ;;
+    gpt2crosscheck)
+      PYTHONUNBUFFERED=1 python3 tests/torch_gpt2_crosscheck.py 2>&1 | tee "$OUT/gpt2_crosscheck.jsonl" || status=1 ;;
     bench)
       ./bench_optim -o adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo 2>&1 | tee "$OUT/bench_optim.jsonl" || status=1 ;;
     *) echo "unknown step $w"; status=1 ;;

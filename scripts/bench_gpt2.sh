@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# On a GPU machine: GPT-2 training throughput of ./train_gpt2, one JSON line per configuration.
+#
+#   scripts/bench_gpt2.sh                      d12 B=64, d24 B=32, d36 B=16, d48 B=8, all T=1024
+#   scripts/bench_gpt2.sh d12:64 d24:32        chosen configurations, MODEL:B (or MODEL:B:T)
+#   STEPS=20 EXTRA="--precision fp32" OUTFILE=results/h100_gpt2_throughput.jsonl scripts/bench_gpt2.sh
+#
+# Each configuration runs, in the repository root,
+#   ./train_gpt2 -e MODEL -b B -t T -x STEPS -v 0 -k 0 -o adamw --log TMPFILE $EXTRA
+# and prints one line. EXTRA is split on whitespace (no quoting) and later flags win, so it may also
+# change the optimizer or the data: EXTRA="-o muon -i data/mine/*train*.bin" (train_gpt2 expands the
+# glob itself). The line is
+#   {"model","params_m","B","T","tok_per_s","mfu","step_ms","opt_ms","gpu","extra","timed_steps"}
+# where tok_per_s, mfu (a fraction of 989 TFLOP/s, as train_gpt2 logs it), step_ms and opt_ms are
+# medians over the logged steps after the first WARMUP (3) ones. A run that fails (out of memory, bad
+# flag, ...) prints {"model",...,"error":"<train_gpt2's last stderr line>"} and the script goes on.
+#
+# Environment: STEPS (12), WARMUP (3), T (1024), EXTRA (""), OUTFILE (JSON lines are also appended
+# there), TRAIN_GPT2 (./train_gpt2). Progress goes to stderr, results to stdout. Needs python3.
+set -uo pipefail
+
+usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
+  exit 2
+}
+for a in "$@"; do
+  case "$a" in -h | --help) usage ;; esac
+done
+
+outfile=${OUTFILE:-}
+if [ -n "$outfile" ]; then
+  case "$outfile" in /*) ;; *) outfile="$PWD/$outfile" ;; esac
+  mkdir -p "$(dirname "$outfile")"
+fi
+cd "$(dirname "$0")/.." || exit 1
+
+steps=${STEPS:-12}
+warmup=${WARMUP:-3}
+seq_len=${T:-1024}
+extra=${EXTRA:-}
+exe=${TRAIN_GPT2:-./train_gpt2}
+read -r -a extra_args <<<"$extra"
+
+for n in "$steps" "$warmup" "$seq_len"; do
+  [[ "$n" =~ ^[0-9]+$ ]] || { echo "bench_gpt2: STEPS, WARMUP and T must be whole numbers (got '$n')." >&2; exit 2; }
+done
+if [ "$steps" -le "$warmup" ]; then
+  echo "bench_gpt2: STEPS ($steps) must be larger than WARMUP ($warmup) to leave steps to time." >&2
+  exit 2
+fi
+if [ ! -x "$exe" ]; then
+  echo "bench_gpt2: $exe not found; build it with 'make train_gpt2' (or set TRAIN_GPT2)." >&2
+  exit 2
+fi
+command -v python3 >/dev/null || { echo "bench_gpt2: python3 is needed to compute the medians." >&2; exit 2; }
+
+configs=("$@")
+[ ${#configs[@]} -gt 0 ] || configs=(d12:64 d24:32 d36:16 d48:8)
+for c in "${configs[@]}"; do
+  [[ "$c" =~ ^[A-Za-z0-9]+:[0-9]+(:[0-9]+)?$ ]] || { echo "bench_gpt2: bad configuration '$c'; use MODEL:B or MODEL:B:T, e.g. d12:64." >&2; exit 2; }
+done
+
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench_gpt2.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+for c in "${configs[@]}"; do
+  IFS=: read -r model B T_cfg <<<"$c"
+  T_run=${T_cfg:-$seq_len}
+  log="$tmp/$model-$B-$T_run.jsonl"
+  rm -f "$log"
+  cmd=("$exe" -e "$model" -b "$B" -t "$T_run" -x "$steps" -v 0 -k 0 -o adamw --log "$log" "${extra_args[@]}")
+  echo "bench_gpt2: ${cmd[*]}" >&2
+  "${cmd[@]}" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  line=$(python3 - "$log" "$tmp/stdout" "$tmp/stderr" "$rc" "$model" "$B" "$T_run" "$warmup" "$gpu" "$extra" <<'PY'
+import json, re, statistics, sys
+
+log, out, err, rc, model, B, T, warmup, gpu, extra = sys.argv[1:]
+rc, B, T, warmup = int(rc), int(B), int(T), int(warmup)
+stdout = open(out, errors="replace").read()
+# Header: "train_gpt2 | <GPU name> | d12 separate q/k/v, 124.4M params | ..."
+m = re.search(r"([0-9.]+)M params", stdout)
+params_m = float(m.group(1)) if m else None
+if not gpu:
+    h = re.match(r"train_gpt2 \| ([^|]+) \|", stdout)
+    gpu = h.group(1).strip() if h else None
+rec = {"model": model, "params_m": params_m, "B": B, "T": T}
+
+steps, bad_log = [], None
+try:
+    with open(log) as f:
+        for s in f:
+            s = s.strip()
+            if not s:
+                continue
+            j = json.loads(s)
+            if "loss" in j and "ms" in j:  # step lines; validation lines carry val_loss only
+                steps.append(j)
+except FileNotFoundError:
+    pass
+except ValueError as e:
+    bad_log = f"unreadable line in train_gpt2's log: {e}"
+
+if rc != 0:
+    lines = [l.strip() for l in open(err, errors="replace").read().splitlines() if l.strip()]
+    if lines:
+        msg = lines[-1]
+    elif rc >= 128:
+        msg = f"killed by signal {rc - 128} (exit status {rc}; out of host memory?)"
+    else:
+        msg = f"exit status {rc} and nothing on stderr"
+    rec.update({"gpu": gpu, "extra": extra, "error": msg, "exit_status": rc})
+else:
+    timed = [s for s in steps if s["step"] > warmup]
+    if bad_log:
+        rec.update({"gpu": gpu, "extra": extra, "error": bad_log})
+    elif not timed:
+        rec.update({"gpu": gpu, "extra": extra, "error": f"the log has no steps after the first {warmup}"})
+    else:
+        med = lambda k: statistics.median(float(s[k]) for s in timed)
+        rec.update({"tok_per_s": round(med("tok_per_s"), 1), "mfu": round(med("mfu"), 4),
+                    "step_ms": round(med("ms"), 3), "opt_ms": round(med("opt_ms"), 3),
+                    "gpu": gpu, "extra": extra, "timed_steps": len(timed)})
+print(json.dumps(rec, separators=(",", ":")))
+PY
+  )
+  if [ -z "$line" ]; then  # python itself failed: still one line per configuration
+    line="{\"model\":\"$model\",\"B\":$B,\"T\":$T_run,\"error\":\"bench_gpt2 could not summarise the run (exit status $rc)\"}"
+  fi
+  echo "$line"
+  if [ -n "$outfile" ]; then echo "$line" >>"$outfile"; fi
+done

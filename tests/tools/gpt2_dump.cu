@@ -1,0 +1,196 @@
+// gpt2_dump: runs our GPT-2 (fp32 or bf16) from gpt2_init's weights on deterministic token batches and
+// writes everything a reference implementation needs to check it. tests/torch_gpt2_crosscheck.py drives it.
+//
+//   DIR/table.json        {"config": {...}, "total": N, "tensors": [{"name", "shape", "offset", "numel", "decay"}]}
+//   DIR/params0.bin       float32 [N]: the arena as initialised (padding zero)
+//   DIR/batches.bin       int32 [steps + 1][2][B * T]: tokens then targets of each batch
+//   DIR/logits0.bin       float32 [B * T * V]: logits of batch 0 before any update
+//   DIR/loss0.bin         float32 [1]: mean cross-entropy of batch 0
+//   DIR/grads0.bin        float32 [N]: gradients of that loss, arena layout
+//   DIR/losses.bin        float32 [steps + 1]: entry s < steps = training loss of step s on batch s, before its
+//                         AdamW update; entry steps = loss on batch `steps` after the last update (forward only)
+//   DIR/params_final.bin  float32 [N]: the arena after the last update
+//
+// The steps follow train_gpt2: zero grads, one micro-batch (no accumulation), loss_and_dlogits(1), backward,
+// AdamW (beta2 0.95, decoupled weight decay on tensors with decay=true, constant schedule). Gradient
+// clipping is off: the check is about the model and the optimizer, not the clip (tested elsewhere).
+// Tokens follow a Zipf law over a shuffled vocabulary (targets = the next token), so the loss falls
+// visibly within a few steps and the per-step losses carry information about the updates.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "common/cli.h"
+#include "common/cuda_check.h"
+#include "models/gpt2_net.h"
+#include "models/gpt2_ref.h"
+#include "optim/optimizer.h"
+
+namespace {
+template <class T>
+void write_bin(const std::string& path, const T* data, size_t n) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(data), std::streamsize(n * sizeof(T)));
+  if (!f) user_error("writing '", path, "' failed.");
+}
+
+float read_loss(const Gpt2Net& m) {
+  float v = 0;
+  CUDA_CHECK(cudaMemcpy(&v, m.d_loss(), sizeof v, cudaMemcpyDeviceToHost));
+  return v;
+}
+
+// steps + 1 batches of B sequences: T + 1 Zipf-distributed tokens each, inputs = [0, T), targets = [1, T].
+std::vector<int32_t> make_batches(int n_batches, int B, int T, int V, uint64_t seed) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 12345);
+  std::vector<int> perm(static_cast<size_t>(V));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<double> w(static_cast<size_t>(V));
+  for (int v = 0; v < V; v++) w[size_t(v)] = 1.0 / (v + 1.0);
+  std::discrete_distribution<int> zipf(w.begin(), w.end());
+  const size_t N = size_t(B) * size_t(T);
+  std::vector<int32_t> out(size_t(n_batches) * 2 * N);
+  std::vector<int> seq(size_t(T) + 1);
+  for (int i = 0; i < n_batches; i++) {
+    int32_t* x = &out[size_t(i) * 2 * N];
+    int32_t* y = x + N;
+    for (int b = 0; b < B; b++) {
+      for (auto& t : seq) t = perm[size_t(zipf(rng))];
+      for (int t = 0; t < T; t++) x[size_t(b) * T + t] = seq[size_t(t)], y[size_t(b) * T + t] = seq[size_t(t) + 1];
+    }
+  }
+  return out;
+}
+
+std::string table_json(const ParamTable& t, const Gpt2Shape& s, const std::string& precision, int B, int T, int steps,
+                       double lr, double wd, const OptimOptions& o, int64_t seed) {
+  std::ostringstream j;
+  j.precision(17);
+  j << "{\"config\": {\"precision\": \"" << precision << "\", \"layers\": " << s.layers << ", \"channels\": " << s.channels
+    << ", \"heads\": " << s.heads << ", \"vocab\": " << s.vocab << ", \"max_seq\": " << s.max_seq << ", \"qkv\": \""
+    << (s.separate_qkv ? "separate" : "fused") << "\", \"B\": " << B << ", \"T\": " << T << ", \"steps\": " << steps
+    << ", \"lr\": " << lr << ", \"weight_decay\": " << wd << ", \"beta1\": " << o.adamw.beta1 << ", \"beta2\": " << o.adamw.beta2
+    << ", \"eps\": " << o.adamw.eps << ", \"schedule\": \"constant\", \"grad_clip\": 0, \"seed\": " << seed
+    << ", \"layernorm_eps\": 1e-05, \"gelu\": \"tanh\", \"tied_head\": true},\n \"total\": " << t.total_elems()
+    << ",\n \"tensors\": [";
+  for (const auto& x : t.tensors()) {
+    j << (x.index ? ",\n  " : "\n  ") << "{\"name\": \"" << x.name << "\", \"shape\": [";
+    for (size_t d = 0; d < x.shape.size(); d++) j << (d ? ", " : "") << x.shape[d];
+    j << "], \"offset\": " << x.offset << ", \"numel\": " << x.numel << ", \"decay\": " << (x.decay ? "true" : "false") << "}";
+  }
+  j << "\n ]}\n";
+  return j.str();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string precision = "fp32", qkv = "separate", out;
+  Gpt2Shape s;
+  s.layers = 2, s.channels = 128, s.heads = 2, s.vocab = 512, s.max_seq = 64;
+  int B = 4, T = 64, steps = 10;
+  double lr = 1e-3, wd = 0.1;
+  int64_t seed = 1337;
+  Cli cli("gpt2_dump", "Dumps our GPT-2's logits, loss, gradients and AdamW losses for tests/torch_gpt2_crosscheck.py.");
+  cli.add(0, "precision", &precision, "fp32 | bf16 (bf16 needs channels = 64 * heads)");
+  cli.add(0, "layers", &s.layers, "transformer blocks");
+  cli.add(0, "channels", &s.channels, "model width C");
+  cli.add(0, "heads", &s.heads, "attention heads");
+  cli.add(0, "vocab", &s.vocab, "vocabulary size V");
+  cli.add(0, "max-seq", &s.max_seq, "context length of the model (rows of wpe)");
+  cli.add(0, "qkv", &qkv, "separate | fused");
+  cli.add('b', "batch", &B, "sequences per batch");
+  cli.add('t', "seq", &T, "sequence length (<= --max-seq)");
+  cli.add('x', "steps", &steps, "AdamW steps (one batch each)");
+  cli.add('l', "lr", &lr, "AdamW learning rate");
+  cli.add('c', "wd", &wd, "AdamW weight decay (tensors with decay=true only)");
+  cli.add(0, "seed", &seed, "initialisation and data seed");
+  cli.add(0, "out", &out, "output folder (created if missing)");
+  try {
+    if (!cli.parse(argc, argv)) return 0;
+    if (out.empty()) user_error("--out is required: the folder to write the dump into.");
+    if (qkv != "separate" && qkv != "fused") user_error("--qkv must be separate or fused (got '", qkv, "').");
+    if (precision != "fp32" && precision != "bf16") user_error("--precision must be fp32 or bf16 (got '", precision, "').");
+    if (s.layers < 1 || s.channels < 1 || s.heads < 1 || s.channels % s.heads || s.vocab < 2 || s.max_seq < 1)
+      user_error("need layers, heads >= 1, channels a multiple of heads, vocab >= 2 and max-seq >= 1.");
+    if (B < 1 || T < 1 || T > s.max_seq || steps < 0) user_error("need -b >= 1, 1 <= -t <= --max-seq and -x >= 0.");
+    if (!cuda_device_available()) user_error("gpt2_dump needs a CUDA GPU and none is visible.");
+    s.separate_qkv = qkv == "separate";
+    mkdir(out.c_str(), 0755);
+
+    const ParamTable table = gpt2_param_table(s);
+    Arena arena(table, precision == "bf16");
+    const std::vector<float> init = gpt2_init(table, s, uint64_t(seed));
+    for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
+    std::unique_ptr<Gpt2Net> model = make_gpt2(precision, s, arena, B, T);
+
+    OptimOptions oo;
+    oo.adamw.lr = lr, oo.adamw.beta2 = 0.95, oo.adamw.weight_decay = wd;
+    oo.schedule = make_schedule("constant", 0, std::max(steps, 1), 0, 0.2);
+    validate_options("adamw", oo);
+    auto opt = make_optimizer("adamw", oo, arena);
+
+    const size_t N = size_t(B) * size_t(T), total = size_t(table.total_elems());
+    const std::vector<int32_t> batches = make_batches(steps + 1, B, T, s.vocab, uint64_t(seed));
+    auto batch = [&](int i) { return &batches[size_t(i) * 2 * N]; };
+    {
+      std::ofstream f(out + "/table.json");
+      f << table_json(table, s, precision, B, T, steps, lr, wd, oo, seed);
+      if (!f) user_error("writing '", out, "/table.json' failed.");
+    }
+    write_bin(out + "/params0.bin", arena.get_params_flat().data(), total);
+    write_bin(out + "/batches.bin", batches.data(), batches.size());
+
+    // Batch 0 before any update: logits (read before loss_and_dlogits turns them into their gradient),
+    // loss, gradients.
+    arena.zero_grads(0);
+    model->set_batch(batch(0), batch(0) + N, 0);
+    model->forward(0);
+    std::vector<float> logits(N * size_t(s.vocab));
+    model->logits_to_host(0, int(N), logits.data());
+    model->loss_and_dlogits(1.0f, 0);
+    model->backward(0);
+    const float loss0 = read_loss(*model);
+    std::vector<float> grads(total);
+    CUDA_CHECK(cudaMemcpy(grads.data(), arena.grads(), total * sizeof(float), cudaMemcpyDeviceToHost));
+    write_bin(out + "/logits0.bin", logits.data(), logits.size());
+    write_bin(out + "/loss0.bin", &loss0, 1);
+    write_bin(out + "/grads0.bin", grads.data(), total);
+
+    // Training: step s uses batch s; its loss is the one before its update.
+    std::vector<float> losses;
+    for (int step = 0; step < steps; step++) {
+      arena.zero_grads(0);
+      model->set_batch(batch(step), batch(step) + N, 0);
+      model->forward(0);
+      model->loss_and_dlogits(1.0f, 0);
+      model->backward(0);
+      StepInfo info;
+      info.d_loss = model->d_loss();
+      opt->step(info, 0);
+      losses.push_back(read_loss(*model));
+    }
+    model->set_batch(batch(steps), batch(steps) + N, 0);
+    model->forward(0);
+    model->loss_and_dlogits(1.0f, 0);
+    losses.push_back(read_loss(*model));
+    write_bin(out + "/losses.bin", losses.data(), losses.size());
+    write_bin(out + "/params_final.bin", arena.get_params_flat().data(), total);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::printf("gpt2_dump: %s %s L=%d C=%d NH=%d V=%d maxT=%d B=%d T=%d: loss0 %.6f, loss after %d steps %.6f -> %s\n",
+                precision.c_str(), qkv.c_str(), s.layers, s.channels, s.heads, s.vocab, s.max_seq, B, T, loss0, steps,
+                losses.back(), out.c_str());
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "gpt2_dump: %s\n", e.what());
+    return 1;
+  } catch (const CudaError& e) {
+    std::fprintf(stderr, "gpt2_dump: CUDA error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

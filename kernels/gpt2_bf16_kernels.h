@@ -10,17 +10,15 @@ using bf16 = __nv_bfloat16;
 
 // y = LN(x) * w + b per row of C; saves mean and rstd (fp32).
 void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C, cudaStream_t s);
-// dx += LayerNorm input gradient (dx is the residual stream's gradient, bf16).
-void layernorm_backward_dx(bf16* dx, const bf16* dy, const bf16* x, const bf16* w, const float* mean, const float* rstd, int N, int C,
-                           cudaStream_t s);
-
-// Scratch for column sums: enough for `cols` columns of N rows.
-size_t column_sums_scratch_floats(int N, int cols);
-// db[c] += sum_n dy[n, c] (dy rows of stride ld).
+// Scratch (floats) that layernorm_backward and bias_backward need for rows of C columns.
+size_t column_sums_scratch_floats(int C);
+// One pass: dx += the input gradient (dx is the residual stream's gradient, bf16), and the parameter
+// gradients dw[c] += sum_n dy[n, c] * xhat[n, c], db[c] += sum_n dy[n, c] (fp32, fixed order).
+void layernorm_backward(bf16* dx, float* dw, float* db, const bf16* dy, const bf16* x, const bf16* w, const float* mean,
+                        const float* rstd, int N, int C, float* scratch, cudaStream_t s);
+// db[c] += sum_n dy[n, c] (dy rows of stride ld). The model gets its bias gradients from the matmul
+// epilogue; this is the plain reference path.
 void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* scratch, cudaStream_t s);
-// LayerNorm parameters: dw[c] += sum_n dy[n, c] * xhat[n, c], db[c] += sum_n dy[n, c].
-void layernorm_backward_params(float* dw, float* db, const bf16* dy, const bf16* x, const float* mean, const float* rstd, int N, int C,
-                               float* scratch, cudaStream_t s);
 
 // Per row n of logits z (N rows of V, stride ld): loss[n] = logsumexp(z) - z[target]; z is replaced by
 // (softmax(z) - onehot(target)) * scale, in bf16; columns V..ld-1 become 0.

@@ -2,10 +2,10 @@
 //
 // Forward, per (batch, head) and tile of 128 queries: S = Q K^T * 1/8 one 64-key tile at a time, an online
 // softmax in fp32 (running row max m and sum l, in log2 units so that exp is one ex2), O += P V with P
-// rounded to bf16. Per query row it stores O / l (bf16) and lse = m + log l. Each query tile reads its
-// Q once and the K/V tiles at or before its diagonal; HBM traffic is about (1 + T/256) x the qkv bytes
-// of a head, the rest stays in L2. The work is 2*2*T^2/2*64 FLOPs per head, so the tensor cores and
-// the exp unit (one ex2 per score) bound it, not memory.
+// rounded to bf16. Per query row it stores O / l (bf16) and lse = m + log l. A query tile reads its Q
+// once and the K/V tiles up to its diagonal, which its head's other CTAs read too (from L2, see
+// grid_pos). The work is 2*2*T^2/2*64 FLOPs per head against about 8*T*64 bytes of HBM traffic, so the
+// tensor cores and the exp unit (one ex2 per score) bound it, not memory.
 //
 // Backward, with P = exp(S - lse) recomputed from the saved lse and D = rowsum(dO * O):
 //   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ = dS K / 8,  dK = dS^T Q / 8.
@@ -14,9 +14,11 @@
 // to its diagonal and owns dQ. S and dP are thus computed twice (7 matrix products instead of 5).
 //
 // Shared-memory tiles hold 64-element head rows (128 bytes) with the 16-byte chunks XOR-swizzled by
-// row, so cp.async row writes and ldmatrix reads are free of bank conflicts. Loads for the next tile
-// are in flight (cp.async, two stages) while the current one is multiplied. Rows at or past T are
-// zero-filled, never read, and masked, so any T works.
+// row, so cp.async row writes and ldmatrix reads are free of bank conflicts. The next two tiles load
+// (cp.async, three stages, one barrier per tile) while the current one is multiplied. Rows at or past T
+// are zero-filled, never read, and masked, so any T works. CTAs go head by head, so that the tiles a
+// head's CTAs share are read from HBM about once and then from L2.
+#include <algorithm>
 #include <cstdint>
 
 #include "common/cuda_check.h"
@@ -26,7 +28,6 @@ namespace {
 constexpr int kHead = 64;                         // head size: one row of a head is 128 bytes
 constexpr int kTile = 64;                         // rows per K/V tile, and per query tile of the backward
 constexpr int kTileBytes = kTile * kHead * 2;     // 8 KB
-constexpr int kFwdRows = 128;                     // queries per forward CTA: 4 warps x 32 rows
 constexpr int kThreads = 128;                     // every kernel here runs 4 warps
 constexpr float kScaleLog2 = 0.125f * 1.4426950408889634f;  // 1/sqrt(64) * log2(e)
 constexpr float kLog2e = 1.4426950408889634f;
@@ -109,9 +110,11 @@ __device__ __forceinline__ uint32_t addr_b_kn(uint32_t tile, int k0, int np, int
 // Starts copying ROWS head rows, from row r0 of a row-major matrix with row stride ld, into a swizzled tile.
 template <int ROWS>
 __device__ __forceinline__ void load_rows(uint32_t tile, const bf16* g, int64_t ld, int r0, int T, int tid) {
+  static_assert(ROWS % (kThreads / 8) == 0, "whole rows per pass");
   const int c = tid & 7;
 #pragma unroll
-  for (int r = tid >> 3; r < ROWS; r += kThreads / 8) {
+  for (int i = 0; i < ROWS / (kThreads / 8); i++) {
+    const int r = (tid >> 3) + i * (kThreads / 8);
     const bool ok = r0 + r < T;
     cp_async16(tile + swz(r, c), g + (ok ? int64_t(r0 + r) * ld : 0) + c * 8, ok);
   }
@@ -141,23 +144,151 @@ template <int ROWS>
 __device__ __forceinline__ void store_rows(bf16* g, int64_t ld, int grow0, int T, const uint8_t* tile, int row0, int lane) {
   const int c = lane & 7;
 #pragma unroll
-  for (int r = lane >> 3; r < ROWS; r += 4)
+  for (int i = 0; i < ROWS / 4; i++) {
+    const int r = (lane >> 3) + 4 * i;
     if (grow0 + r < T)
       *reinterpret_cast<uint4*>(g + int64_t(grow0 + r) * ld + c * 8) = *reinterpret_cast<const uint4*>(tile + swz(row0 + r, c));
+  }
+}
+
+// ---- grid order ---------------------------------------------------------------------------------------
+
+// CTA blockIdx.x -> (batch*head, tile rank). Heads go in groups of `group`; within a group all heads'
+// rank-r tiles come before rank r + 1. Rank 0 is the longest tile, so each group starts its long tiles
+// first and the grid ends on short ones (a short tail), while the CTAs in flight span about one group,
+// whose shared K/V (or Q/dO) tiles then come from L2 instead of HBM.
+__device__ __forceinline__ void grid_pos(int n_tiles, int group, int& bh, int& rank) {
+  const int BH = int(gridDim.x) / n_tiles, per_group = group * n_tiles;
+  const int grp = int(blockIdx.x) / per_group, size = min(group, BH - grp * group);
+  const int r = int(blockIdx.x) - grp * per_group;
+  rank = r / size;
+  bh = grp * group + (r - rank * size);
 }
 
 // ---- forward ------------------------------------------------------------------------------------------
 
-// Shared memory: Q (128 rows, 16 KB; reused to stage O), then two stages of (K, V) tiles (8 KB each).
-constexpr int kFwdSmem = kFwdRows * 128 + 4 * kTileBytes;
+constexpr int kFwdRows = 128;  // queries per CTA: warp w owns rows 16w..16w+15 and 64+16w..64+16w+15
+constexpr int kStages = 3;     // K/V (or Q/dO) tiles in flight: one barrier per tile suffices
+// Shared memory: Q (128 rows, 16 KB; reused to stage O), then kStages stages of (K, V) tiles (8 KB each).
+constexpr int kFwdSmem = kFwdRows * 128 + kStages * 2 * kTileBytes;
 
-// Grid (B*NH, query tiles). Warp w owns query rows m0 + 32w .. +31 as two m16 tiles, so every K/V
-// fragment read from shared memory feeds two MMAs.
-__global__ void __launch_bounds__(kThreads, 2) flash_fwd_k(bf16* out, float* lse, const bf16* qkv, int T, int NH) {
+// One key tile for m-tiles MT0..1 of a warp (m-tile mt holds rows r0 + 64 mt .. +15): S = Q K^T, online
+// softmax, O += P V. MT0 = 1 when the key tile lies wholly after m-tile 0 (the CTA's last key tile).
+template <int MT0>
+__device__ __forceinline__ void fwd_tile(float (&o)[2][8][4], float (&row_max)[2][2], float (&row_sum)[2][2],
+                                         const uint32_t (&qf)[2][4][4], uint32_t sK, uint32_t sV, int n0, int r0, int lane) {
+  const int g = lane >> 2, t4 = lane & 3;
+  float s[2][8][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+    for (int np = 0; np < 4; np++) {
+      uint32_t bk[4];
+      ldsm_x4(bk, addr_b_nk(sK, np * 16, kk, lane));
+#pragma unroll
+      for (int mt = MT0; mt < 2; mt++) {  // each K fragment feeds both m-tiles
+        mma(s[mt][2 * np], qf[mt][kk], bk[0], bk[1]);
+        mma(s[mt][2 * np + 1], qf[mt][kk], bk[2], bk[3]);
+      }
+    }
+  if (n0 + kTile - 1 > r0 + 64 * MT0) {  // the tile crosses the diagonal: hide keys after the row
+#pragma unroll
+    for (int mt = MT0; mt < 2; mt++)
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          if (n0 + nt * 8 + 2 * t4 + (e & 1) > r0 + 64 * mt + g + 8 * (e >> 1)) s[mt][nt][e] = -INFINITY;
+  }
+  // Online softmax. A row's 64 scores sit in the 4 lanes of a quad; maxima and sums are taken as trees.
+  float corr[2][2];
+  bool grew = false;  // did any row max of this warp grow (then O and the sums need rescaling)?
+#pragma unroll
+  for (int mt = MT0; mt < 2; mt++)
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      float m[8];
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++) m[nt] = fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]);
+#pragma unroll
+      for (int w = 4; w > 0; w >>= 1)
+#pragma unroll
+        for (int i = 0; i < w; i++) m[i] = fmaxf(m[i], m[i + w]);
+      float mx = fmaxf(m[0], __shfl_xor_sync(0xffffffffu, m[0], 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(row_max[mt][hf], mx * kScaleLog2);
+      grew |= m_new > row_max[mt][hf];
+      corr[mt][hf] = ex2(row_max[mt][hf] - (m_new == -INFINITY ? 0.0f : m_new));
+      row_max[mt][hf] = m_new;
+    }
+  // Past the first key tiles row maxima rarely grow; when none did, every factor is exactly 1.
+  if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+    for (int mt = MT0; mt < 2; mt++)
+#pragma unroll
+      for (int hf = 0; hf < 2; hf++) {
+        row_sum[mt][hf] *= corr[mt][hf];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+          o[mt][nt][2 * hf] *= corr[mt][hf];
+          o[mt][nt][2 * hf + 1] *= corr[mt][hf];
+        }
+      }
+  }
+#pragma unroll
+  for (int mt = MT0; mt < 2; mt++)
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      // A row with no key yet (max -inf) would give inf - inf: use 0, its p are all 0 anyway.
+      const float m_use = row_max[mt][hf] == -INFINITY ? 0.0f : row_max[mt][hf];
+      float sum[8];
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++) {
+        const float p0 = ex2(fmaf(s[mt][nt][2 * hf], kScaleLog2, -m_use));
+        const float p1 = ex2(fmaf(s[mt][nt][2 * hf + 1], kScaleLog2, -m_use));
+        s[mt][nt][2 * hf] = p0, s[mt][nt][2 * hf + 1] = p1;
+        sum[nt] = p0 + p1;
+      }
+#pragma unroll
+      for (int w = 4; w > 0; w >>= 1)
+#pragma unroll
+        for (int i = 0; i < w; i++) sum[i] += sum[i + w];
+      row_sum[mt][hf] += sum[0];  // this lane's part; the quad is summed at the end
+    }
+  // O += P V: P's accumulator layout is already the A-fragment layout (two n-tiles per k-step).
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    uint32_t pa[2][4];
+#pragma unroll
+    for (int mt = MT0; mt < 2; mt++) {
+      pa[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      pa[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      pa[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      pa[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int dp = 0; dp < 4; dp++) {
+      uint32_t bv[4];
+      ldsm_x4_t(bv, addr_b_kn(sV, kk * 16, dp, lane));
+#pragma unroll
+      for (int mt = MT0; mt < 2; mt++) {
+        mma(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
+        mma(o[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
+      }
+    }
+  }
+}
+
+// One CTA per (batch, head, 128-query tile). The warps' rows interleave (16w.. and 64 + 16w..) so that
+// on the CTA's last key tile, which only the upper 64 rows see, all four warps share the work.
+__global__ void __launch_bounds__(kThreads, 2) flash_fwd_k(bf16* out, float* lse, const bf16* qkv, int T, int NH, int group) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-  const int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
-  const int m0 = int(gridDim.y - 1 - blockIdx.y) * kFwdRows;  // longest query tiles first: a short tail
+  const int n_qt = (T + kFwdRows - 1) / kFwdRows;
+  int bh, rank;
+  grid_pos(n_qt, group, bh, rank);
+  const int b = bh / NH, h = bh - b * NH;
+  const int m0 = (n_qt - 1 - rank) * kFwdRows;  // the last query tile has the most key tiles
   const int C = NH * kHead;
   const int64_t ld = 3LL * C;
   const bf16* q = qkv + int64_t(b) * T * ld + h * kHead;
@@ -165,119 +296,43 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_k(bf16* out, float* lse
   const bf16* v = q + 2 * C;
   const uint32_t sQ = smem_u32(smem), sKV = sQ + kFwdRows * 128;  // stage s: K at sKV + 2s*8K, V after it
   const int n_kv = (min(m0 + kFwdRows, T) + kTile - 1) / kTile;     // key tiles up to the diagonal
+  auto load_kv = [&](int j, int st) {
+    load_rows<kTile>(sKV + 2 * st * kTileBytes, k, ld, j * kTile, T, tid);
+    load_rows<kTile>(sKV + (2 * st + 1) * kTileBytes, v, ld, j * kTile, T, tid);
+  };
 
-  // Commit group i holds key tile i (group 0 also Q); two in flight at a time.
+  // Commit group j holds key tile j (group 0 also Q).
   load_rows<kFwdRows>(sQ, q, ld, m0, T, tid);
-  load_rows<kTile>(sKV, k, ld, 0, T, tid);
-  load_rows<kTile>(sKV + kTileBytes, v, ld, 0, T, tid);
+  load_kv(0, 0);
   cp_async_commit();
-  if (n_kv > 1) {
-    load_rows<kTile>(sKV + 2 * kTileBytes, k, ld, kTile, T, tid);
-    load_rows<kTile>(sKV + 3 * kTileBytes, v, ld, kTile, T, tid);
-  }
+  if (n_kv > 1) load_kv(1, 1);
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();
 
-  const int r0w = m0 + warp * 32;  // this warp's first query row
-  uint32_t qf[2][4][4];            // Q fragments of the warp's rows, kept in registers
+  const int r0 = m0 + warp * 16;  // first row of this warp's m-tile 0; m-tile 1 starts at r0 + 64
+  uint32_t qf[2][4][4];           // Q fragments, kept in registers
 #pragma unroll
   for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) ldsm_x4(qf[mt][kk], addr_a(sQ, warp * 32 + mt * 16, kk, lane));
-
+    for (int kk = 0; kk < 4; kk++) ldsm_x4(qf[mt][kk], addr_a(sQ, warp * 16 + mt * 64, kk, lane));
   float o[2][8][4] = {};
-  float row_max[2][2], row_sum[2][2] = {};  // per (m-tile, row half); max in scaled log2 units
-#pragma unroll
-  for (int mt = 0; mt < 2; mt++) row_max[mt][0] = row_max[mt][1] = -INFINITY;
+  float row_max[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};  // in scaled log2 units
+  float row_sum[2][2] = {};
 
-  for (int j = 0; j < n_kv; j++) {
+  for (int j = 0, st = 0; j < n_kv; j++, st = st == kStages - 1 ? 0 : st + 1) {
     if (j > 0) {
-      cp_async_wait<1>();
-      __syncthreads();
+      cp_async_wait<1>();  // tile j has landed ...
+      __syncthreads();     // ... for every thread, and every warp is done with tile j - 1
     }
-    const int n0 = j * kTile;
-    const uint32_t sK = sKV + (j & 1) * 2 * kTileBytes, sV = sK + kTileBytes;
-    if (n0 <= r0w + 31) {  // else every key of the tile is after every row of this warp
-      float s[2][8][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-        for (int np = 0; np < 4; np++) {
-          uint32_t bk[4];
-          ldsm_x4(bk, addr_b_nk(sK, np * 16, kk, lane));
-#pragma unroll
-          for (int mt = 0; mt < 2; mt++) {
-            mma(s[mt][2 * np], qf[mt][kk], bk[0], bk[1]);
-            mma(s[mt][2 * np + 1], qf[mt][kk], bk[2], bk[3]);
-          }
-        }
-      if (n0 + kTile - 1 > r0w) {  // the tile crosses this warp's diagonal: hide keys after the row
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-          for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-              if (n0 + nt * 8 + 2 * t4 + (e & 1) > r0w + mt * 16 + g + 8 * (e >> 1)) s[mt][nt][e] = -INFINITY;
-      }
-      // Online softmax: a row's 64 scores sit in the 4 lanes of a quad.
-#pragma unroll
-      for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int hf = 0; hf < 2; hf++) {
-          float mx = -INFINITY;
-#pragma unroll
-          for (int nt = 0; nt < 8; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float m_new = fmaxf(row_max[mt][hf], mx * kScaleLog2);
-          const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet: avoid inf - inf
-          const float corr = ex2(row_max[mt][hf] - m_use);
-          row_max[mt][hf] = m_new;
-          float sum = 0.0f;
-#pragma unroll
-          for (int nt = 0; nt < 8; nt++) {
-            o[mt][nt][2 * hf] *= corr;
-            o[mt][nt][2 * hf + 1] *= corr;
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-              const float p = ex2(fmaf(s[mt][nt][2 * hf + e], kScaleLog2, -m_use));
-              s[mt][nt][2 * hf + e] = p;
-              sum += p;
-            }
-          }
-          row_sum[mt][hf] = row_sum[mt][hf] * corr + sum;  // this lane's part; the quad is summed at the end
-        }
-      // O += P V: P's accumulator layout is already the A-fragment layout (two n-tiles per k-step).
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) {
-        uint32_t pa[2][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++) {
-          pa[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-          pa[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-          pa[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-          pa[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-        }
-#pragma unroll
-        for (int dp = 0; dp < 4; dp++) {
-          uint32_t bv[4];
-          ldsm_x4_t(bv, addr_b_kn(sV, kk * 16, dp, lane));
-#pragma unroll
-          for (int mt = 0; mt < 2; mt++) {
-            mma(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
-            mma(o[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
-          }
-        }
-      }
-    }
-    __syncthreads();  // every warp is done with stage j & 1: refill it with tile j + 2
-    if (j + 2 < n_kv) {
-      load_rows<kTile>(sK, k, ld, n0 + 2 * kTile, T, tid);
-      load_rows<kTile>(sV, v, ld, n0 + 2 * kTile, T, tid);
-    }
+    if (j + 2 < n_kv) load_kv(j + 2, st == 0 ? kStages - 1 : st - 1);  // into tile j - 1's stage
     cp_async_commit();
+    const int n0 = j * kTile;
+    const uint32_t sK = sKV + 2 * st * kTileBytes, sV = sK + kTileBytes;
+    if (n0 > r0 + 15)
+      fwd_tile<1>(o, row_max, row_sum, qf, sK, sV, n0, r0, lane);
+    else
+      fwd_tile<0>(o, row_max, row_sum, qf, sK, sV, n0, r0, lane);
   }
 
   // Normalise, write lse and O (staged through this warp's own rows of the Q tile for 16-byte stores).
@@ -290,13 +345,15 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_k(bf16* out, float* lse
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       inv[hf] = 1.0f / l;
-      const int row = r0w + mt * 16 + g + 8 * hf;
+      const int row = r0 + 64 * mt + g + 8 * hf;
       if (t4 == 0 && row < T) lse[int64_t(bh) * T + row] = (row_max[mt][hf] + log2f(l)) * kLn2;
     }
-    stage_acc(smem, warp * 32 + mt * 16, o[mt], inv, lane);
+    stage_acc(smem, warp * 16 + mt * 64, o[mt], inv, lane);
   }
   __syncwarp();
-  store_rows<32>(out + int64_t(b) * T * C + h * kHead, C, r0w, T, smem, warp * 32, lane);
+  bf16* out_bh = out + int64_t(b) * T * C + h * kHead;
+  store_rows<16>(out_bh, C, r0, T, smem, warp * 16, lane);
+  store_rows<16>(out_bh, C, r0 + 64, T, smem, warp * 16 + 64, lane);
 }
 
 // ---- backward -----------------------------------------------------------------------------------------
@@ -325,19 +382,22 @@ __global__ void flash_bwd_dsum_k(float* D, const bf16* dout, const bf16* out, in
   }
 }
 
-// Shared memory of both backward kernels: two fixed 64-row tiles, two stages of two streamed 64-row
-// tiles, and two stages of two 64-float vectors (lse, D; dK/dV kernel only).
-constexpr int kBwdSmem = 6 * kTileBytes + 2 * 2 * kTile * 4;
+// Shared memory of both backward kernels: two fixed 64-row tiles, kStages stages of two streamed 64-row
+// tiles, and kStages stages of two 64-float vectors (lse, D; dK/dV kernel only).
+constexpr int kBwdSmem = (2 + 2 * kStages) * kTileBytes + kStages * 2 * kTile * 4;
 
-// dK, dV for one 64-key tile (grid.y), looping over the query tiles at and after it. Warp w owns keys
+// dK, dV for one 64-key tile, looping over the query tiles at and after it. Warp w owns keys
 // n0 + 16w .. +15 and works on the transposed products: S^T = K Q^T, dP^T = V dO^T (keys as rows), so
 // that the K and V fragments stay in registers and the dK, dV accumulators never leave the warp.
-__global__ void __launch_bounds__(kThreads, 3)
-    flash_bwd_dkdv_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH) {
+__global__ void __launch_bounds__(kThreads, 2)
+    flash_bwd_dkdv_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH, int group) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-  const int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
-  const int n0 = blockIdx.y * kTile;  // low key tiles have the most query tiles: they go first
+  const int n_m = (T + kTile - 1) / kTile;
+  int bh, m_first;  // the first key tile has the most query tiles
+  grid_pos(n_m, group, bh, m_first);
+  const int b = bh / NH, h = bh - b * NH;
+  const int n0 = m_first * kTile;  // keys n0 .. n0 + 63; query tiles m_first .. n_m - 1
   const int C = NH * kHead;
   const int64_t ld = 3LL * C;
   const bf16* q = qkv + int64_t(b) * T * ld + h * kHead;
@@ -347,9 +407,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   const float* L = lse + int64_t(bh) * T;
   const float* Dr = Dsum + int64_t(bh) * T;
   // Layout: K, V, then stage s: Q at 2 + 2s, dO at 3 + 2s (in 8 KB tiles), then stage s: lse, D (256 B each).
-  const uint32_t sK = smem_u32(smem), sV = sK + kTileBytes, sQ0 = sK + 2 * kTileBytes, sVec0 = sK + 6 * kTileBytes;
-  const float* vec = reinterpret_cast<const float*>(smem + 6 * kTileBytes);
-  const int m_first = blockIdx.y, n_m = (T + kTile - 1) / kTile;  // query tiles m_first .. n_m - 1
+  constexpr int kVecOff = (2 + 2 * kStages) * kTileBytes;
+  const uint32_t sK = smem_u32(smem), sV = sK + kTileBytes, sQ0 = sK + 2 * kTileBytes, sVec0 = sK + kVecOff;
+  const float* vec = reinterpret_cast<const float*>(smem + kVecOff);
 
   auto load_stage = [&](int m, int st) {
     load_rows<kTile>(sQ0 + 2 * st * kTileBytes, q, ld, m * kTile, T, tid);
@@ -367,19 +427,22 @@ __global__ void __launch_bounds__(kThreads, 3)
   __syncthreads();
 
   const int kw = n0 + warp * 16;  // this warp's first key
-  // K fragments stay in registers; V's are re-read from shared memory per query tile (4 of the
-  // iteration's 68 ldmatrix), which keeps the kernel within 168 registers (3 CTAs per SM) without spills.
-  uint32_t kf[4][4];
+  uint32_t kf[4][4], vf[4][4];    // K and V fragments of the warp's keys, kept in registers
 #pragma unroll
-  for (int kk = 0; kk < 4; kk++) ldsm_x4(kf[kk], addr_a(sK, warp * 16, kk, lane));
+  for (int kk = 0; kk < 4; kk++) {
+    ldsm_x4(kf[kk], addr_a(sK, warp * 16, kk, lane));
+    ldsm_x4(vf[kk], addr_a(sV, warp * 16, kk, lane));
+  }
   float dk[8][4] = {}, dv[8][4] = {};
 
-  for (int i = 0; m_first + i < n_m; i++) {
+  for (int i = 0, st = 0; m_first + i < n_m; i++, st = st == kStages - 1 ? 0 : st + 1) {
     if (i > 0) {
-      cp_async_wait<1>();
-      __syncthreads();
+      cp_async_wait<1>();  // query tile i has landed ...
+      __syncthreads();     // ... for every thread, and every warp is done with tile i - 1
     }
-    const int st = i & 1, m0 = (m_first + i) * kTile;
+    if (m_first + i + 2 < n_m) load_stage(m_first + i + 2, st == 0 ? kStages - 1 : st - 1);  // tile i - 1's stage
+    cp_async_commit();
+    const int m0 = (m_first + i) * kTile;
     const uint32_t sQ = sQ0 + 2 * st * kTileBytes, sdO = sQ + kTileBytes;
     const float* sL = vec + st * 128;
     const float* sD = sL + 64;
@@ -423,17 +486,14 @@ __global__ void __launch_bounds__(kThreads, 3)
     // dP^T = V dO^T, then dS^T = P^T (dP^T - D[query]), overwriting the P^T fragments.
     float dpt[8][4] = {};
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-      uint32_t vf[4];
-      ldsm_x4(vf, addr_a(sV, warp * 16, kk, lane));
+    for (int kk = 0; kk < 4; kk++)
 #pragma unroll
       for (int np = 0; np < 4; np++) {
         uint32_t bo[4];
         ldsm_x4(bo, addr_b_nk(sdO, np * 16, kk, lane));
-        mma(dpt[2 * np], vf, bo[0], bo[1]);
-        mma(dpt[2 * np + 1], vf, bo[2], bo[3]);
+        mma(dpt[2 * np], vf[kk], bo[0], bo[1]);
+        mma(dpt[2 * np + 1], vf[kk], bo[2], bo[3]);
       }
-    }
 #pragma unroll
     for (int nt = 0; nt < 8; nt++) {
       const float2 d2 = *reinterpret_cast<const float2*>(sD + nt * 8 + 2 * t4);
@@ -453,9 +513,6 @@ __global__ void __launch_bounds__(kThreads, 3)
         mma(dk[2 * dp], pa[kk], bq[0], bq[1]);
         mma(dk[2 * dp + 1], pa[kk], bq[2], bq[3]);
       }
-    __syncthreads();  // stage st is free: refill it with query tile i + 2
-    if (m_first + i + 2 < n_m) load_stage(m_first + i + 2, st);
-    cp_async_commit();
   }
 
   // Stage through this warp's own rows of the K and V tiles, then 16-byte stores.
@@ -469,13 +526,16 @@ __global__ void __launch_bounds__(kThreads, 3)
 }
 
 // dQ for one 64-query tile, looping over the key tiles up to its diagonal. Warp w owns query rows
-// m0 + 16w .. +15; Q and dO fragments stay in registers.
+// m0 + 16w .. +15.
 __global__ void __launch_bounds__(kThreads, 3)
-    flash_bwd_dq_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH) {
+    flash_bwd_dq_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH, int group) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-  const int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
-  const int m0 = int(gridDim.y - 1 - blockIdx.y) * kTile;  // longest query tiles first
+  const int n_qt = (T + kTile - 1) / kTile;
+  int bh, rank;
+  grid_pos(n_qt, group, bh, rank);
+  const int b = bh / NH, h = bh - b * NH;
+  const int m0 = (n_qt - 1 - rank) * kTile;  // the last query tile has the most key tiles
   const int C = NH * kHead;
   const int64_t ld = 3LL * C;
   const bf16* q = qkv + int64_t(b) * T * ld + h * kHead;
@@ -486,15 +546,15 @@ __global__ void __launch_bounds__(kThreads, 3)
   const uint32_t sQ = smem_u32(smem), sdO = sQ + kTileBytes, sKV0 = sQ + 2 * kTileBytes;
   const int n_kv = m0 / kTile + 1;  // key tiles 0 .. the diagonal one
 
+  auto load_kv = [&](int j, int st) {
+    load_rows<kTile>(sKV0 + 2 * st * kTileBytes, k, ld, j * kTile, T, tid);
+    load_rows<kTile>(sKV0 + (2 * st + 1) * kTileBytes, v, ld, j * kTile, T, tid);
+  };
   load_rows<kTile>(sQ, q, ld, m0, T, tid);
   load_rows<kTile>(sdO, dO, C, m0, T, tid);
-  load_rows<kTile>(sKV0, k, ld, 0, T, tid);
-  load_rows<kTile>(sKV0 + kTileBytes, v, ld, 0, T, tid);
+  load_kv(0, 0);
   cp_async_commit();
-  if (n_kv > 1) {
-    load_rows<kTile>(sKV0 + 2 * kTileBytes, k, ld, kTile, T, tid);
-    load_rows<kTile>(sKV0 + 3 * kTileBytes, v, ld, kTile, T, tid);
-  }
+  if (n_kv > 1) load_kv(1, 1);
   cp_async_commit();
 
   const int rw = m0 + warp * 16;  // this warp's first query row
@@ -513,13 +573,15 @@ __global__ void __launch_bounds__(kThreads, 3)
   for (int kk = 0; kk < 4; kk++) ldsm_x4(qf[kk], addr_a(sQ, warp * 16, kk, lane));
   float dq[8][4] = {};
 
-  for (int j = 0; j < n_kv; j++) {
+  for (int j = 0, st = 0; j < n_kv; j++, st = st == kStages - 1 ? 0 : st + 1) {
     if (j > 0) {
-      cp_async_wait<1>();
-      __syncthreads();
+      cp_async_wait<1>();  // key tile j has landed ...
+      __syncthreads();     // ... for every thread, and every warp is done with tile j - 1
     }
+    if (j + 2 < n_kv) load_kv(j + 2, st == 0 ? kStages - 1 : st - 1);  // into tile j - 1's stage
+    cp_async_commit();
     const int n0 = j * kTile;
-    const uint32_t sK = sKV0 + 2 * (j & 1) * kTileBytes, sV = sK + kTileBytes;
+    const uint32_t sK = sKV0 + 2 * st * kTileBytes, sV = sK + kTileBytes;
     // S = Q K^T and P = exp(S / 8 - lse) in place.
     float s[8][4] = {};
 #pragma unroll
@@ -570,12 +632,6 @@ __global__ void __launch_bounds__(kThreads, 3)
         mma(dq[2 * dn + 1], da, bk[2], bk[3]);
       }
     }
-    __syncthreads();  // stage j & 1 is free: refill it with key tile j + 2
-    if (j + 2 < n_kv) {
-      load_rows<kTile>(sK, k, ld, n0 + 2 * kTile, T, tid);
-      load_rows<kTile>(sV, v, ld, n0 + 2 * kTile, T, tid);
-    }
-    cp_async_commit();
   }
 
   const float scale[2] = {0.125f, 0.125f};
@@ -586,12 +642,20 @@ __global__ void __launch_bounds__(kThreads, 3)
 
 void check_shape(const char* who, int B, int T, int NH) {
   if (B < 1 || T < 1 || NH < 1) user_error(who, ": B, T and NH must all be at least 1 (got B=", B, ", T=", T, ", NH=", NH, ").");
-  if (int64_t(B) * NH > 0x7fffffff || (T + kTile - 1) / kTile > 65535 || int64_t(B) * T * NH * kHead * 3 > (int64_t(1) << 62))
+  if (int64_t(B) * NH * ((T + kTile - 1) / kTile) > 0x7fffffff)  // one CTA per (batch, head, 64-row tile)
     user_error(who, ": shape B=", B, ", T=", T, ", NH=", NH, " is too large for the attention kernels' grid.");
 }
 void check_aligned(const char* who, const void* p, const char* name, unsigned align) {
   if (reinterpret_cast<uintptr_t>(p) % align != 0)
     user_error(who, ": ", name, " must be ", align, "-byte aligned (cudaMalloc'd buffers are).");
+}
+// Heads per grid_pos group: at most as many as keep the 256 bytes per row (K and V, or Q and dO) that a
+// head's CTAs share within about 16 MB of L2, and groups of equal size (a small last group would run its
+// long tiles alone at the end).
+int heads_per_group(int B, int T, int NH) {
+  const int64_t heads = int64_t(B) * NH, fit = std::max<int64_t>(1, (int64_t(16) << 20) / (int64_t(T) * 2 * kHead * 2));
+  const int64_t groups = (heads + fit - 1) / fit;
+  return int((heads + groups - 1) / groups);
 }
 template <class K>
 void set_smem(K kernel, int bytes) {
@@ -607,8 +671,8 @@ void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int 
   check_aligned(who, qkv, "qkv", 16);
   check_aligned(who, lse, "lse", 4);
   set_smem(flash_fwd_k, kFwdSmem);
-  const dim3 grid(unsigned(B * NH), unsigned((T + kFwdRows - 1) / kFwdRows));
-  flash_fwd_k<<<grid, kThreads, kFwdSmem, s>>>(out, lse, qkv, T, NH);
+  const unsigned grid = unsigned(B * NH * ((T + kFwdRows - 1) / kFwdRows));
+  flash_fwd_k<<<grid, kThreads, kFwdSmem, s>>>(out, lse, qkv, T, NH, heads_per_group(B, T, NH));
   CUDA_CHECK_LAUNCH();
 }
 
@@ -627,9 +691,10 @@ void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, con
   CUDA_CHECK_LAUNCH();
   set_smem(flash_bwd_dkdv_k, kBwdSmem);
   set_smem(flash_bwd_dq_k, kBwdSmem);
-  const dim3 grid(unsigned(B * NH), unsigned((T + kTile - 1) / kTile));
-  flash_bwd_dkdv_k<<<grid, kThreads, kBwdSmem, s>>>(dqkv, dout, lse, scratch, qkv, T, NH);
+  const unsigned grid = unsigned(B * NH * ((T + kTile - 1) / kTile));
+  const int group = heads_per_group(B, T, NH);
+  flash_bwd_dkdv_k<<<grid, kThreads, kBwdSmem, s>>>(dqkv, dout, lse, scratch, qkv, T, NH, group);
   CUDA_CHECK_LAUNCH();
-  flash_bwd_dq_k<<<grid, kThreads, kBwdSmem, s>>>(dqkv, dout, lse, scratch, qkv, T, NH);
+  flash_bwd_dq_k<<<grid, kThreads, kBwdSmem, s>>>(dqkv, dout, lse, scratch, qkv, T, NH, group);
   CUDA_CHECK_LAUNCH();
 }

@@ -1,0 +1,326 @@
+// Flash attention (kernels/flash_attention.cu) against a double-precision CPU reference of causal softmax
+// attention and its backward, on the same bf16-rounded inputs: out, lse, dq, dk, dv for shapes with T
+// below, at and past the 64/128-row tiles; bit-identical reruns; each head of a many-head call equal to
+// the same head run alone; argument checks. FlashAttentionBench
+// (disabled by default; --gtest_also_run_disabled_tests) prints JSON lines of forward/backward speed.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/bf16_host.h"
+#include "common/cuda_check.h"
+#include "common/device_buffer.h"
+#include "common/device_random.h"
+#include "kernels/flash_attention.h"
+#include "tests/test_util.h"
+
+namespace {
+class FlashAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  }
+};
+
+constexpr int kHs = 64;
+
+std::vector<bf16> to_bf16(const std::vector<float>& x) {
+  std::vector<bf16> y(x.size());
+  for (size_t i = 0; i < x.size(); i++) y[i] = __float2bfloat16_rn(x[i]);
+  return y;
+}
+std::vector<float> to_float(const std::vector<bf16>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); i++) y[i] = __bfloat162float(x[i]);
+  return y;
+}
+
+// Causal attention in double: out (B,T,C), lse (B,NH,T), dqkv (B,T,3C) from qkv (B,T,3C) and dout (B,T,C).
+struct Reference {
+  std::vector<double> out, lse, dqkv;
+};
+Reference reference(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int NH) {
+  const int C = NH * kHs, ld = 3 * C;
+  const double scale = 1.0 / std::sqrt(double(kHs));
+  Reference r;
+  r.out.assign(size_t(B) * T * C, 0.0);
+  r.lse.assign(size_t(B) * NH * T, 0.0);
+  r.dqkv.assign(size_t(B) * T * ld, 0.0);
+  std::vector<double> p(static_cast<size_t>(T)), dp(static_cast<size_t>(T));
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      auto q = [&](int t, int d) { return double(qkv[(size_t(b) * T + t) * ld + h * kHs + d]); };
+      auto k = [&](int t, int d) { return double(qkv[(size_t(b) * T + t) * ld + C + h * kHs + d]); };
+      auto v = [&](int t, int d) { return double(qkv[(size_t(b) * T + t) * ld + 2 * C + h * kHs + d]); };
+      auto go = [&](int t, int d) { return double(dout[(size_t(b) * T + t) * C + h * kHs + d]); };
+      auto dqkv = [&](int t, int part, int d) -> double& { return r.dqkv[(size_t(b) * T + t) * ld + part * C + h * kHs + d]; };
+      for (int i = 0; i < T; i++) {
+        double m = -INFINITY;
+        for (int j = 0; j <= i; j++) {
+          double s = 0;
+          for (int d = 0; d < kHs; d++) s += q(i, d) * k(j, d);
+          p[size_t(j)] = s * scale;
+          m = std::max(m, p[size_t(j)]);
+        }
+        double z = 0;
+        for (int j = 0; j <= i; j++) z += std::exp(p[size_t(j)] - m);
+        const double lse = m + std::log(z);
+        r.lse[(size_t(b) * NH + h) * T + i] = lse;
+        for (int j = 0; j <= i; j++) p[size_t(j)] = std::exp(p[size_t(j)] - lse);
+        double D = 0;  // sum_j p_ij dp_ij = dout_i . out_i
+        for (int j = 0; j <= i; j++) {
+          double a = 0;
+          for (int d = 0; d < kHs; d++) a += go(i, d) * v(j, d);
+          dp[size_t(j)] = a;
+          D += p[size_t(j)] * a;
+        }
+        for (int d = 0; d < kHs; d++) {
+          double o = 0;
+          for (int j = 0; j <= i; j++) o += p[size_t(j)] * v(j, d);
+          r.out[(size_t(b) * T + i) * C + h * kHs + d] = o;
+        }
+        for (int j = 0; j <= i; j++) {
+          const double ds = p[size_t(j)] * (dp[size_t(j)] - D) * scale;
+          for (int d = 0; d < kHs; d++) {
+            dqkv(i, 0, d) += ds * k(j, d);
+            dqkv(j, 1, d) += ds * q(i, d);
+            dqkv(j, 2, d) += p[size_t(j)] * go(i, d);
+          }
+        }
+      }
+    }
+  return r;
+}
+
+// Largest |got - want| over max |want|, and the count of non-finite got; elements picked by `take`.
+struct Err {
+  double rel_max = 0, max_ref = 0;
+  size_t bad = 0, n = 0;
+};
+template <class Take>
+Err compare(const std::vector<float>& got, const std::vector<double>& want, Take take) {
+  Err e;
+  double max_diff = 0;
+  for (size_t i = 0; i < want.size(); i++) {
+    if (!take(i)) continue;
+    e.n++;
+    if (!std::isfinite(got[i])) {
+      e.bad++;
+      continue;
+    }
+    max_diff = std::max(max_diff, std::fabs(got[i] - want[i]));
+    e.max_ref = std::max(e.max_ref, std::fabs(want[i]));
+  }
+  e.rel_max = max_diff / std::max(e.max_ref, 1e-3);  // the floor: at T = 1, dq = dk = 0 exactly
+  return e;
+}
+
+struct Case {
+  int B, T, NH;
+  float qk_std;  // std of q and k: scores have std qk_std^2 (after the 1/8 scale)
+};
+
+void run_case(const Case& c, uint64_t seed) {
+  const int B = c.B, T = c.T, NH = c.NH, C = NH * kHs;
+  SCOPED_TRACE(str_cat("B=", B, " T=", T, " NH=", NH, " qk_std=", c.qk_std));
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> z(0.0f, 1.0f);
+  std::vector<float> qkv(size_t(B) * T * 3 * C), dout(size_t(B) * T * C);
+  for (size_t i = 0; i < qkv.size(); i++) qkv[i] = bf16_round(z(rng) * ((i % (3 * C)) < size_t(2 * C) ? c.qk_std : 1.0f));
+  for (auto& x : dout) x = bf16_round(z(rng));
+  const Reference ref = reference(qkv, dout, B, T, NH);
+
+  DeviceBuffer<bf16> d_qkv(qkv.size()), d_out(dout.size()), d_dout(dout.size()), d_dqkv(qkv.size());
+  DeviceBuffer<float> d_lse(size_t(B) * NH * T), d_scratch(size_t(B) * NH * T);
+  d_qkv.upload(to_bf16(qkv));
+  d_dout.upload(to_bf16(dout));
+  // Poison every output (0xff bytes: NaN in bf16 and fp32) so that an unwritten element fails.
+  CUDA_CHECK(cudaMemset(d_out.get(), 0xff, d_out.bytes()));
+  CUDA_CHECK(cudaMemset(d_lse.get(), 0xff, d_lse.bytes()));
+  CUDA_CHECK(cudaMemset(d_dqkv.get(), 0xff, d_dqkv.bytes()));
+  flash_attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, NH, 0);
+  flash_attention_backward(d_dqkv.get(), d_dout.get(), d_out.get(), d_lse.get(), d_qkv.get(), d_scratch.get(), B, T, NH, 0);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> out = to_float(d_out.download()), dqkv = to_float(d_dqkv.download()), lse = d_lse.download();
+
+  // Tolerances: out, dq, dk, dv are stored in bf16 (relative rounding 2^-9) and the backward also rounds
+  // P and dS to bf16 for the tensor cores; lse is fp32 throughout.
+  const double tol_out = 1e-2, tol_grad = 2e-2, tol_lse = 1e-3;
+  const Err eo = compare(out, ref.out, [](size_t) { return true; });
+  EXPECT_EQ(eo.bad, 0u) << "out has non-finite (unwritten?) elements";
+  EXPECT_LE(eo.rel_max, tol_out) << "out";
+  double lse_err = 0;
+  size_t lse_bad = 0;
+  for (size_t i = 0; i < lse.size(); i++) {
+    if (!std::isfinite(lse[i])) lse_bad++;
+    else lse_err = std::max(lse_err, std::fabs(lse[i] - ref.lse[i]));
+  }
+  EXPECT_EQ(lse_bad, 0u) << "lse has non-finite (unwritten?) elements";
+  EXPECT_LE(lse_err, tol_lse) << "lse";
+  const char* names[3] = {"dq", "dk", "dv"};
+  Err eg[3];
+  for (int part = 0; part < 3; part++) {
+    eg[part] = compare(dqkv, ref.dqkv, [&](size_t i) { return int((i % size_t(3 * C)) / size_t(C)) == part; });
+    EXPECT_EQ(eg[part].bad, 0u) << names[part] << " has non-finite (unwritten?) elements";
+    EXPECT_LE(eg[part].rel_max, tol_grad) << names[part];
+  }
+  std::printf("[flash] B=%d T=%d NH=%d qk_std=%.1f  max err / max|ref|: out %.2e  dq %.2e  dk %.2e  dv %.2e;  lse abs %.2e\n",
+              B, T, NH, c.qk_std, eo.rel_max, eg[0].rel_max, eg[1].rel_max, eg[2].rel_max, lse_err);
+}
+}  // namespace
+
+TEST_F(FlashAttention, MatchesCpuReference) {
+  const Case cases[] = {{1, 1, 1, 1.0f},  {2, 17, 3, 1.0f},  {1, 64, 2, 1.0f},   {2, 130, 2, 1.0f},
+                        {1, 200, 1, 2.5f}, {3, 129, 2, 1.0f}, {1, 1024, 4, 1.0f}};
+  uint64_t seed = 1;
+  for (const Case& c : cases) run_case(c, seed++);
+}
+
+TEST_F(FlashAttention, BitIdenticalReruns) {
+  const int B = 2, T = 300, NH = 3, C = NH * kHs;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> z(0.0f, 1.0f);
+  std::vector<float> qkv(size_t(B) * T * 3 * C), dout(size_t(B) * T * C);
+  for (auto& x : qkv) x = z(rng);
+  for (auto& x : dout) x = z(rng);
+  DeviceBuffer<bf16> d_qkv(qkv.size()), d_out(dout.size()), d_dout(dout.size()), d_dqkv(qkv.size());
+  DeviceBuffer<float> d_lse(size_t(B) * NH * T), d_scratch(size_t(B) * NH * T);
+  d_qkv.upload(to_bf16(qkv));
+  d_dout.upload(to_bf16(dout));
+  std::vector<bf16> out[2], dqkv[2];
+  std::vector<float> lse[2];
+  for (int rep = 0; rep < 2; rep++) {
+    CUDA_CHECK(cudaMemset(d_dqkv.get(), rep ? 0x00 : 0xff, d_dqkv.bytes()));  // different garbage each time
+    flash_attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, NH, 0);
+    flash_attention_backward(d_dqkv.get(), d_dout.get(), d_out.get(), d_lse.get(), d_qkv.get(), d_scratch.get(), B, T, NH, 0);
+    out[rep] = d_out.download(), dqkv[rep] = d_dqkv.download(), lse[rep] = d_lse.download();
+  }
+  EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(bf16)), 0) << "out differs between runs";
+  EXPECT_EQ(std::memcmp(lse[0].data(), lse[1].data(), lse[0].size() * 4), 0) << "lse differs between runs";
+  EXPECT_EQ(std::memcmp(dqkv[0].data(), dqkv[1].data(), dqkv[0].size() * sizeof(bf16)), 0) << "dqkv differs between runs";
+}
+
+// Many heads at T = 1024 (more than one of the kernels' head groups, see grid_pos): every head of the
+// batched call must equal, bit for bit, the same head run alone.
+TEST_F(FlashAttention, HeadsMatchSingleHeadRuns) {
+  const int B = 3, T = 1024, NH = 25, C = NH * kHs;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> z(0.0f, 1.0f);
+  std::vector<bf16> qkv(size_t(B) * T * 3 * C), dout(size_t(B) * T * C);
+  for (auto& x : qkv) x = __float2bfloat16_rn(z(rng));
+  for (auto& x : dout) x = __float2bfloat16_rn(z(rng));
+  DeviceBuffer<bf16> d_qkv(qkv.size()), d_out(dout.size()), d_dout(dout.size()), d_dqkv(qkv.size());
+  DeviceBuffer<float> d_lse(size_t(B) * NH * T), d_scratch(size_t(B) * NH * T);
+  d_qkv.upload(qkv);
+  d_dout.upload(dout);
+  flash_attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, NH, 0);
+  flash_attention_backward(d_dqkv.get(), d_dout.get(), d_out.get(), d_lse.get(), d_qkv.get(), d_scratch.get(), B, T, NH, 0);
+  const std::vector<bf16> out = d_out.download(), dqkv = d_dqkv.download();
+  const std::vector<float> lse = d_lse.download();
+
+  DeviceBuffer<bf16> h_qkv(size_t(T) * 3 * kHs), h_out(size_t(T) * kHs), h_dout(size_t(T) * kHs), h_dqkv(size_t(T) * 3 * kHs);
+  DeviceBuffer<float> h_lse(T), h_scratch(T);
+  std::vector<bf16> one_qkv(size_t(T) * 3 * kHs), one_dout(size_t(T) * kHs);
+  int mismatched = 0;
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      for (int t = 0; t < T; t++)
+        for (int d = 0; d < kHs; d++) {
+          for (int part = 0; part < 3; part++)
+            one_qkv[(size_t(t) * 3 + part) * kHs + d] = qkv[(size_t(b) * T + t) * 3 * C + part * C + h * kHs + d];
+          one_dout[size_t(t) * kHs + d] = dout[(size_t(b) * T + t) * C + h * kHs + d];
+        }
+      h_qkv.upload(one_qkv);
+      h_dout.upload(one_dout);
+      flash_attention_forward(h_out.get(), h_lse.get(), h_qkv.get(), 1, T, 1, 0);
+      flash_attention_backward(h_dqkv.get(), h_dout.get(), h_out.get(), h_lse.get(), h_qkv.get(), h_scratch.get(), 1, T, 1, 0);
+      const std::vector<bf16> o1 = h_out.download(), g1 = h_dqkv.download();
+      const std::vector<float> l1 = h_lse.download();
+      bool same = std::memcmp(l1.data(), &lse[(size_t(b) * NH + h) * T], size_t(T) * 4) == 0;
+      for (int t = 0; t < T && same; t++) {
+        same = std::memcmp(&o1[size_t(t) * kHs], &out[(size_t(b) * T + t) * C + h * kHs], kHs * sizeof(bf16)) == 0;
+        for (int part = 0; part < 3 && same; part++)
+          same = std::memcmp(&g1[(size_t(t) * 3 + part) * kHs], &dqkv[(size_t(b) * T + t) * 3 * C + part * C + h * kHs],
+                             kHs * sizeof(bf16)) == 0;
+      }
+      if (!same) mismatched++;
+    }
+  EXPECT_EQ(mismatched, 0) << "heads whose batched results differ from a single-head run";
+}
+
+TEST_F(FlashAttention, RejectsBadShapes) {
+  DeviceBuffer<bf16> buf(3 * 64);
+  DeviceBuffer<float> f(4);
+  expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 1, 0, 0); }, "at least 1");
+  expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 0, 1, 0); }, "at least 1");
+  expect_user_error([&] { flash_attention_backward(buf.get(), buf.get(), buf.get(), f.get(), buf.get(), f.get(), 0, 1, 1, 0); },
+                    "at least 1");
+  expect_user_error([&] { flash_attention_forward(buf.get() + 1, f.get(), buf.get(), 1, 1, 1, 0); }, "aligned");
+}
+
+// ---- benchmark (disabled by default) ----------------------------------------------------------------
+
+namespace {
+class FlashAttentionBench : public FlashAttention {};
+
+__global__ void float_to_bf16_k(bf16* y, const float* x, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = __float2bfloat16_rn(x[i]);
+}
+void fill_bf16_normal(bf16* y, int64_t n, uint64_t seed, float stddev) {
+  DeviceBuffer<float> tmp(static_cast<size_t>(n), "benchmark fill");
+  fill_normal(tmp.get(), n, seed, stddev, 0);
+  float_to_bf16_k<<<unsigned((n + 255) / 256), 256>>>(y, tmp.get(), n);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// Median over `reps` timed calls, after warm-up, in milliseconds.
+template <class F>
+double median_ms(F fn, int reps) {
+  for (int i = 0; i < 10; i++) fn();  // also lets the clocks settle
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; i++) {
+    CUDA_CHECK(cudaEventRecord(a, 0));
+    fn();
+    CUDA_CHECK(cudaEventRecord(b, 0));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float t;
+    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+}  // namespace
+
+TEST_F(FlashAttentionBench, DISABLED_Throughput) {
+  const int shapes[][3] = {{64, 1024, 12}, {16, 1024, 16}, {8, 1024, 25}};  // GPT-2 124M, 355M, 1558M
+  for (const auto& sh : shapes) {
+    const int B = sh[0], T = sh[1], NH = sh[2];
+    const int64_t C = int64_t(NH) * kHs, n_qkv = int64_t(B) * T * 3 * C, n_out = int64_t(B) * T * C;
+    DeviceBuffer<bf16> qkv(static_cast<size_t>(n_qkv)), out(static_cast<size_t>(n_out)), dout(static_cast<size_t>(n_out)),
+        dqkv(static_cast<size_t>(n_qkv));
+    DeviceBuffer<float> lse(static_cast<size_t>(B) * NH * T), scratch(static_cast<size_t>(B) * NH * T);
+    fill_bf16_normal(qkv.get(), n_qkv, 1, 1.0f);
+    fill_bf16_normal(dout.get(), n_out, 2, 1.0f);
+    const double fwd_flop = 2.0 * 2.0 * B * NH * double(T) * T * kHs / 2.0, bwd_flop = 2.5 * fwd_flop;
+    const double f_ms = median_ms([&] { flash_attention_forward(out.get(), lse.get(), qkv.get(), B, T, NH, 0); }, 20);
+    const double b_ms = median_ms([&] {
+      flash_attention_backward(dqkv.get(), dout.get(), out.get(), lse.get(), qkv.get(), scratch.get(), B, T, NH, 0);
+    }, 20);
+    std::printf("{\"kernel\":\"flash_fwd\",\"B\":%d,\"T\":%d,\"NH\":%d,\"ms\":%.4f,\"tflops\":%.1f}\n", B, T, NH, f_ms,
+                fwd_flop / f_ms * 1e-9);
+    std::printf("{\"kernel\":\"flash_bwd\",\"B\":%d,\"T\":%d,\"NH\":%d,\"ms\":%.4f,\"tflops\":%.1f}\n", B, T, NH, b_ms,
+                bwd_flop / b_ms * 1e-9);
+    std::fflush(stdout);
+  }
+}

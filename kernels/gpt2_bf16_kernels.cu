@@ -61,19 +61,21 @@ __global__ void layernorm_fwd_k(bf16* y, float* mean, float* rstd, const bf16* x
 // Fixed grid of kLnBlocks blocks, each a fixed range of rows; a warp per row at a time, lanes holding
 // 8-column vectors. Each lane keeps its columns' dw and db partials in registers across its rows; the
 // block's 8 warps are then summed in order into partial[block], and colsum_final_k adds the blocks.
-constexpr int kLnBlocks = 256, kLnMaxChunks = 7;  // C <= 7 * 256 = 1792 (GPT-2 XL has 1600)
+// kChunks = ceil(C / 256) sets the registers a lane holds: 16 per chunk.
+constexpr int kLnBlocks = 512, kLnMaxChunks = 7;  // C <= 7 * 256 = 1792 (GPT-2 XL has 1600)
+template <int kChunks, bool kSum>
 __global__ void __launch_bounds__(256) layernorm_bwd_k(bf16* dx, float* partial, const bf16* dy, const bf16* x, const bf16* w,
                                                        const float* mean, const float* rstd, int N, int C, int rows_per_block) {
   __shared__ float red[8][256];
   const int wid = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float pw[kLnMaxChunks][8] = {}, pb[kLnMaxChunks][8] = {};
+  float pw[kChunks][8] = {}, pb[kChunks][8] = {}, ps[kSum ? kChunks : 1][8] = {};
   const int r0 = blockIdx.x * rows_per_block, r1 = min(N, r0 + rows_per_block);
   for (int row = r0 + wid; row < r1; row += 8) {
     const int64_t o = int64_t(row) * C;
     const float m = mean[row], r = rstd[row];
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kLnMaxChunks; k++) {
+    for (int k = 0; k < kChunks; k++) {
       const int c = k * 256 + lane * 8;
       if (c >= C) break;
       Vec8 g, xx, ww;
@@ -87,21 +89,23 @@ __global__ void __launch_bounds__(256) layernorm_bwd_k(bf16* dx, float* partial,
     s1 = warp_sum(s1) / float(C);
     s2 = warp_sum(s2) / float(C);
 #pragma unroll
-    for (int k = 0; k < kLnMaxChunks; k++) {
+    for (int k = 0; k < kChunks; k++) {
       const int c = k * 256 + lane * 8;
       if (c >= C) break;
       Vec8 g, xx, ww, d;
       g.load(dy + o + c), xx.load(x + o + c), ww.load(w + c), d.load(dx + o + c);
       for (int e = 0; e < 8; e++) d.v[e] += r * (g.v[e] * ww.v[e] - s1 - (xx.v[e] - m) * r * s2);
       d.store(dx + o + c);
+      if (kSum)
+        for (int e = 0; e < 8; e++) ps[kSum ? k : 0][e] += d.v[e];
     }
   }
-  float* out = partial + int64_t(blockIdx.x) * 2 * C;  // [db | dw], the layout colsum_final_k reads
+  float* out = partial + int64_t(blockIdx.x) * (kSum ? 3 : 2) * C;  // [db | dw | dsum], as colsum_final_k reads
 #pragma unroll
-  for (int k = 0; k < kLnMaxChunks; k++) {
+  for (int k = 0; k < kChunks; k++) {
     if (k * 256 >= C) break;
-    for (int half = 0; half < 2; half++) {
-      for (int e = 0; e < 8; e++) red[wid][lane * 8 + e] = half ? pw[k][e] : pb[k][e];
+    for (int half = 0; half < (kSum ? 3 : 2); half++) {
+      for (int e = 0; e < 8; e++) red[wid][lane * 8 + e] = half == 0 ? pb[k][e] : half == 1 ? pw[k][e] : ps[kSum ? k : 0][e];
       __syncthreads();
       const int c = k * 256 + threadIdx.x;
       if (c < C) {
@@ -132,16 +136,27 @@ __global__ void colsum_partial_k(float* partial, const bf16* dy, int ld, int N, 
   p[c] = s0, p[c + 1] = s1;
 }
 
-__global__ void colsum_final_k(float* out, float* out2, const float* partial, int C, int width, int splits) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float s = 0.0f, t = 0.0f;
-  for (int y = 0; y < splits; y++) {
-    s += partial[int64_t(y) * width + c];
-    if (out2) t += partial[int64_t(y) * width + C + c];
-  }
-  out[c] += s;
-  if (out2) out2[c] += t;
+// outs[j][c] += sum over splits y of partial[y][j * C + c], for j < nout (up to 3 column-sum vectors per
+// partial row). Within each of 8 warps the splits are added in order, then the 8 in order; 32 columns
+// per block, so the reads are coalesced.
+struct Outs {
+  float* p[3];
+};
+__global__ void __launch_bounds__(256) colsum_final_k(Outs outs, int nout, const float* partial, int C, int splits) {
+  __shared__ float red[3][8][32];
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, c = blockIdx.x * 32 + lane, width = nout * C;
+  float acc[3] = {0.0f, 0.0f, 0.0f};
+  if (c < C)
+    for (int y = w; y < splits; y += 8)
+      for (int j = 0; j < nout; j++) acc[j] += partial[int64_t(y) * width + j * C + c];
+  for (int j = 0; j < nout; j++) red[j][w][lane] = acc[j];
+  __syncthreads();
+  if (w == 0 && c < C)
+    for (int j = 0; j < nout; j++) {
+      float t = 0.0f;
+      for (int k = 0; k < 8; k++) t += red[j][k][lane];
+      outs.p[j][c] += t;
+    }
 }
 
 // One block per row: an online (max, sum) per thread over its columns, merged across the block in a
@@ -205,14 +220,22 @@ void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const b
   CUDA_CHECK_LAUNCH();
 }
 
-size_t column_sums_scratch_floats(int C) { return size_t(std::max(kLnBlocks, kMaxSplits)) * 2 * size_t(C); }
+size_t column_sums_scratch_floats(int C) { return size_t(std::max(kLnBlocks, kMaxSplits)) * 3 * size_t(C); }
 
 void layernorm_backward(bf16* dx, float* dw, float* db, const bf16* dy, const bf16* x, const bf16* w, const float* mean,
-                        const float* rstd, int N, int C, float* scratch, cudaStream_t s) {
+                        const float* rstd, int N, int C, float* scratch, cudaStream_t s, float* dsum) {
   if (C > 256 * kLnMaxChunks) user_error("LayerNorm width ", C, " is above the supported ", 256 * kLnMaxChunks, ".");
-  layernorm_bwd_k<<<kLnBlocks, 256, 0, s>>>(dx, scratch, dy, x, w, mean, rstd, N, C, (N + kLnBlocks - 1) / kLnBlocks);
+  const int per = (N + kLnBlocks - 1) / kLnBlocks;
+  switch ((C + 255) / 256 * 2 + (dsum != nullptr)) {
+#define LN_BWD(k, sum) \
+  case 2 * k + sum: layernorm_bwd_k<k, sum><<<kLnBlocks, 256, 0, s>>>(dx, scratch, dy, x, w, mean, rstd, N, C, per); break;
+#define LN_BWD2(k) LN_BWD(k, 0) LN_BWD(k, 1)
+    LN_BWD2(1) LN_BWD2(2) LN_BWD2(3) LN_BWD2(4) LN_BWD2(5) LN_BWD2(6) LN_BWD2(7)
+#undef LN_BWD2
+#undef LN_BWD
+  }
   CUDA_CHECK_LAUNCH();
-  colsum_final_k<<<blocks(C, 256), 256, 0, s>>>(db, dw, scratch, C, 2 * C, kLnBlocks);
+  colsum_final_k<<<blocks(C, 32), 256, 0, s>>>(Outs{{db, dw, dsum}}, dsum ? 3 : 2, scratch, C, kLnBlocks);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -220,7 +243,7 @@ void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* sc
   const int splits = splits_for(N), per = (N + splits - 1) / splits;
   colsum_partial_k<<<dim3(blocks(cols, kColsPerBlock), unsigned(splits)), kColsPerBlock / 2, 0, s>>>(scratch, dy, ld, N, cols, per);
   CUDA_CHECK_LAUNCH();
-  colsum_final_k<<<blocks(cols, 256), 256, 0, s>>>(db, nullptr, scratch, cols, cols, splits);
+  colsum_final_k<<<blocks(cols, 32), 256, 0, s>>>(Outs{{db, nullptr, nullptr}}, 1, scratch, cols, splits);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -13,11 +13,12 @@ void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const b
 // Scratch (floats) that layernorm_backward and bias_backward need for rows of C columns.
 size_t column_sums_scratch_floats(int C);
 // One pass: dx += the input gradient (dx is the residual stream's gradient, bf16), and the parameter
-// gradients dw[c] += sum_n dy[n, c] * xhat[n, c], db[c] += sum_n dy[n, c] (fp32, fixed order).
+// gradients dw[c] += sum_n dy[n, c] * xhat[n, c], db[c] += sum_n dy[n, c] (fp32, fixed order). With
+// dsum: dsum[c] += sum_n of the updated dx[n, c] — the bias gradient of the projection that wrote
+// this residual stream, which so costs no extra pass over memory.
 void layernorm_backward(bf16* dx, float* dw, float* db, const bf16* dy, const bf16* x, const bf16* w, const float* mean,
-                        const float* rstd, int N, int C, float* scratch, cudaStream_t s);
-// db[c] += sum_n dy[n, c] (dy rows of stride ld). The model gets its bias gradients from the matmul
-// epilogue; this is the plain reference path.
+                        const float* rstd, int N, int C, float* scratch, cudaStream_t s, float* dsum = nullptr);
+// db[c] += sum_n dy[n, c] (dy rows of stride ld).
 void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* scratch, cudaStream_t s);
 
 // Per row n of logits z (N rows of V, stride ld): loss[n] = logsumexp(z) - z[target]; z is replaced by

@@ -5,15 +5,6 @@
 #include "common/cuda_check.h"
 
 namespace {
-__global__ void add_k(float* y, const float* x, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] += x[i];
-}
-void add_vector(float* y, const float* x, int n, cudaStream_t s) {
-  add_k<<<(n + 255) / 256, 256, 0, s>>>(y, x, n);
-  CUDA_CHECK_LAUNCH();
-}
-
 constexpr size_t kWorkspace = size_t(32) << 20;  // what cuBLASLt's Hopper kernels like to have
 
 int alignment(const void* p) {  // largest power of two <= 256 dividing the address
@@ -46,7 +37,7 @@ LtMatmul::~LtMatmul() {
 }
 
 void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb, void* D, bool d_fp32,
-                    int ldd, const void* C, Epi epi, const void* bias, const bf16* aux, int ldaux, cudaStream_t s) {
+                    int ldd, const void* C, Epi epi, const bf16* bias, const bf16* aux, int ldaux, cudaStream_t s) {
   const int al_a = alignment(A), al_b = alignment(B), al_d = std::min(alignment(D), C ? alignment(C) : 256);
   const auto key = std::make_tuple(int64_t(ta) | int64_t(tb) << 1 | int64_t(d_fp32) << 2 | int64_t(epi) << 3 | int64_t(C != nullptr) << 6,
                                    int64_t(m), int64_t(n), int64_t(k), int64_t(lda) << 32 | ldb, int64_t(ldd) << 32 | ldaux,
@@ -61,11 +52,10 @@ void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int ld
     const cublasLtEpilogue_t e = epi == kBias ? CUBLASLT_EPILOGUE_BIAS
                                  : epi == kGeluBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                                  : epi == kDGelu    ? CUBLASLT_EPILOGUE_DGELU
-                                 : epi == kBGradB   ? CUBLASLT_EPILOGUE_BGRADB
                                                     : CUBLASLT_EPILOGUE_DEFAULT;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-    if (epi == kBias || epi == kGeluBias || epi == kBGradB) {
-      const cudaDataType_t bt = epi == kBGradB ? CUDA_R_32F : CUDA_R_16BF;
+    if (epi == kBias || epi == kGeluBias) {
+      const cudaDataType_t bt = CUDA_R_16BF;
       CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
     }
     if (epi == kGeluBias || epi == kDGelu) {
@@ -96,7 +86,7 @@ void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int ld
       throw CudaError(str_cat("cuBLASLt has no algorithm for a ", m, "x", n, "x", k, " bf16 matmul (epilogue ", int(epi), ")"));
     p->algo = res.algo;
   }
-  if (epi == kBias || epi == kGeluBias || epi == kBGradB)
+  if (epi == kBias || epi == kGeluBias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   if (epi == kGeluBias || epi == kDGelu)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
@@ -121,9 +111,7 @@ void LtMatmul::backward_dx(bf16* dx, int lddx, bool accumulate, const bf16* dy, 
        gelu_pre, lddx, s);
 }
 
-void LtMatmul::backward_dw(float* dW, float* db, const bf16* dy, int lddy, const bf16* x, int ldx, int N, int I, int O, cudaStream_t s) {
-  // dW^T (I x O, i.e. row-major dW) += x^T (I x N) * dy (N x O); the bias gradient reduces B = dy over N
-  if (db && bgrad_.size() < size_t(O)) bgrad_.alloc(size_t(O), "bias gradient");
-  gemm(false, true, I, O, N, x, ldx, dy, lddy, dW, true, I, dW, db ? kBGradB : kNone, bgrad_.get(), nullptr, 0, s);
-  if (db) add_vector(db, bgrad_.get(), O, s);
+void LtMatmul::backward_dw(float* dW, const bf16* dy, int lddy, const bf16* x, int ldx, int N, int I, int O, cudaStream_t s) {
+  // dW^T (I x O, i.e. row-major dW) += x^T (I x N) * dy (N x O)
+  gemm(false, true, I, O, N, x, ldx, dy, lddy, dW, true, I, dW, kNone, nullptr, nullptr, 0, s);
 }

@@ -99,37 +99,46 @@ void Gpt2Bf16::backward(cudaStream_t s) {
   // head: d(lnf) = dlogits wte, d(wte) += dlogits^T lnf; then ln_f sets the residual gradient
   mm_.backward_dx(dln_.get(), C, false, logits_.get(), Vp_, W(wte_), N, C, Vp_, s);  // padded columns of dlogits are 0
   prof_.mark("bwd matmul dx", s);
-  mm_.backward_dw(G(wte_), nullptr, logits_.get(), Vp_, lnf_.get(), C, N, C, Vp_, s);  // the padded rows' gradient is exactly 0
+  mm_.backward_dw(G(wte_), logits_.get(), Vp_, lnf_.get(), C, N, C, Vp_, s);  // the padded rows' gradient is exactly 0
   prof_.mark("bwd matmul dW", s);
   CUDA_CHECK(cudaMemsetAsync(dres, 0, size_t(N) * C * sizeof(bf16), s));
   prof_.mark("bwd memset", s);
-  layernorm_backward(dres, G(lnfw_), G(lnfb_), dln_.get(), res_final_.get(), W(lnfw_), lnf_mean_.get(), lnf_rstd_.get(), N, C, scratch, s);
+  // Bias gradients: the projections that write the residual stream (attn.proj, mlp.proj) get theirs
+  // from the LayerNorm backward that produces that stream's gradient; fc and qkv from column sums.
+  layernorm_backward(dres, G(lnfw_), G(lnfb_), dln_.get(), res_final_.get(), W(lnfw_), lnf_mean_.get(), lnf_rstd_.get(), N, C, scratch, s,
+                     layers_.empty() ? nullptr : G(layers_.back().fcprojb));
   prof_.mark("bwd layernorm", s);
   for (int l = s_.layers - 1; l >= 0; l--) {
     Layer& L = layers_[size_t(l)];
     // MLP: dres is d(out); the residual path passes it through unchanged
-    mm_.backward_dw(G(L.fcprojw), G(L.fcprojb), dres, C, L.fc.get(), 4 * C, N, 4 * C, C, s);
+    mm_.backward_dw(G(L.fcprojw), dres, C, L.fc.get(), 4 * C, N, 4 * C, C, s);
     prof_.mark("bwd matmul dW", s);
     mm_.backward_dx(dfc_.get(), 4 * C, false, dres, C, W(L.fcprojw), N, 4 * C, C, s, L.fc_pre.get());  // GELU' epilogue
     prof_.mark("bwd matmul dx", s);
-    mm_.backward_dw(G(L.fcw), G(L.fcb), dfc_.get(), 4 * C, L.ln2.get(), C, N, C, 4 * C, s);
+    mm_.backward_dw(G(L.fcw), dfc_.get(), 4 * C, L.ln2.get(), C, N, C, 4 * C, s);
     prof_.mark("bwd matmul dW", s);
+    bias_backward(G(L.fcb), dfc_.get(), 4 * C, N, 4 * C, scratch, s);
+    prof_.mark("bwd bias", s);
     mm_.backward_dx(dln_.get(), C, false, dfc_.get(), 4 * C, W(L.fcw), N, C, 4 * C, s);
     prof_.mark("bwd matmul dx", s);
-    layernorm_backward(dres, G(L.ln2w), G(L.ln2b), dln_.get(), L.mid.get(), W(L.ln2w), L.ln2_mean.get(), L.ln2_rstd.get(), N, C, scratch, s);
+    layernorm_backward(dres, G(L.ln2w), G(L.ln2b), dln_.get(), L.mid.get(), W(L.ln2w), L.ln2_mean.get(), L.ln2_rstd.get(), N, C, scratch, s,
+                       G(L.projb));
     prof_.mark("bwd layernorm", s);
     // attention: dres is now d(mid)
-    mm_.backward_dw(G(L.projw), G(L.projb), dres, C, L.att.get(), C, N, C, C, s);
+    mm_.backward_dw(G(L.projw), dres, C, L.att.get(), C, N, C, C, s);
     prof_.mark("bwd matmul dW", s);
     mm_.backward_dx(datt_.get(), C, false, dres, C, W(L.projw), N, C, C, s);
     prof_.mark("bwd matmul dx", s);
     flash_attention_backward(dqkv_.get(), datt_.get(), L.att.get(), L.lse.get(), L.qkv.get(), scratch, B_, T_, NH, s);
     prof_.mark("bwd attention", s);
-    mm_.backward_dw(G(L.qkvw), G(L.qkvb), dqkv_.get(), 3 * C, L.ln1.get(), C, N, C, 3 * C, s);
+    mm_.backward_dw(G(L.qkvw), dqkv_.get(), 3 * C, L.ln1.get(), C, N, C, 3 * C, s);
     prof_.mark("bwd matmul dW", s);
+    bias_backward(G(L.qkvb), dqkv_.get(), 3 * C, N, 3 * C, scratch, s);
+    prof_.mark("bwd bias", s);
     mm_.backward_dx(dln_.get(), C, false, dqkv_.get(), 3 * C, W(L.qkvw), N, C, 3 * C, s);
     prof_.mark("bwd matmul dx", s);
-    layernorm_backward(dres, G(L.ln1w), G(L.ln1b), dln_.get(), L.res.get(), W(L.ln1w), L.ln1_mean.get(), L.ln1_rstd.get(), N, C, scratch, s);
+    layernorm_backward(dres, G(L.ln1w), G(L.ln1b), dln_.get(), L.res.get(), W(L.ln1w), L.ln1_mean.get(), L.ln1_rstd.get(), N, C, scratch, s,
+                       l > 0 ? G(layers_[size_t(l - 1)].fcprojb) : nullptr);
     prof_.mark("bwd layernorm", s);
   }
   encoder_backward(G(wte_), G(wpe_), dres, groups_, B_, T_, C, s);

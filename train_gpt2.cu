@@ -67,9 +67,9 @@ OptimOptions optimizer_options(const Args& a) {
   return o;
 }
 
-// The PaLM paper's count, as llm.c reports MFU: 6 per parameter plus attention's 12 * L * C * T.
+// targets.md's count (the one llm.c's MFU figures use): 6 per parameter plus 6 * L * C * T for attention.
 double flops_per_token(const Gpt2Shape& s, const ParamTable& t, int T) {
-  return 6.0 * double(t.num_params()) + 12.0 * s.layers * s.channels * double(T);
+  return 6.0 * double(t.num_params()) + 6.0 * s.layers * s.channels * double(T);
 }
 
 std::string sample_text(Gpt2Net& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok, int n, std::mt19937_64& rng) {

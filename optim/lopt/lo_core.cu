@@ -5,7 +5,8 @@
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kTileCols = 1024, kTileElems = 32768;
+constexpr int kPassACols = 1024, kTileElems = 32768;
+constexpr int kFlatChunk = 256;
 
 __device__ __forceinline__ float lo_grad(float g, float scale, float clip) {
   g *= scale;
@@ -23,7 +24,7 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const Tile* __restrict__ t
                                                       const float* __restrict__ g, float* __restrict__ rowpart,
                                                       float* __restrict__ colpart, const float* __restrict__ gscale,
                                                       float clip) {
-  __shared__ float cols[kWarps][kTileCols];
+  __shared__ float cols[kWarps][kPassACols];
   const Tile tl = tiles[blockIdx.x];
   const LoTensor t = ts[tl.slot];
   const float gs = read_grad_scale(gscale);
@@ -200,6 +201,7 @@ LoCore::LoCore(const Arena& a, TieRule tie, bool mup, int chunk_elems) : arena(a
         else t.inner *= s;
       }
       t.d0_is_a = fd.d0 == A;
+      t.tile2d = t.is2d;
       t.r_len = ti.numel / ti.shape[size_t(fd.d0)];
       t.c_len = ti.numel / ti.shape[size_t(fd.d1)];
       t.g_len = t.outer * t.mid * t.inner;
@@ -208,7 +210,7 @@ LoCore::LoCore(const Arena& a, TieRule tie, bool mup, int chunk_elems) : arena(a
       t.c_off = nc;
       nc += t.c_len;
       if (t.is2d) {
-        TileGrid gr = plan_tile_grid(t.na, t.nb, kTileCols, kTileElems);
+        TileGrid gr = plan_tile_grid(t.na, t.nb, kPassACols, kTileElems);
         t.row_tiles = gr.row_tiles;
         t.col_tiles = gr.col_tiles;
         t.rowpart_off = nrp;
@@ -227,19 +229,47 @@ LoCore::LoCore(const Arena& a, TieRule tie, bool mup, int chunk_elems) : arena(a
       t.v_off = nv;
       nv += ti.numel;
     }
-    t.chunk_begin = t.chunk_end = -1;
     host_tensors.push_back(t);
   }
-  for (size_t k = 0; k < chunk_list.size(); k++) {
-    LoTensor& t = host_tensors[size_t(chunk_list[k].tensor)];
-    if (t.chunk_begin < 0) t.chunk_begin = int32_t(k);
-    t.chunk_end = int32_t(k + 1);
+  // Vectors and N-D tensors in short chunks: few elements, but per element the exact MLP is long, and
+  // in fast mode they are all that the exact kernel runs.
+  std::vector<int> flat_tensors;
+  for (int i = 0; i < int(host_tensors.size()); i++)
+    if (!host_tensors[size_t(i)].tile2d) flat_tensors.push_back(i);
+  const std::vector<Chunk> flat_list = plan_chunks(tab, flat_tensors, soff, kFlatChunk);
+  // Work of passes B and C, in table order; tiles row-major so neighbouring blocks read neighbouring bytes.
+  std::vector<LoWork> host_work;
+  std::vector<LoSideItem> side;
+  for (int i = 0; i < int(host_tensors.size()); i++) {
+    LoTensor& t = host_tensors[size_t(i)];
+    t.work_begin = int32_t(host_work.size());
+    if (t.tile2d) {
+      for (int64_t r = 0; r < t.na; r += kTileRows)
+        for (int64_t c = 0; c < t.nb; c += kTileCols)
+          host_work.push_back({i, 1, int32_t(c), int32_t(std::min<int64_t>(kTileRows, t.na - r)), r});
+      t.side_a_off = side_a_len;
+      side_a_len += t.na;
+      t.side_b_off = side_b_len;
+      side_b_len += t.nb;
+      for (int64_t e = 0; e < t.na; e += 256) side.push_back({i, 0, e});
+      for (int64_t e = 0; e < t.nb; e += 256) side.push_back({i, 1, e});
+    } else {
+      for (int64_t e = 0; e < t.numel; e += kFlatRun)
+        host_work.push_back({i, 0, 0, int32_t(std::min<int64_t>(kFlatRun, t.numel - e)), e});
+    }
+    t.work_end = int32_t(host_work.size());
   }
   n_tensors = int(host_tensors.size());
   tensors.alloc(host_tensors.size(), "learned-optimizer tensor table");
   tensors.upload(host_tensors);
   chunks.alloc(chunk_list.size(), "learned-optimizer chunk map");
   chunks.upload(chunk_list);
+  flat_chunks.alloc(flat_list.size(), "learned-optimizer flat chunk map");
+  flat_chunks.upload(flat_list);
+  work.alloc(host_work.size(), "learned-optimizer work map");
+  work.upload(host_work);
+  side_items.alloc(side.size(), "learned-optimizer side items");
+  side_items.upload(side);
   state.alloc(size_t(state_elems), "learned-optimizer moments");
   state.zero();
   diag.alloc(size_t(std::max<int64_t>(nv, 1)), "learned-optimizer vector factors");

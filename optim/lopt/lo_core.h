@@ -4,8 +4,17 @@
 //    their Adafactor factors rf = rsqrt(max(R/(mean_d1 R + 1e-9), 1e-9)) and cf = rsqrt(max(C, 1e-9))
 //  - the launches that produce them: pass A (row/column sums of g^2 over 2-D tiles), F1 (EMA of R
 //    and C, N-D tensors reduced directly), F1b (mean of R per group and rf)
+//  - the work map of the element passes B and C (LoWork): 2-D factored tensors go in tiles of
+//    kTileRows x kTileCols, one column per thread, so each thread's column-indexed ("B side") R/C
+//    entries stay in registers and the row-indexed ("A side") ones are one broadcast load per row;
+//    every other tensor goes in flat runs of elements
 // Any tensor is viewed as [outer, nA, mid, nB, inner] around its two factored axes A < B, so an
 // element's R and C entries are plain index arithmetic (for 2-D tensors: the row or the column).
+//
+// Features built only from R or C entries (the row/column accumulators and their rsqrt) are constant
+// along an axis of a 2-D tensor: their sums of squares come from the R and C vectors (each entry
+// stands for the elements it is broadcast to), and their share of the MLP's first layer is computed
+// once per entry and step ("side" tables) instead of once per element.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -23,11 +32,30 @@ struct LoTensor {
   int64_t r_off, r_len, c_off, c_len;  // entries in the R and C record buffers
   int64_t g_len;                       // μR groups (outer*mid*inner)
   int64_t v_off;                       // per-element {V0, V1, V2} of vectors, in `diag`
-  int32_t chunk_begin, chunk_end;      // chunks of passes B and C
   int32_t row_tiles, col_tiles;        // 2-D pass-A tiles (factored 2-D tensors)
   int64_t rowpart_off, colpart_off;
   float scale;  // per-tensor step multiplier (MuLO 1/fan_in, else 1)
   int32_t decay, rank_class, is2d;
+  int32_t tile2d;                      // factored and 2-D: passes B and C run in tiles
+  int32_t work_begin, work_end;        // LoWork items of passes B and C
+  int64_t side_a_off, side_b_off;      // tile2d: entries in the row- (A) and column- (B) indexed side tables
+};
+
+// 2-D factored tensors: R drops d0, so when d0 is the row axis R is indexed by the column (B side).
+__host__ __device__ inline bool lo_b_is_r(const LoTensor& t) { return t.d0_is_a != 0; }
+
+// One block's share of passes B and C (blockDim = kLoThreads).
+constexpr int kLoThreads = 256, kTileCols = kLoThreads, kTileRows = 64, kFlatRun = kTileCols * kTileRows;
+struct LoWork {
+  int32_t tensor, tile;  // tile: rows [row0, row0 + n) x columns [col0, col0 + kTileCols) of a tile2d tensor
+  int32_t col0, n;       // flat: elements [row0, row0 + n) of any other tensor
+  int64_t row0;
+};
+
+// Item of the per-step side-table kernels: entries [first, first + 256) of one side of a tile2d tensor.
+struct LoSideItem {
+  int32_t tensor, side;  // 0: A (rows), 1: B (columns)
+  int64_t first;
 };
 
 struct LoDecays {
@@ -52,7 +80,11 @@ class LoCore {
   int n_tensors = 0;
   std::vector<LoTensor> host_tensors;
   DeviceBuffer<LoTensor> tensors;
-  DeviceBuffer<Chunk> chunks;          // passes B and C
+  DeviceBuffer<Chunk> chunks;          // flat chunks of every tensor (exact small_fc_lopt pass C)
+  DeviceBuffer<Chunk> flat_chunks;     // flat chunks of the tensors that are not tile2d
+  DeviceBuffer<LoWork> work;           // passes B and C
+  DeviceBuffer<LoSideItem> side_items;
+  int64_t side_a_len = 0, side_b_len = 0;
   DeviceBuffer<float4> state;          // {m0, m1, m2, v} per element
   DeviceBuffer<float4> diag;           // {V0, V1, V2, 0} per element of vectors
   DeviceBuffer<float4> rrec, crec;     // {R0, R1, R2, 0} / {C0, C1, C2, 0}

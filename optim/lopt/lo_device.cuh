@@ -94,14 +94,111 @@ __device__ __forceinline__ void lo_tensor_sums(const double* __restrict__ partia
   __shared__ double part[16][65];
   const int c = threadIdx.x % 64, j = threadIdx.x / 64;
   double s = 0;
-  if (c < N)
-    for (int ch = begin + j; ch < end; ch += 16) s += partial[int64_t(ch) * N + c];
+  if (c < N) {  // eight independent sums so that eight loads are in flight (big tensors have ~10^3 items)
+    double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int ch = begin + j;
+    for (; ch + 112 < end; ch += 128)
+#pragma unroll
+      for (int u = 0; u < 8; u++) s8[u] += partial[int64_t(ch + 16 * u) * N + c];
+    for (; ch < end; ch += 16) s8[0] += partial[int64_t(ch) * N + c];
+    s = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+  }
   part[j][c] = s;
   __syncthreads();
   if (threadIdx.x < N) {
     double t = 0;
     for (int k = 0; k < 16; k++) t += part[k][threadIdx.x];
     out[threadIdx.x] = t;
+  }
+  __syncthreads();
+}
+
+// The row-indexed (A) and column-indexed (B) Adafactor factors of a tile2d tensor (lo_b_is_r).
+struct LoSides {
+  const float4* fac_a;
+  const float4* fac_b;
+};
+__device__ __forceinline__ LoSides lo_sides(const LoTensor& t, const float4* rfac, const float4* cfac) {
+  return lo_b_is_r(t) ? LoSides{cfac + t.c_off, rfac + t.r_off} : LoSides{rfac + t.r_off, cfac + t.c_off};
+}
+
+// Tile of passes B and C, one column per thread: calls body(row, at, g, p, record) down the column
+// (at = element index in the tensor), kUnroll rows at a time with all their loads issued first so that
+// enough bytes are in flight. Threads past the tensor's last column do nothing.
+template <int kUnroll, class F>
+__device__ __forceinline__ void lo_tile_column(const LoWork& w, const LoTensor& t, const float* __restrict__ g,
+                                               const float* __restrict__ p, const float4* __restrict__ state, F&& body) {
+  const int64_t col = w.col0 + int(threadIdx.x);
+  if (col >= t.nb) return;
+  const int64_t at0 = w.row0 * t.nb + col;  // the column's first element in this tile
+  const float* G = g + t.p_off + at0;
+  const float* P = p + t.p_off + at0;
+  const float4* S = state + t.s_off + at0;
+  const int nb = int(t.nb);  // kTileRows * nb < 2^31 (tile2d tensors have fewer than 2^31 / 32 columns)
+  int r = 0;
+  for (; r + kUnroll <= w.n; r += kUnroll) {
+    float gv[kUnroll], pv[kUnroll];
+    float4 sv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) {
+      const int o = (r + u) * nb;
+      gv[u] = G[o], pv[u] = P[o], sv[u] = S[o];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) body(w.row0 + r + u, at0 + int64_t(r + u) * nb, gv[u], pv[u], sv[u]);
+  }
+  for (; r < w.n; r++) {
+    const int o = r * nb;
+    body(w.row0 + r, at0 + o, G[o], P[o], S[o]);
+  }
+}
+
+// Sums of squares of a factored tensor's row/column features over all its elements, from the R and C
+// entries (an R entry is broadcast to numel / r_len elements, a C entry to numel / c_len):
+// out = {sum R_k^2, sum C_k^2, sum rsqrt(R_k + 1e-8)^2, sum rsqrt(C_k + 1e-8)^2} for k = 0..2, in a fixed
+// order. `out` (12 doubles, shared) is valid after the call; blockDim 1024.
+__device__ __forceinline__ void lo_side_sums(const LoTensor& t, const float4* __restrict__ rrec,
+                                             const float4* __restrict__ crec, double* out) {
+  double s[12];
+#pragma unroll
+  for (int c = 0; c < 12; c++) s[c] = 0;
+  for (int side = 0; side < 2; side++) {
+    const float4* rec = side ? crec + t.c_off : rrec + t.r_off;
+    const int64_t len = side ? t.c_len : t.r_len;
+    for (int64_t j0 = threadIdx.x; j0 < len; j0 += 4 * blockDim.x) {  // four entries in flight
+      float4 e[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const int64_t j = j0 + u * blockDim.x;
+        e[u] = j < len ? rec[j] : make_float4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        if (j0 + u * blockDim.x >= len) break;
+        const float v[3] = {e[u].x, e[u].y, e[u].z};
+#pragma unroll
+        for (int k = 0; k < 3; k++) {
+          const float rs = rsqrtf(v[k] + 1e-8f);
+          s[3 * side + k] += double(v[k]) * v[k];
+          s[6 + 3 * side + k] += double(rs) * rs;
+        }
+      }
+    }
+  }
+  __shared__ double part[32][12];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int c = 0; c < 12; c++) {
+    double x = s[c];
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    if (lane == 0) part[warp][c] = x;
+  }
+  __syncthreads();
+  if (threadIdx.x < 12) {
+    double tot = 0;
+    for (int w = 0; w < int(blockDim.x / 32); w++) tot += part[w][threadIdx.x];
+    const bool is_c = (threadIdx.x / 3) % 2 == 1;
+    out[threadIdx.x] = tot * double(t.numel / (is_c ? t.c_len : t.r_len));
   }
   __syncthreads();
 }

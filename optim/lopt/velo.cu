@@ -3,6 +3,10 @@
 //   accumulators lagged by one step - then GEMM [linear_1; linear_2], max over tensors, GEMM LSTM,
 //   gates, GEMM [rnn_to_controls; step_size], GEMM candidate interpolation (x 100/256).
 // GEMMs are FP32 cuBLAS (no TF32); biases ride along as a constant-1 input column.
+// 2-D factored tensors run passes B and C in tiles, one column per thread (lo_core.h): 18 of the 30
+// features vary per element; the 12 built from R or C alone (15-26) get their sums of squares from the
+// R and C vectors (F2) and their share of the first layer once per row / column and step (velo_side),
+// so an element's first layer is 18 x 4 multiply-adds on two gathered 4-vectors.
 #include <algorithm>
 #include <cmath>
 
@@ -12,7 +16,8 @@
 #include "optim/step_scalars.cuh"
 
 namespace {
-constexpr int kThreads = 256, kChunk = 4096, kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
+constexpr int kChunk = 4096, kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
+constexpr int kUnrollC = 4;                          // pass C rows in flight per thread (registers)
 constexpr int kLdUH = 1028, kLdHX = 516, kCS = 257;
 
 __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, int64_t num_steps, double lr, LrSchedule sched,
@@ -70,38 +75,79 @@ __device__ __forceinline__ void velo_features(const LoElem& e, float* x) {
   }
 }
 
-__global__ void __launch_bounds__(kThreads) velo_pass_b(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts,
-                                                        const float* __restrict__ g, const float* __restrict__ p,
-                                                        float4* __restrict__ state, float4* __restrict__ diag,
-                                                        const float4* __restrict__ rrec, const float4* __restrict__ crec,
-                                                        const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-                                                        double* __restrict__ partial, const float* __restrict__ sc, LoDecays d) {
-  const Chunk c = chunks[blockIdx.x];
-  const LoTensor t = ts[c.tensor];
+// Channel of the j-th of the 18 features that vary along both axes of a 2-D tensor: 0-14 and 27-29.
+__host__ __device__ constexpr int velo_elem_ch(int j) { return j < 15 ? j : j + 12; }
+
+// Those 18 from the clipped gradient, the old parameter, the updated record and sg = rf * cf (the same
+// arithmetic as velo_features).
+__device__ __forceinline__ void velo_elem18(float g, float p, float4 st, const float* sg, float* x) {
+  const float s = rsqrtf(st.w + 1e-6f);
+  x[0] = g, x[1] = fminf(0.1f, fmaxf(-0.1f, g)), x[2] = p;
+  x[3] = st.x, x[4] = st.y, x[5] = st.z, x[6] = st.w;
+  x[7] = st.x * s, x[8] = st.y * s, x[9] = st.z * s;
+  x[10] = s;
+  x[11] = g * sg[0], x[12] = g * sg[1], x[13] = g * sg[2];
+  x[14] = g * s;
+  x[15] = st.x * sg[0], x[16] = st.y * sg[1], x[17] = st.z * sg[2];
+}
+
+// Pass B: moments, and per block the sums of squares of the features plus the old state's sums (LSTM
+// inputs). Channels 15-26 of factored tensors are left to F2 (lo_side_sums).
+__global__ void __launch_bounds__(kLoThreads) velo_pass_b(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts,
+                                                          const float* __restrict__ g, const float* __restrict__ p,
+                                                          float4* __restrict__ state, float4* __restrict__ diag,
+                                                          const float4* __restrict__ rrec, const float4* __restrict__ crec,
+                                                          const float4* __restrict__ rfac, const float4* __restrict__ cfac,
+                                                          double* __restrict__ partial, const float* __restrict__ sc,
+                                                          LoDecays d) {
+  const LoWork w = works[blockIdx.x];
+  const LoTensor t = ts[w.tensor];
   const float gs = sc[0];
-  const int64_t i0 = c.p_begin - t.p_off;
   float acc[kS];
 #pragma unroll
   for (int k = 0; k < kS; k++) acc[k] = 0.0f;
-  auto body = [&](int e, float gv, float pv, const float4 old) {
-    const int64_t i = i0 + e;
-    LoElem el;
-    el.g = velo_g(gv, gs);
-    el.p = pv;
+  auto old_sums = [&](float4 old) {
     acc[kF + 0] += old.x, acc[kF + 1] += old.y, acc[kF + 2] += old.z;
     acc[kF + 3] += old.x * old.x, acc[kF + 4] += old.y * old.y, acc[kF + 5] += old.z * old.z;
     acc[kF + 6] += old.w, acc[kF + 7] += old.w * old.w;
-    const float4 st = lo_update_moments(old, el.g, d);
-    state[c.s_begin + e] = st;
-    el.m[0] = st.x, el.m[1] = st.y, el.m[2] = st.z, el.v = st.w;
-    if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
-    lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
-    float x[kF];
-    velo_features(el, x);
-#pragma unroll
-    for (int k = 0; k < kF; k++) acc[k] += x[k] * x[k];
   };
-  lo_for_each_pair<kThreads>(c, g, p, state, body);
+  if (w.tile) {
+    const LoSides sd = lo_sides(t, rfac, cfac);
+    const int64_t col = w.col0 + int(threadIdx.x);
+    const float4 fb = col < t.nb ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
+    lo_tile_column<4>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 old) {
+      const float4 fa = sd.fac_a[row];
+      const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+      const float gg = velo_g(gv, gs);
+      old_sums(old);
+      const float4 st = lo_update_moments(old, gg, d);
+      state[t.s_off + at] = st;
+      float x[18];
+      velo_elem18(gg, pv, st, sg, x);
+#pragma unroll
+      for (int j = 0; j < 18; j++) acc[velo_elem_ch(j)] += x[j] * x[j];
+    });
+  } else {
+    const Chunk c{t.p_off + w.row0, t.s_off + w.row0, w.n, w.tensor};
+    auto body = [&](int e, float gv, float pv, const float4 old) {
+      const int64_t i = w.row0 + e;
+      LoElem el;
+      el.g = velo_g(gv, gs);
+      el.p = pv;
+      old_sums(old);
+      const float4 st = lo_update_moments(old, el.g, d);
+      state[c.s_begin + e] = st;
+      el.m[0] = st.x, el.m[1] = st.y, el.m[2] = st.z, el.v = st.w;
+      if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
+      lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
+      float x[kF];
+      velo_features(el, x);
+#pragma unroll
+      for (int k = 0; k < kF; k++)
+        if (!t.factored || k < 15 || k > 26) acc[k] += x[k] * x[k];
+    };
+    lo_for_each_pair<kLoThreads>(c, g, p, state, body);
+  }
   lo_block_sums<kS>(acc, partial + int64_t(blockIdx.x) * kS);
 }
 
@@ -111,10 +157,20 @@ __device__ __forceinline__ float velo_la(double x) {
 
 // One block of 1024 threads per tensor: normalisers, param scale, and the LSTM input row.
 __global__ void __launch_bounds__(1024) velo_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial,
-                                                   const float* __restrict__ sc, float* __restrict__ norm, float* __restrict__ x) {
+                                                   const float4* __restrict__ rrec, const float4* __restrict__ crec,
+                                                   const float* __restrict__ sc, float* __restrict__ norm,
+                                                   float* __restrict__ x) {
   const LoTensor t = ts[blockIdx.x];
-  __shared__ double S[kS];
-  lo_tensor_sums<kS>(partial, t.chunk_begin, t.chunk_end, S);
+  __shared__ double S[kS], side[12];
+  lo_tensor_sums<kS>(partial, t.work_begin, t.work_end, S);
+  if (t.factored) {
+    lo_side_sums(t, rrec, crec, side);
+    if (threadIdx.x < 3) {
+      const int k = threadIdx.x;
+      S[15 + k] += side[k], S[18 + k] += side[3 + k], S[21 + k] += side[6 + k], S[24 + k] += side[9 + k];
+    }
+    __syncthreads();
+  }
   const int k = threadIdx.x;
   const double n = double(t.numel);
   if (k < kF) norm[blockIdx.x * 32 + k] = rsqrtf(1e-5f + float(S[k] / n));
@@ -177,75 +233,185 @@ __global__ void velo_gates(int n, const float* __restrict__ z, float* __restrict
   if (o < kLdHX - 512) hx[i * kLdHX + 512 + o] = o == 0 ? 1.0f : 0.0f;
 }
 
-// The per-tensor MLP for one element from its raw features: W0 already carries the normalisers.
-__device__ __forceinline__ float velo_mlp(const float* x, const float4* w0, const float* th, float& mag) {
-  float h1[4], h2[4];
+// Per step and tile2d tensor, after the per-tensor MLPs exist: each row's (A side, with the first
+// layer's bias) and each column's (B side) share of the first layer, from the 6 features of its R or C
+// entry {val_k, rsqrt(val_k + 1e-8)} with the normalisers folded in.
+__global__ void __launch_bounds__(256) velo_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts,
+                                                 const float4* __restrict__ rrec, const float4* __restrict__ crec,
+                                                 const float* __restrict__ norm, const float* __restrict__ theta,
+                                                 float4* __restrict__ side_a, float4* __restrict__ side_b) {
+  const LoSideItem it = items[blockIdx.x];
+  const LoTensor t = ts[it.tensor];
+  const bool use_r = (it.side == 1) == lo_b_is_r(t);       // is this side's vector R?
+  const int ch0 = use_r ? 15 : 18, ch1 = use_r ? 21 : 24;  // channels of val_k and of rsqrt(val_k + 1e-8)
+  const float* th = theta + int64_t(it.tensor) * 159;
+  __shared__ float wsh[6][4];
+  if (threadIdx.x < 24) {
+    const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = j < 3 ? ch0 + j : ch1 + j - 3;
+    wsh[j][o] = th[o * 30 + ch] * norm[it.tensor * 32 + ch];
+  }
+  __syncthreads();
+  const int64_t e = it.first + threadIdx.x;
+  if (e >= (it.side ? t.nb : t.na)) return;
+  const float4 v = use_r ? rrec[t.r_off + e] : crec[t.c_off + e];
+  const float f[6] = {v.x, v.y, v.z, rsqrtf(v.x + 1e-8f), rsqrtf(v.y + 1e-8f), rsqrtf(v.z + 1e-8f)};
+  float h[4];
 #pragma unroll
   for (int o = 0; o < 4; o++) {
-    float a = th[120 + o];
+    float a = it.side == 0 ? th[120 + o] : 0.0f;
 #pragma unroll
-    for (int q = 0; q < 8; q++) {  // 32 weights a row (30 + 2 zero pads), 16 bytes at a time
-      const float4 w = w0[o * 8 + q];
-      a = fmaf(w.x, x[4 * q], a);
-      a = fmaf(w.y, x[4 * q + 1], a);
-      if (4 * q + 2 < kF) a = fmaf(w.z, x[4 * q + 2], a);
-      if (4 * q + 3 < kF) a = fmaf(w.w, x[4 * q + 3], a);
-    }
-    h1[o] = fmaxf(a, 0.0f);
+    for (int j = 0; j < 6; j++) a = fmaf(wsh[j][o], f[j], a);
+    h[o] = a;
   }
-#pragma unroll
-  for (int o = 0; o < 4; o++) {
-    float a = th[140 + o];
-#pragma unroll
-    for (int k = 0; k < 4; k++) a = fmaf(th[124 + o * 4 + k], h1[k], a);
-    h2[o] = fmaxf(a, 0.0f);
-  }
-  float dir = th[156];
-  mag = th[157];
-#pragma unroll
-  for (int k = 0; k < 4; k++) dir = fmaf(th[144 + k], h2[k], dir), mag = fmaf(th[148 + k], h2[k], mag);
-  return dir;
+  (it.side == 0 ? side_a + t.side_a_off : side_b + t.side_b_off)[e] = make_float4(h[0], h[1], h[2], h[3]);
 }
 
-__global__ void __launch_bounds__(kThreads, 2) velo_pass_c(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts,
-                                                           const float* __restrict__ g, float* __restrict__ p,
-                                                           __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
-                                                           const float4* __restrict__ diag, const float4* __restrict__ rrec,
-                                                           const float4* __restrict__ crec, const float4* __restrict__ rfac,
-                                                           const float4* __restrict__ cfac, const float* __restrict__ norm,
-                                                           const float* __restrict__ theta, const float* __restrict__ cs,
-                                                           const float* __restrict__ sc, float wd) {
-  __shared__ float th[160];
-  __shared__ float4 w0[32];  // 4 rows x 32 (normaliser folded in, zero padded)
-  const Chunk c = chunks[blockIdx.x];
-  const LoTensor t = ts[c.tensor];
-  for (int k = threadIdx.x; k < 159; k += kThreads) th[k] = theta[c.tensor * 159 + k];
+__device__ __forceinline__ float4 lds4(const float4* a) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(uint32_t(__cvta_generic_to_shared(a))));
+  return v;
+}
+
+// Layers 2 and 3 of the per-tensor MLP (th = its 159 weights, 16-byte aligned) for U elements from the
+// first layer's pre-activations.
+template <int U>
+__device__ __forceinline__ void velo_head(const float (*h0)[4], const float4* th, float* dir, float* mag) {
+  float h2[U][4];
+#pragma unroll
+  for (int o = 0; o < 4; o++) {
+    const float4 w = lds4(&th[31 + o]);  // th[124 + 4 o ..]
+    const float b = reinterpret_cast<const float*>(th)[140 + o];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      float a = b;
+      a = fmaf(w.x, fmaxf(h0[u][0], 0.0f), a);
+      a = fmaf(w.y, fmaxf(h0[u][1], 0.0f), a);
+      a = fmaf(w.z, fmaxf(h0[u][2], 0.0f), a);
+      a = fmaf(w.w, fmaxf(h0[u][3], 0.0f), a);
+      h2[u][o] = fmaxf(a, 0.0f);
+    }
+  }
+  const float4 wd = lds4(&th[36]), wm = lds4(&th[37]), b = lds4(&th[39]);  // th[144..151], th[156..157]
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    float d = b.x, m = b.y;
+    d = fmaf(wd.x, h2[u][0], d), m = fmaf(wm.x, h2[u][0], m);
+    d = fmaf(wd.y, h2[u][1], d), m = fmaf(wm.y, h2[u][1], m);
+    d = fmaf(wd.z, h2[u][2], d), m = fmaf(wm.z, h2[u][2], m);
+    d = fmaf(wd.w, h2[u][3], d), m = fmaf(wm.w, h2[u][3], m);
+    dir[u] = d, mag[u] = m;
+  }
+}
+
+__global__ void __launch_bounds__(kLoThreads, 2) velo_pass_c(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts,
+                                                             const float* __restrict__ g, float* __restrict__ p,
+                                                             __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
+                                                             const float4* __restrict__ diag, const float4* __restrict__ rrec,
+                                                             const float4* __restrict__ crec, const float4* __restrict__ rfac,
+                                                             const float4* __restrict__ cfac, const float4* __restrict__ side_a,
+                                                             const float4* __restrict__ side_b, const float* __restrict__ norm,
+                                                             const float* __restrict__ theta, const float* __restrict__ cs,
+                                                             const float* __restrict__ sc, float wd) {
+  __shared__ __align__(16) float th[160];
+  __shared__ float4 w0[32];  // flat: 4 rows x 32 (normaliser folded, zero padded)
+  __shared__ float4 we[18];  // tile: the 4 first-layer weights of each per-element feature, normaliser folded
+  const LoWork w = works[blockIdx.x];
+  const LoTensor t = ts[w.tensor];
+  const float* tht = theta + int64_t(w.tensor) * 159;
+  const float* nt = norm + w.tensor * 32;
+  for (int k = threadIdx.x; k < 160; k += kLoThreads) th[k] = k < 159 ? tht[k] : 0.0f;
   if (threadIdx.x < 128) {
     const int o = threadIdx.x / 32, k = threadIdx.x % 32;
-    reinterpret_cast<float*>(w0)[threadIdx.x] = k < kF ? theta[c.tensor * 159 + o * 30 + k] * norm[c.tensor * 32 + k] : 0.0f;
+    reinterpret_cast<float*>(w0)[threadIdx.x] = k < kF ? tht[o * 30 + k] * nt[k] : 0.0f;
+  }
+  if (threadIdx.x < 72) {
+    const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = velo_elem_ch(j);
+    reinterpret_cast<float*>(we)[threadIdx.x] = tht[o * 30 + ch] * nt[ch];
   }
   __syncthreads();
   const float gs = sc[0], lr = sc[1], wdf = t.decay ? wd : 0.0f;
-  const float mult = cs[int64_t(c.tensor) * kCS + 256] * 0.001f * norm[c.tensor * 32 + kF];  // lr_mult * 1e-3 * rms(p)
-  const int64_t i0 = c.p_begin - t.p_off;
-  for (int e = threadIdx.x; e < c.n; e += kThreads) {
-    const int64_t i = i0 + e;
-    LoElem el;
-    el.g = velo_g(g[c.p_begin + e], gs);
-    el.p = p[c.p_begin + e];
-    const float4 st = state[c.s_begin + e];
-    el.m[0] = st.x, el.m[1] = st.y, el.m[2] = st.z, el.v = st.w;
-    lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
-    float x[32];
-    velo_features(el, x);
-    x[30] = x[31] = 0.0f;
-    float mag;
-    const float dir = velo_mlp(x, w0, th, mag);
+  const float mult = cs[int64_t(w.tensor) * kCS + 256] * 0.001f * nt[kF];  // lr_mult * 1e-3 * rms(p)
+  auto update = [&](int64_t at, float pv, float dir, float mag) {
     const float stp = mult * dir * expf(0.001f * mag);
-    float pn = el.p - lr * stp;
+    float pn = pv - lr * stp;
     if (wdf > 0) pn -= lr * wdf * pn;
-    p[c.p_begin + e] = pn;
-    if (pb) pb[c.p_begin + e] = __float2bfloat16_rn(pn);
+    p[t.p_off + at] = pn;
+    if (pb) pb[t.p_off + at] = __float2bfloat16_rn(pn);
+  };
+  if (w.tile) {
+    const LoSides sd = lo_sides(t, rfac, cfac);
+    const int64_t col = w.col0 + int(threadIdx.x);
+    const bool live = col < t.nb;
+    const float4 fb = live ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
+    const float4 hb = live ? side_b[t.side_b_off + col] : make_float4(0, 0, 0, 0);
+    if (!live) return;
+    // kUnrollC rows at a time: their loads in flight together, each weight read once for all of them
+    // (lds4: volatile, so the compiler does not hoist the 110 weights into registers and spill).
+    const int nb = int(t.nb);
+    const int64_t at0 = w.row0 * t.nb + col;
+    for (int r = 0; r < w.n; r += kUnrollC) {
+      float gv[kUnrollC], pv[kUnrollC], h[kUnrollC][4], x[kUnrollC][18];
+      float4 st[kUnrollC];
+#pragma unroll
+      for (int u = 0; u < kUnrollC; u++) {
+        const int64_t at = at0 + int64_t(min(r + u, w.n - 1)) * nb;  // past the tile's end: repeat its last row
+        gv[u] = g[t.p_off + at], pv[u] = p[t.p_off + at], st[u] = state[t.s_off + at];
+      }
+#pragma unroll
+      for (int u = 0; u < kUnrollC; u++) {
+        const int64_t row = w.row0 + min(r + u, w.n - 1);
+        const float4 fa = sd.fac_a[row], ha = side_a[t.side_a_off + row];
+        const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+        velo_elem18(velo_g(gv[u], gs), pv[u], st[u], sg, x[u]);
+        h[u][0] = ha.x + hb.x, h[u][1] = ha.y + hb.y, h[u][2] = ha.z + hb.z, h[u][3] = ha.w + hb.w;
+      }
+#pragma unroll
+      for (int j = 0; j < 18; j++) {
+        const float4 wj = lds4(&we[j]);
+#pragma unroll
+        for (int u = 0; u < kUnrollC; u++) {
+          h[u][0] = fmaf(wj.x, x[u][j], h[u][0]), h[u][1] = fmaf(wj.y, x[u][j], h[u][1]);
+          h[u][2] = fmaf(wj.z, x[u][j], h[u][2]), h[u][3] = fmaf(wj.w, x[u][j], h[u][3]);
+        }
+      }
+      float dir[kUnrollC], mag[kUnrollC];
+      velo_head<kUnrollC>(h, reinterpret_cast<const float4*>(th), dir, mag);
+#pragma unroll
+      for (int u = 0; u < kUnrollC; u++)
+        if (r + u < w.n) update(at0 + int64_t(r + u) * nb, pv[u], dir[u], mag[u]);
+    }
+  } else {
+    for (int e = threadIdx.x; e < w.n; e += kLoThreads) {
+      const int64_t i = w.row0 + e;
+      LoElem el;
+      el.g = velo_g(g[t.p_off + i], gs);
+      el.p = p[t.p_off + i];
+      const float4 st = state[t.s_off + i];
+      el.m[0] = st.x, el.m[1] = st.y, el.m[2] = st.z, el.v = st.w;
+      lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
+      float x[32];
+      velo_features(el, x);
+      x[30] = x[31] = 0.0f;
+      float h[4];
+#pragma unroll
+      for (int o = 0; o < 4; o++) {
+        float a = th[120 + o];
+#pragma unroll
+        for (int q = 0; q < 8; q++) {  // 32 weights a row (30 + 2 zero pads), 16 bytes at a time
+          const float4 wq = w0[o * 8 + q];
+          a = fmaf(wq.x, x[4 * q], a);
+          a = fmaf(wq.y, x[4 * q + 1], a);
+          if (4 * q + 2 < kF) a = fmaf(wq.z, x[4 * q + 2], a);
+          if (4 * q + 3 < kF) a = fmaf(wq.w, x[4 * q + 3], a);
+        }
+        h[o] = a;
+      }
+      float dir, mag;
+      velo_head<1>(&h, reinterpret_cast<const float4*>(th), &dir, &mag);
+      update(i, el.p, dir, mag);
+    }
   }
 }
 
@@ -311,7 +477,9 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w)
   hx_.alloc(size_t(n_) * kLdHX, "VeLO LSTM output");
   cs_.alloc(size_t(n_) * kCS, "VeLO controls");
   theta_.alloc(size_t(n_) * 159, "VeLO per-tensor MLPs");
-  partial_.alloc(core_.chunks.size() * kS, "VeLO partial sums");
+  partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
+  side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
+  side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
   norm_.alloc(size_t(n_) * 32, "VeLO normalisers");
   scalars_.alloc(20, "VeLO scalars");
 }
@@ -327,12 +495,13 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
                              scalars_.get());
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(scalars_.get(), 1000.0f, dec_, s);
-  const unsigned nc = unsigned(core_.chunks.size());
-  velo_pass_b<<<nc, kThreads, 0, s>>>(core_.chunks.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
-                                      core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(),
-                                      core_.cfac.get(), partial_.get(), scalars_.get(), dec_);
+  const unsigned nw = unsigned(core_.work.size());
+  velo_pass_b<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
+                                        core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(),
+                                        core_.cfac.get(), partial_.get(), scalars_.get(), dec_);
   CUDA_CHECK_LAUNCH();
-  velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), scalars_.get(), norm_.get(), x_.get());
+  velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
+                                           scalars_.get(), norm_.get(), x_.get());
   CUDA_CHECK_LAUNCH();
   CUBLAS_CHECK(cublasSetStream(blas_, s));
   gemm_rows(blas_, n_, 1024, 32, w_mix_.get(), 32, x_.get(), 32, mix_.get(), 1024);
@@ -349,10 +518,16 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
     CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, 159, n_, 256, &alpha, cand_.get(), 159, cs_.get(), kCS, &beta,
                              theta_.get(), 159));
   }
-  velo_pass_c<<<nc, kThreads, 0, s>>>(core_.chunks.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
-                                      arena_.params_bf16(), core_.state.get(), core_.diag.get(), core_.rrec.get(),
-                                      core_.crec.get(), core_.rfac.get(), core_.cfac.get(), norm_.get(), theta_.get(), cs_.get(),
-                                      scalars_.get(), float(h.weight_decay));
+  if (core_.side_items.size()) {
+    velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(core_.side_items.get(), core_.tensors.get(), core_.rrec.get(),
+                                                               core_.crec.get(), norm_.get(), theta_.get(), side_a_.get(),
+                                                               side_b_.get());
+    CUDA_CHECK_LAUNCH();
+  }
+  velo_pass_c<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
+                                        arena_.params_bf16(), core_.state.get(), core_.diag.get(), core_.rrec.get(),
+                                        core_.crec.get(), core_.rfac.get(), core_.cfac.get(), side_a_.get(), side_b_.get(),
+                                        norm_.get(), theta_.get(), cs_.get(), scalars_.get(), float(h.weight_decay));
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,7 +1,7 @@
 // VeLO (velo.md): per-tensor LSTM over all tensors at once, candidate-MLP interpolation, and a
 // 30-4-4-3 MLP per element, with PyLO's lr multiplier and decoupled weight decay. The step reads the
 // training loss from the device (StepInfo::d_loss). Launches per step: setup, pass A, F1, F1b, pass B,
-// F2 (normalisers + LSTM inputs), 4 FP32 GEMMs with three small kernels between them, pass C.
+// F2 (normalisers + LSTM inputs), 4 FP32 GEMMs with three small kernels between them, side tables, pass C.
 #pragma once
 #include <cublas_v2.h>
 
@@ -45,7 +45,8 @@ class Velo : public Optimizer {
   DeviceBuffer<float> hx_;      // n x 516 [h_new | 1 | 0..]
   DeviceBuffer<float> cs_;      // n x 257 controls | lr_mult
   DeviceBuffer<float> theta_;   // n x 159 per-tensor MLP
-  DeviceBuffer<double> partial_;
+  DeviceBuffer<double> partial_;  // per pass-B work item: 30 feature sums + 8 old-state sums
+  DeviceBuffer<float4> side_a_, side_b_;  // per row / column of tile2d tensors: its share of the first layer
   DeviceBuffer<float> norm_;    // n x 32: 30 normalisers, param scale
   DeviceBuffer<float> scalars_; // grad scale, lr, 18 shared LSTM features
 };

@@ -5,8 +5,10 @@
 // The loop, top to bottom: validation every -v steps, a sample every -k steps, checkpoints every -n
 // steps (and on SIGINT/SIGTERM), then per step: micro-batches with gradient accumulation, global
 // grad-norm clipping, one optimizer step over the whole arena, one log line.
+#include <cerrno>
 #include <csignal>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -172,6 +174,11 @@ int main(int argc, char** argv) {
     std::unique_ptr<Gpt2Tokenizer> tok;
     if (std::FILE* f = std::fopen(a.tokenizer.c_str(), "r")) std::fclose(f), tok = std::make_unique<Gpt2Tokenizer>(a.tokenizer);
     if (a.precision != "bf16" && a.precision != "fp32") user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
+    if (!a.resume.empty()) {  // before any GPU work: a mistyped path should fail at once
+      std::FILE* f = std::fopen(a.resume.c_str(), "rb");
+      if (!f) user_error("cannot open the checkpoint '", a.resume, "' to resume from: ", std::strerror(errno), ".");
+      std::fclose(f);
+    }
     if (!cuda_device_available()) user_error("train_gpt2 needs a CUDA GPU and none is visible.");
 
     ParamTable table = gpt2_param_table(shape);

@@ -105,7 +105,6 @@ int main(int argc, char** argv) {
   try {
     if (!cli.parse(argc, argv)) return 0;
     if (steps < 1 || warmup < 0) user_error("--steps must be >= 1 and --warmup >= 0.");
-    if (!cuda_device_available()) user_error("bench_optim needs a CUDA GPU and none is visible.");
     OptimOptions oo;
     for (const auto& s : sets) set_option(oo, s);
     // Learned optimizers without --set *.weights=...: random meta-weights of the published shapes (the
@@ -123,6 +122,8 @@ int main(int argc, char** argv) {
       }
     }
     for (const auto& o : split(opts)) validate_options(o == "small_fc_lopt:fast" ? "small_fc_lopt" : o, oo);
+    for (const auto& model : split(models)) model_table_by_name(model);  // names first, then the GPU
+    if (!cuda_device_available()) user_error("bench_optim needs a CUDA GPU and none is visible.");
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const double bw = copy_bandwidth();

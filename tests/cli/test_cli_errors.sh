@@ -136,21 +136,21 @@ case_ train_bad_precision       now "--precision must be bf16 or fp32 (got 'fp8'
 case_ train_total_batch         now "-d (17) must be a multiple of -b * -t (16)" train_gpt2 -b 2 -t 8 -d 17
 
 # --- train_gpt2: checks made after the GPU check today ---
-case_ train_unknown_optimizer   gpu_late "unknown optimizer 'foo'"      train_gpt2 -o foo
-case_ train_unknown_model       gpu_late "unknown GPT-2 size 'd99'"     train_gpt2 -e d99
-case_ train_bad_qkv             gpu_late "--qkv must be separate or fused (got 'bad')" train_gpt2 --qkv bad
-case_ train_bad_option          gpu_late "unknown optimizer option 'adamw.nosuch'"              train_gpt2 --set adamw.nosuch=1
-case_ train_glob_no_files       gpu_late "no files match '$tmp/none/*.bin'" train_gpt2 "${small[@]}" -i "$tmp/none/*.bin"
-case_ train_val_glob_no_files   gpu_late "no files match '$tmp/none/*val*.bin'" \
+case_ train_unknown_optimizer   now      "unknown optimizer 'foo'"      train_gpt2 -o foo
+case_ train_unknown_model       now      "unknown GPT-2 size 'd99'"     train_gpt2 -e d99
+case_ train_bad_qkv             now      "--qkv must be separate or fused (got 'bad')" train_gpt2 --qkv bad
+case_ train_bad_option          now      "unknown optimizer option 'adamw.nosuch'"              train_gpt2 --set adamw.nosuch=1
+case_ train_glob_no_files       now      "no files match '$tmp/none/*.bin'" train_gpt2 "${small[@]}" -i "$tmp/none/*.bin"
+case_ train_val_glob_no_files   now      "no files match '$tmp/none/*val*.bin'" \
   train_gpt2 -e tiny -b 1 -t 8 -x 1 -k 0 -v 1 -i "$tmp/good/*.bin" -j "$tmp/none/*val*.bin"
-case_ train_shard_bad_magic     gpu_late "has magic 12345678 instead of 20240520" train_gpt2 "${small[@]}" -i "$tmp/badmagic/*.bin"
-case_ train_shard_bad_version   gpu_late "has version 7"                train_gpt2 "${small[@]}" -i "$tmp/badversion/*.bin"
-case_ train_shard_truncated     gpu_late "truncated or corrupt"         train_gpt2 "${small[@]}" -i "$tmp/truncated/*.bin"
-case_ train_shard_short_header  gpu_late "shorter than its 1024-byte header" train_gpt2 "${small[@]}" -i "$tmp/short/*.bin"
-case_ train_shard_too_small     gpu_late "fewer than one batch needs"   train_gpt2 "${small[@]}" -i "$tmp/small/*.bin"
+case_ train_shard_bad_magic     now      "has magic 12345678 instead of 20240520" train_gpt2 "${small[@]}" -i "$tmp/badmagic/*.bin"
+case_ train_shard_bad_version   now      "has version 7"                train_gpt2 "${small[@]}" -i "$tmp/badversion/*.bin"
+case_ train_shard_truncated     now      "truncated or corrupt"         train_gpt2 "${small[@]}" -i "$tmp/truncated/*.bin"
+case_ train_shard_short_header  now      "shorter than its 1024-byte header" train_gpt2 "${small[@]}" -i "$tmp/short/*.bin"
+case_ train_shard_too_small     now      "fewer than one batch needs"   train_gpt2 "${small[@]}" -i "$tmp/small/*.bin"
 case_ train_velo_no_weights     gpu_late "weights not found at '$tmp/no_weights" \
   train_gpt2 "${small[@]}" -i "$tmp/good/*.bin" -o velo --lopt-weights "$tmp/no_weights"
-case_ train_resume_missing      gpu_late "$tmp/none.bin"                train_gpt2 "${small[@]}" -i "$tmp/good/*.bin" -r "$tmp/none.bin"
+case_ train_resume_missing      now      "$tmp/none.bin"                train_gpt2 "${small[@]}" -i "$tmp/good/*.bin" -r "$tmp/none.bin"
 
 # --- tokenize (no GPU involved) ---
 case_ tokenize_unknown_flag     now "unknown flag '--bogus'"            tokenize --bogus
@@ -176,9 +176,9 @@ fi
 case_ bench_unknown_flag        now "unknown flag '--bogus'"            bench_optim --bogus
 case_ bench_nonnumeric_int      now "flag --steps needs a number, got 'x'" bench_optim -n x
 case_ bench_steps_zero          now "--steps must be >= 1"              bench_optim -n 0
-case_ bench_unknown_optimizer   gpu_late "unknown optimizer 'foo'"      bench_optim -o adamw,foo
-case_ bench_bad_option          gpu_late "unknown optimizer option 'adamw.nosuch'" bench_optim --set adamw.nosuch=1
-case_ bench_unknown_model       gpu_late "unknown model 'foo'"          bench_optim -m foo -o adamw
+case_ bench_unknown_optimizer   now      "unknown optimizer 'foo'"      bench_optim -o adamw,foo
+case_ bench_bad_option          now      "unknown optimizer option 'adamw.nosuch'" bench_optim --set adamw.nosuch=1
+case_ bench_unknown_model       now      "unknown model 'foo'"          bench_optim -m foo -o adamw
 
 summary="cli errors: $pass passed, $fail failed, $skip skipped"
 if [ "$gpu_notes" -gt 0 ]; then summary+=" ($gpu_notes passed only up to the GPU check: no GPU here)"; fi

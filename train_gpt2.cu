@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; i++) a.lr_given |= std::string(argv[i]) == "-l" || std::string(argv[i]).rfind("--lr", 0) == 0;
     if (!cli.parse(argc, argv)) return 0;
     if (a.B < 1 || a.T < 2 || a.steps < 1) user_error("-b must be >= 1, -t >= 2 and -x >= 1.");
+    if (a.precision != "bf16" && a.precision != "fp32") user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
     if (a.warmup < 0) a.warmup = std::min<int64_t>(100, a.steps / 10);
     const int64_t micro = int64_t(a.B) * a.T;
     if (a.total_batch == 0) a.total_batch = micro;
@@ -173,7 +174,6 @@ int main(int argc, char** argv) {
     if (!a.val.empty() && a.val_every > 0) val = std::make_unique<TokenLoader>(glob_files(a.val), a.B, a.T, 0, 1, shape.vocab, false, 0);
     std::unique_ptr<Gpt2Tokenizer> tok;
     if (std::FILE* f = std::fopen(a.tokenizer.c_str(), "r")) std::fclose(f), tok = std::make_unique<Gpt2Tokenizer>(a.tokenizer);
-    if (a.precision != "bf16" && a.precision != "fp32") user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
     if (!a.resume.empty()) {  // before any GPU work: a mistyped path should fail at once
       std::FILE* f = std::fopen(a.resume.c_str(), "rb");
       if (!f) user_error("cannot open the checkpoint '", a.resume, "' to resume from: ", std::strerror(errno), ".");

@@ -61,6 +61,8 @@ __global__ void layernorm_fwd_k(bf16* y, float* mean, float* rstd, const bf16* x
 // Fixed grid of kLnBlocks blocks, each a fixed range of rows; a warp per row at a time, lanes holding
 // 8-column vectors. Each lane keeps its columns' dw and db partials in registers across its rows; the
 // block's 8 warps are then summed in order into partial[block], and colsum_final_k adds the blocks.
+// (One warp per 256-column chunk with a barrier every 4 rows, fewer registers, measured slower:
+// 9.8 vs 6.3 ms of LayerNorm backward per 124M step.)
 // kChunks = ceil(C / 256) sets the registers a lane holds: 16 per chunk.
 constexpr int kLnBlocks = 512, kLnMaxChunks = 7;  // C <= 7 * 256 = 1792 (GPT-2 XL has 1600)
 template <int kChunks, bool kSum>

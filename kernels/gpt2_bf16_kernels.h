@@ -10,7 +10,8 @@ using bf16 = __nv_bfloat16;
 
 // y = LN(x) * w + b per row of C; saves mean and rstd (fp32).
 void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C, cudaStream_t s);
-// Scratch (floats) that layernorm_backward and bias_backward need for rows of C columns.
+// Scratch (floats) that layernorm_backward needs for rows of C columns; it also serves bias_backward for
+// up to 4C columns.
 size_t column_sums_scratch_floats(int C);
 // One pass: dx += the input gradient (dx is the residual stream's gradient, bf16), and the parameter
 // gradients dw[c] += sum_n dy[n, c] * xhat[n, c], db[c] += sum_n dy[n, c] (fp32, fixed order). With

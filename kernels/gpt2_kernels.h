@@ -1,4 +1,4 @@
-// Kernels of the GPT-2 model, fp32 (the correctness-first version; bf16 tensor-core paths come next).
+// Kernels of the fp32 GPT-2 model (the reference-grade one; the fast bf16 model's are gpt2_bf16_kernels.h).
 // Every backward kernel accumulates (+=) into gradients and is deterministic: no float atomics, fixed
 // reduction orders, so a resumed run can continue bit for bit.
 #pragma once

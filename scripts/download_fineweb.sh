@@ -3,7 +3,7 @@
 #
 #   scripts/download_fineweb.sh [TRAIN_SHARDS] [DEST]      defaults: 8 train shards, data/fineweb_edu
 #
-# Source (docs/data.md B1; llm.c's dev/data/edu_fineweb.sh): the Hugging Face dataset
+# Source (the design notes, data.md B1; llm.c's dev/data/edu_fineweb.sh): the Hugging Face dataset
 # karpathy/fineweb-edu-100B-gpt2-token-shards, files edu_fineweb_val_000000.bin and
 # edu_fineweb_train_000001.bin ... edu_fineweb_train_001001.bin. They are what llm.c's
 # dev/data/fineweb.py --type edu writes (GPT-2 tokens, EOT before every document, 100M tokens =

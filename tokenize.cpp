@@ -4,6 +4,9 @@
 //
 //   ./tokenize -i "data/kjv/books/*.txt" -o data/kjv -n kjv
 //   ./tokenize -i corpus.jsonl -o data/mine -s 100000000      (one document per line, its "text" field)
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -58,6 +61,10 @@ int main(int argc, char** argv) {
     if (inputs.empty() || out_dir.empty()) user_error("give input files with -i and an output folder with -o; see --help.");
     if (shard_tokens < 1 || val_tokens < 0) user_error("--shard-tokens must be >= 1 and --val-tokens >= 0.");
     if (format != "auto" && format != "text" && format != "jsonl") user_error("--format must be auto, text or jsonl.");
+    struct stat st;  // a wrong output folder should fail now, not after the first shard's worth of input
+    if (stat(out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(out_dir.c_str(), W_OK) != 0)
+      user_error("the output folder '", out_dir, "' does not exist or is not writable; create it first.");
+    for (const auto& pattern : inputs) glob_files(pattern);  // every input pattern matches, before the slow work
     Gpt2Tokenizer tok(tokenizer);
     ShardSink sink{out_dir, name, shard_tokens, val_tokens ? val_tokens : shard_tokens, {}, 0, 0};
     int64_t docs = 0;

@@ -5,10 +5,8 @@
 // The loop, top to bottom: validation every -v steps, a sample every -k steps, checkpoints every -n
 // steps (and on SIGINT/SIGTERM), then per step: micro-batches with gradient accumulation, global
 // grad-norm clipping, one optimizer step over the whole arena, one log line.
-#include <cerrno>
 #include <csignal>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -174,11 +172,10 @@ int main(int argc, char** argv) {
     if (!a.val.empty() && a.val_every > 0) val = std::make_unique<TokenLoader>(glob_files(a.val), a.B, a.T, 0, 1, shape.vocab, false, 0);
     std::unique_ptr<Gpt2Tokenizer> tok;
     if (std::FILE* f = std::fopen(a.tokenizer.c_str(), "r")) std::fclose(f), tok = std::make_unique<Gpt2Tokenizer>(a.tokenizer);
-    if (!a.resume.empty()) {  // before any GPU work: a mistyped path should fail at once
-      std::FILE* f = std::fopen(a.resume.c_str(), "rb");
-      if (!f) user_error("cannot open the checkpoint '", a.resume, "' to resume from: ", std::strerror(errno), ".");
-      std::fclose(f);
-    }
+    // The checkpoint is opened (and its checksums verified) before any GPU work: a wrong path or a
+    // corrupt file fails at once.
+    std::unique_ptr<SectionReader> resume;
+    if (!a.resume.empty()) resume = std::make_unique<SectionReader>(a.resume);
     if (!cuda_device_available()) user_error("train_gpt2 needs a CUDA GPU and none is visible.");
 
     ParamTable table = gpt2_param_table(shape);
@@ -190,8 +187,8 @@ int main(int argc, char** argv) {
     GradClipper clipper(arena, float(a.clip));
     std::mt19937_64 rng(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
     int64_t step0 = 0;
-    if (!a.resume.empty()) {
-      SectionReader r(a.resume);
+    if (resume) {
+      const SectionReader& r = *resume;
       int32_t sh[6];
       r.read("model.shape", sh, sizeof sh);
       if (sh[0] != shape.layers || sh[1] != shape.channels || sh[2] != shape.heads || sh[3] != shape.vocab || sh[5] != shape.separate_qkv)

@@ -151,6 +151,8 @@ case_ train_shard_too_small     now      "fewer than one batch needs"   train_gp
 case_ train_velo_no_weights     gpu_late "weights not found at '$tmp/no_weights" \
   train_gpt2 "${small[@]}" -i "$tmp/good/*.bin" -o velo --lopt-weights "$tmp/no_weights"
 case_ train_resume_missing      now      "$tmp/none.bin"                train_gpt2 "${small[@]}" -i "$tmp/good/*.bin" -r "$tmp/none.bin"
+printf 'not a checkpoint at all' >"$tmp/garbage.bin"
+case_ train_resume_corrupt      now      "is not a checkpoint/state file" train_gpt2 "${small[@]}" -i "$tmp/good/*.bin" -r "$tmp/garbage.bin"
 
 # --- tokenize (no GPU involved) ---
 case_ tokenize_unknown_flag     now "unknown flag '--bogus'"            tokenize --bogus

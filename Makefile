@@ -42,7 +42,7 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 TEST_CPU_SRC := $(wildcard tests/cpu/*.cpp)
 TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
-PROGRAMS := bench_optim tokenize train_gpt2
+PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
 TOOLS    := $(BUILD)/optim_replay $(BUILD)/gpt2_dump
 
@@ -63,6 +63,9 @@ $(BUILD)/libcuda.a: $(CUDA_OBJ)
 	ar rcs $@ $^
 
 bench_optim: $(BUILD)/bench/bench_optim.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
+	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
+bench_gpt2_ops: $(BUILD)/bench/bench_gpt2_ops.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
 train_gpt2: $(BUILD)/train_gpt2.o $(BUILD)/libcuda.a $(BUILD)/libhost.a

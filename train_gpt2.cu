@@ -95,7 +95,7 @@ std::string sample_text(Gpt2Net& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok
   return text;
 }
 
-void save_checkpoint(const std::string& path, const Gpt2Shape& s, const Arena& arena, const Optimizer& opt, int64_t step,
+void save_checkpoint(const std::string& path, const Gpt2Shape& s, const Gpt2Net& model, const Arena& arena, const Optimizer& opt, int64_t step,
                      const TokenLoader::Position& pos, const std::mt19937_64& rng) {
   CUDA_CHECK(cudaDeviceSynchronize());
   SectionWriter w(path);
@@ -103,6 +103,7 @@ void save_checkpoint(const std::string& path, const Gpt2Shape& s, const Arena& a
   w.put("model.shape", shape, sizeof shape);
   const std::vector<float> p = arena.get_params_flat();
   w.put_vector("model.params", p);
+  w.put_string("model.kernels", model.kernel_choices());
   opt.save_state(w);
   w.put_i64("train.step", step);
   const int64_t lp[3] = {pos.epoch, pos.shard, pos.sample};
@@ -196,6 +197,9 @@ int main(int argc, char** argv) {
       std::vector<float> p = r.get_vector<float>("model.params");
       if (int64_t(p.size()) != table.total_elems()) user_error("'", a.resume, "' has parameters of another size.");
       for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
+      // the kernel variants of the run that wrote the checkpoint (absent in older checkpoints: keep ours)
+      const std::string kernels = r.has("model.kernels") ? r.get_string("model.kernels") : "";
+      if (!kernels.empty() && !model->kernel_choices().empty()) model->set_kernel_choices(kernels);
       opt->load_state(r);
       step0 = r.get_i64("train.step");
       int64_t lp[3];
@@ -216,6 +220,7 @@ int main(int argc, char** argv) {
     std::printf("train_gpt2 | %s | %s %s q/k/v %s, %.1fM params | %s | batch %d x %d x %d accum = %lld tokens/step | %lld steps\n",
                 prop.name, a.model.c_str(), a.qkv.c_str(), a.precision.c_str(), table.num_params() / 1e6, a.optimizer.c_str(), a.B, a.T, accum,
                 (long long)a.total_batch, (long long)a.steps);
+    if (!model->kernel_choices().empty()) std::printf("kernels: %s\n", model->kernel_choices().c_str());
     std::vector<int32_t> x(static_cast<size_t>(micro)), y(static_cast<size_t>(micro));
     DeviceBuffer<float> step_loss(1, "loss"), val_loss(1, "loss");
     float* host = nullptr;
@@ -230,7 +235,7 @@ int main(int argc, char** argv) {
       if (a.ckpt_dir.empty()) return;
       char name[64];
       std::snprintf(name, sizeof name, "/model_%08lld.bin", (long long)step);
-      save_checkpoint(a.ckpt_dir + name, shape, arena, *opt, step, batches.position(), rng);
+      save_checkpoint(a.ckpt_dir + name, shape, *model, arena, *opt, step, batches.position(), rng);
       std::printf("checkpoint %s%s\n", a.ckpt_dir.c_str(), name);
     };
     for (int64_t step = step0; step < a.steps; step++) {

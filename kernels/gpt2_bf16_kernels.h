@@ -10,8 +10,8 @@ using bf16 = __nv_bfloat16;
 
 // y = LN(x) * w + b per row of C; saves mean and rstd (fp32).
 void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C, cudaStream_t s);
-// Scratch (floats) that layernorm_backward needs for rows of C columns; it also serves bias_backward for
-// up to 4C columns.
+// Scratch (floats) that layernorm_backward needs for rows of C columns; it also serves bias_backward and
+// gelu_bias_backward for up to 4C columns.
 size_t column_sums_scratch_floats(int C);
 // One pass: dx += the input gradient (dx is the residual stream's gradient, bf16), and the parameter
 // gradients dw[c] += sum_n dy[n, c] * xhat[n, c], db[c] += sum_n dy[n, c] (fp32, fixed order). With
@@ -21,6 +21,9 @@ void layernorm_backward(bf16* dx, float* dw, float* db, const bf16* dy, const bf
                         const float* rstd, int N, int C, float* scratch, cudaStream_t s, float* dsum = nullptr);
 // db[c] += sum_n dy[n, c] (dy rows of stride ld).
 void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* scratch, cudaStream_t s);
+// The GELU backward and the bias gradient of the layer before it in one pass: d[n, c] *= gelu'(pre[n, c])
+// (tanh form; d and pre rows of stride ld), then db[c] += sum_n d[n, c].
+void gelu_bias_backward(float* db, bf16* d, const bf16* pre, int ld, int N, int cols, float* scratch, cudaStream_t s);
 
 // Per row n of logits z (N rows of V, stride ld): loss[n] = logsumexp(z) - z[target]; z is replaced by
 // (softmax(z) - onehot(target)) * scale, in bf16; columns V..ld-1 become 0.

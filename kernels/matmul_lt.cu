@@ -1,8 +1,10 @@
 #include "kernels/matmul_lt.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "common/cuda_check.h"
+#include "common/event_timer.h"
 
 namespace {
 constexpr size_t kWorkspace = size_t(32) << 20;  // what cuBLASLt's Hopper kernels like to have
@@ -26,7 +28,7 @@ struct LtMatmul::Plan {
   }
 };
 
-LtMatmul::LtMatmul() {
+LtMatmul::LtMatmul(int tune_candidates) : tune_candidates_(std::max(1, tune_candidates)) {
   CUBLAS_CHECK(cublasLtCreate(&lt_));
   workspace_.alloc(kWorkspace, "cuBLASLt workspace");
 }
@@ -78,18 +80,40 @@ void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int ld
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof ad));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad));
-    cublasLtMatmulHeuristicResult_t res;
+    std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(tune_candidates_));
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->c, p->d, pref, 1, &res, &found);
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->c, p->d, pref, tune_candidates_, res.data(), &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0)
       throw CudaError(str_cat("cuBLASLt has no algorithm for a ", m, "x", n, "x", k, " bf16 matmul (epilogue ", int(epi), ")"));
-    p->algo = res.algo;
+    p->algo = res[0].algo;
+    if (found > 1) {
+      set_pointers(p, epi, bias, aux);
+      int best = 0;
+      std::vector<float> ms(static_cast<size_t>(found));
+      for (int i = 0; i < found; i++) {
+        ms[size_t(i)] = 1e30f;
+        if (res[size_t(i)].state != CUBLAS_STATUS_SUCCESS) continue;
+        p->algo = res[size_t(i)].algo;
+        ms[size_t(i)] = median_event_ms([&] { run(p, A, B, D, C, s); }, s, 5);
+        if (ms[size_t(i)] < ms[size_t(best)]) best = i;
+      }
+      p->algo = res[size_t(best)].algo;
+      tune_log_.push_back({m, n, k, best, found, ms[0], ms[size_t(best)]});
+    }
   }
+  set_pointers(p, epi, bias, aux);
+  run(p, A, B, D, C, s);
+}
+
+void LtMatmul::set_pointers(Plan* p, Epi epi, const bf16* bias, const bf16* aux) {
   if (epi == kBias || epi == kGeluBias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   if (epi == kGeluBias || epi == kDGelu)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+}
+
+void LtMatmul::run(Plan* p, const bf16* A, const bf16* B, void* D, const void* C, cudaStream_t s) {
   const float alpha = 1.0f, beta = C ? 1.0f : 0.0f;
   CUBLAS_CHECK(cublasLtMatmul(lt_, p->op, &alpha, A, p->a, B, p->b, &beta, C ? C : D, p->c, D, p->d, &p->algo, workspace_.get(),
                               kWorkspace, s));

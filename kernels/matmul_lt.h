@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "common/device_buffer.h"
 
@@ -16,7 +17,11 @@ using bf16 = __nv_bfloat16;
 
 class LtMatmul {
  public:
-  LtMatmul();
+  // tune_candidates > 1: each new plan times up to that many of the heuristic's algorithms on the call's
+  // own buffers and keeps the fastest. The tuning calls overwrite (or accumulate into) the outputs, so
+  // tune only in a throw-away step; and the choice depends on timing, so runs that must be bit for bit
+  // reproducible keep the default (the heuristic's first algorithm).
+  explicit LtMatmul(int tune_candidates = 0);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
@@ -32,12 +37,22 @@ class LtMatmul {
   // measured slower here than a separate column-sum kernel, so bias gradients are not fused in.)
   void backward_dw(float* dW, const bf16* dy, int lddy, const bf16* x, int ldx, int N, int I, int O, cudaStream_t s);
 
+  struct TuneRecord {  // one tuned plan: the heuristic's first algorithm against the fastest one
+    int m, n, k, chosen, candidates;
+    float ms_first, ms_best;
+  };
+  const std::vector<TuneRecord>& tune_log() const { return tune_log_; }
+
  private:
   enum Epi { kNone, kBias, kGeluBias, kDGelu };
   struct Plan;
   // m x n result D (column-major, ldd) = op(A) op(B) (+ C, ldd, when C is given)
   void gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb, void* D, bool d_fp32, int ldd,
             const void* C, Epi epi, const bf16* bias, const bf16* aux, int ldaux, cudaStream_t s);
+  int tune_candidates_;
+  std::vector<TuneRecord> tune_log_;
+  static void set_pointers(Plan* p, Epi epi, const bf16* bias, const bf16* aux);
+  void run(Plan* p, const bf16* A, const bf16* B, void* D, const void* C, cudaStream_t s);
   cublasLtHandle_t lt_ = nullptr;
   DeviceBuffer<char> workspace_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, Plan*> plans_;

@@ -23,6 +23,8 @@ class Gpt2Bf16 : public Gpt2Net {
   void logits_to_host(int first, int count, float* host) const override;
   int B() const override { return B_; }
   int T() const override { return T_; }
+  std::string kernel_choices() const override;
+  void set_kernel_choices(const std::string& choices) override;
 
  private:
   struct Layer {
@@ -32,6 +34,7 @@ class Gpt2Bf16 : public Gpt2Net {
     DeviceBuffer<bf16> res, ln1, qkv, att, mid, ln2, fc_pre, fc;
     DeviceBuffer<float> ln1_mean, ln1_rstd, lse, ln2_mean, ln2_rstd;
   };
+  bool gelu_in_epilogue_faster();
   const bf16* W(int64_t off) const { return arena_.params_bf16() + off; }
   float* G(int64_t off) const { return arena_.grads() + off; }
 
@@ -48,4 +51,7 @@ class Gpt2Bf16 : public Gpt2Net {
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, loss_mean_, scratch_;
   DeviceBuffer<int> tokens_, targets_;
   TokenGroups groups_;
+  // Where the GELU backward runs: in the fc projection's dx matmul (cuBLASLt's DGELU epilogue), or
+  // after a plain matmul, in the kernel that sums the fc bias gradient (gelu_bias_backward).
+  bool gelu_in_epilogue_ = true;
 };

@@ -28,6 +28,10 @@ class Gpt2Net {
   virtual void logits_to_host(int first, int count, float* host) const = 0;
   virtual int B() const = 0;
   virtual int T() const = 0;
+  // Kernel variants the model picked by timing when it was built ("name=value;..."; empty if none).
+  // Checkpoints record them and a resumed run restores them, so that it repeats the first run bit for bit.
+  virtual std::string kernel_choices() const { return ""; }
+  virtual void set_kernel_choices(const std::string& choices) { (void)choices; }
 };
 
 // precision: "fp32" or "bf16" (the arena must then have its bf16 copy).

@@ -180,6 +180,8 @@ case_ bench_steps_zero          now "--steps must be >= 1"              bench_op
 case_ bench_unknown_optimizer   now      "unknown optimizer 'foo'"      bench_optim -o adamw,foo
 case_ bench_bad_option          now      "unknown optimizer option 'adamw.nosuch'" bench_optim --set adamw.nosuch=1
 case_ bench_unknown_model       now      "unknown model 'foo'"          bench_optim -m foo -o adamw
+case_ opsbench_unknown_model    now      "unknown model 'gpt2-9m'"      bench_gpt2_ops -m gpt2-124m,gpt2-9m
+case_ opsbench_bad_seq          now      "need --seq a multiple of 64"  bench_gpt2_ops -t 100
 
 summary="cli errors: $pass passed, $fail failed, $skip skipped"
 if [ "$gpu_notes" -gt 0 ]; then summary+=" ($gpu_notes passed only up to the GPU check: no GPU here)"; fi

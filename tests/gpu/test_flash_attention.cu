@@ -1,8 +1,7 @@
 // Flash attention (kernels/flash_attention.cu) against a double-precision CPU reference of causal softmax
 // attention and its backward, on the same bf16-rounded inputs: out, lse, dq, dk, dv for shapes with T
 // below, at and past the 64/128-row tiles; bit-identical reruns; each head of a many-head call equal to
-// the same head run alone; argument checks. FlashAttentionBench
-// (disabled by default; --gtest_also_run_disabled_tests) prints JSON lines of forward/backward speed.
+// the same head run alone; argument checks. (Speed: bench_gpt2_ops.)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,7 +12,6 @@
 #include "common/bf16_host.h"
 #include "common/cuda_check.h"
 #include "common/device_buffer.h"
-#include "common/device_random.h"
 #include "kernels/flash_attention.h"
 #include "tests/test_util.h"
 
@@ -259,68 +257,4 @@ TEST_F(FlashAttention, RejectsBadShapes) {
   expect_user_error([&] { flash_attention_backward(buf.get(), buf.get(), buf.get(), f.get(), buf.get(), f.get(), 0, 1, 1, 0); },
                     "at least 1");
   expect_user_error([&] { flash_attention_forward(buf.get() + 1, f.get(), buf.get(), 1, 1, 1, 0); }, "aligned");
-}
-
-// ---- benchmark (disabled by default) ----------------------------------------------------------------
-
-namespace {
-class FlashAttentionBench : public FlashAttention {};
-
-__global__ void float_to_bf16_k(bf16* y, const float* x, int64_t n) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i < n) y[i] = __float2bfloat16_rn(x[i]);
-}
-void fill_bf16_normal(bf16* y, int64_t n, uint64_t seed, float stddev) {
-  DeviceBuffer<float> tmp(static_cast<size_t>(n), "benchmark fill");
-  fill_normal(tmp.get(), n, seed, stddev, 0);
-  float_to_bf16_k<<<unsigned((n + 255) / 256), 256>>>(y, tmp.get(), n);
-  CUDA_CHECK_LAUNCH();
-  CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-// Median over `reps` timed calls, after warm-up, in milliseconds.
-template <class F>
-double median_ms(F fn, int reps) {
-  for (int i = 0; i < 10; i++) fn();  // also lets the clocks settle
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < reps; i++) {
-    CUDA_CHECK(cudaEventRecord(a, 0));
-    fn();
-    CUDA_CHECK(cudaEventRecord(b, 0));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float t;
-    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-}  // namespace
-
-TEST_F(FlashAttentionBench, DISABLED_Throughput) {
-  const int shapes[][3] = {{64, 1024, 12}, {16, 1024, 16}, {8, 1024, 25}};  // GPT-2 124M, 355M, 1558M
-  for (const auto& sh : shapes) {
-    const int B = sh[0], T = sh[1], NH = sh[2];
-    const int64_t C = int64_t(NH) * kHs, n_qkv = int64_t(B) * T * 3 * C, n_out = int64_t(B) * T * C;
-    DeviceBuffer<bf16> qkv(static_cast<size_t>(n_qkv)), out(static_cast<size_t>(n_out)), dout(static_cast<size_t>(n_out)),
-        dqkv(static_cast<size_t>(n_qkv));
-    DeviceBuffer<float> lse(static_cast<size_t>(B) * NH * T), scratch(static_cast<size_t>(B) * NH * T);
-    fill_bf16_normal(qkv.get(), n_qkv, 1, 1.0f);
-    fill_bf16_normal(dout.get(), n_out, 2, 1.0f);
-    const double fwd_flop = 2.0 * 2.0 * B * NH * double(T) * T * kHs / 2.0, bwd_flop = 2.5 * fwd_flop;
-    const double f_ms = median_ms([&] { flash_attention_forward(out.get(), lse.get(), qkv.get(), B, T, NH, 0); }, 20);
-    const double b_ms = median_ms([&] {
-      flash_attention_backward(dqkv.get(), dout.get(), out.get(), lse.get(), qkv.get(), scratch.get(), B, T, NH, 0);
-    }, 20);
-    std::printf("{\"kernel\":\"flash_fwd\",\"B\":%d,\"T\":%d,\"NH\":%d,\"ms\":%.4f,\"tflops\":%.1f}\n", B, T, NH, f_ms,
-                fwd_flop / f_ms * 1e-9);
-    std::printf("{\"kernel\":\"flash_bwd\",\"B\":%d,\"T\":%d,\"NH\":%d,\"ms\":%.4f,\"tflops\":%.1f}\n", B, T, NH, b_ms,
-                bwd_flop / b_ms * 1e-9);
-    std::fflush(stdout);
-  }
 }

@@ -124,8 +124,8 @@ TEST_F(Gpt2Bf16Gpu, MatmulEpilogues) {
   EXPECT_LT(rel(gw.download(), wdw), 1e-5) << "dW (fp32 accumulate of exact bf16 products)";
 }
 
-TEST_F(Gpt2Bf16Gpu, LayerNormAndColumnSums) {
-  const int N = 70, C = 136;
+namespace {
+void check_layernorm(int N, int C) {
   const auto x = randv(size_t(N) * C, 2.0f, 7), w = randv(size_t(C), 1.0f, 8), b = randv(size_t(C), 1.0f, 9);
   const auto dy = randv(size_t(N) * C, 1.0f, 10), d0 = randv(size_t(N) * C, 1.0f, 11);
   DeviceBuffer<bf16> dx_ = to_dev(x), dw_ = to_dev(w), db_ = to_dev(b), ddy = to_dev(dy), dres = to_dev(d0), y(size_t(N) * C);
@@ -164,6 +164,35 @@ TEST_F(Gpt2Bf16Gpu, LayerNormAndColumnSums) {
   EXPECT_LT(rel(dsum.download(), wsum), 8e-3) << "column sums of the updated input gradient";
 }
 
+}  // namespace
+
+// Shapes: one row per block; many rows per block and warp (and 512+ column-sum splits); C = 1024 as in 355M.
+TEST_F(Gpt2Bf16Gpu, LayerNormAndColumnSums) {
+  for (const auto& shape : {std::make_pair(70, 136), std::make_pair(5000, 136), std::make_pair(3000, 1024)}) {
+    SCOPED_TRACE(testing::Message() << "N=" << shape.first << " C=" << shape.second);
+    check_layernorm(shape.first, shape.second);
+  }
+}
+
+TEST_F(Gpt2Bf16Gpu, GeluBiasBackward) {
+  const int N = 301, cols = 520, ld = 528;  // rows not a multiple of the kernel's 8-row batches; padded stride
+  const auto d0 = randv(size_t(N) * ld, 1.0f, 21), pre = randv(size_t(N) * ld, 2.0f, 22);
+  DeviceBuffer<bf16> dd = to_dev(d0), dpre = to_dev(pre);
+  DeviceBuffer<float> db{size_t(cols)}, scratch{column_sums_scratch_floats(cols / 4)};
+  db.zero();
+  gelu_bias_backward(db.get(), dd.get(), dpre.get(), ld, N, cols, scratch.get(), 0);
+  const std::vector<float> got = from_dev(dd);
+  std::vector<double> want(size_t(N) * cols), got_c(size_t(N) * cols), wdb(static_cast<size_t>(cols));
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < cols; c++) {
+      const size_t i = size_t(n) * ld + size_t(c), j = size_t(n) * cols + size_t(c);
+      want[j] = d0[i] * gelu_grad(pre[i]), got_c[j] = got[i], wdb[size_t(c)] += want[j];
+      if (c == cols - 1) EXPECT_EQ(got[i + 1], d0[i + 1]) << "padding column written, row " << n;
+    }
+  EXPECT_LT(rel(got_c, want), 8e-3) << "d * gelu'(pre)";
+  EXPECT_LT(rel(db.download(), wdb), 8e-3) << "bias gradient";
+}
+
 TEST_F(Gpt2Bf16Gpu, CrossEntropy) {
   const int N = 6, V = 203, ld = 208;  // V not a multiple of 8: the row tail takes the scalar path
   auto z = randv(size_t(N) * ld, 3.0f, 12);
@@ -190,9 +219,12 @@ TEST_F(Gpt2Bf16Gpu, CrossEntropy) {
   }
 }
 
+// Both q/k/v layouts, and both places of the GELU backward (the model's two kernel choices).
 TEST_F(Gpt2Bf16Gpu, ModelMatchesCpuReference) {
-  for (bool separate : {true, false}) {
-    SCOPED_TRACE(separate ? "separate q/k/v" : "fused qkv");
+  for (int variant = 0; variant < 4; variant++) {
+    const bool separate = variant & 1;
+    const std::string gelu = variant & 2 ? "gelu_backward=kernel" : "gelu_backward=epilogue";
+    SCOPED_TRACE((separate ? "separate q/k/v, " : "fused qkv, ") + gelu);
     Gpt2Shape s;
     s.layers = 2, s.channels = 128, s.heads = 2, s.vocab = 67, s.max_seq = 48, s.separate_qkv = separate;
     const int B = 2, T = 40;
@@ -216,6 +248,9 @@ TEST_F(Gpt2Bf16Gpu, ModelMatchesCpuReference) {
     Arena arena(table, true);
     for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
     auto m = make_gpt2("bf16", s, arena, B, T);
+    m->set_kernel_choices(gelu);
+    ASSERT_EQ(m->kernel_choices(), gelu);
+    if (variant == 0) EXPECT_THROW(m->set_kernel_choices("gelu_backward=fast"), UserError);
     std::vector<float> grads[2];
     for (int rep = 0; rep < 2; rep++) {
       arena.zero_grads(0);
@@ -278,49 +313,4 @@ TEST_F(Gpt2Bf16Gpu, FullSizeAgreesWithFp32Model) {
   const double e = rel(g[0], g[1]);
   std::printf("[ info ] d12 bf16 vs fp32: loss %.5f vs %.5f, gradient error %.3g\n", loss[0], loss[1], e);
   EXPECT_LT(e, 5e-2);
-}
-
-// Timing of the model's matmul shapes under different pointer alignments and row counts (run with
-// --gtest_also_run_disabled_tests; prints JSON lines). Explains the alignment choices in the model.
-TEST_F(Gpt2Bf16Gpu, DISABLED_MatmulShapesBench) {
-  const int N = 65536, C = 768;
-  DeviceBuffer<bf16> x(size_t(N) * 4 * C), W(size_t(50304) * C + 512), y(size_t(N) * 50304), b(size_t(4 * C) + 512);
-  x.zero(), W.zero(), b.zero();
-  LtMatmul mm;
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0), cudaEventCreate(&e1);
-  auto time = [&](const char* what, int I, int O, int ldy, int woff, bool bias) {
-    for (int it = 0; it < 2; it++) mm.forward(y.get(), ldy, x.get(), I, W.get() + woff, bias ? b.get() + woff : nullptr, N, I, O, 0);
-    cudaEventRecord(e0);
-    for (int it = 0; it < 5; it++) mm.forward(y.get(), ldy, x.get(), I, W.get() + woff, bias ? b.get() + woff : nullptr, N, I, O, 0);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    ms /= 5;
-    std::printf("{\"matmul\":\"%s\",\"I\":%d,\"O\":%d,\"woff_bytes\":%d,\"ms\":%.3f,\"tflops\":%.1f}\n", what, I, O, woff * 2, ms,
-                2.0 * N * I * O / ms / 1e9);
-  };
-  for (int off : {0, 32, 64, 128}) time("qkv", C, 3 * C, 3 * C, off, true);
-  for (int off : {0, 32}) time("fc", C, 4 * C, 4 * C, off, true);
-  time("head V", C, 50257, 50304, 0, false);
-  time("head Vp", C, 50304, 50304, 0, false);
-  DeviceBuffer<float> dW(size_t(50304) * C);
-  for (int V : {50257, 50304}) {
-    for (int which = 0; which < 2; which++) {
-      auto run = [&] {
-        if (which == 0) mm.backward_dx(x.get(), C, false, y.get(), 50304, W.get(), N, C, V, 0);
-        else mm.backward_dw(dW.get(), y.get(), 50304, x.get(), C, N, C, V, 0);
-      };
-      run();
-      cudaEventRecord(e0);
-      for (int it = 0; it < 3; it++) run();
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float ms;
-      cudaEventElapsedTime(&ms, e0, e1);
-      ms /= 3;
-      std::printf("{\"matmul\":\"head %s\",\"V\":%d,\"ms\":%.3f,\"tflops\":%.1f}\n", which ? "dW" : "dx", V, ms, 2.0 * N * C * V / ms / 1e9);
-    }
-  }
 }

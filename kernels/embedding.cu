@@ -119,3 +119,13 @@ template void encoder_forward(float*, const int*, const float*, const float*, in
 template void encoder_forward(__nv_bfloat16*, const int*, const __nv_bfloat16*, const __nv_bfloat16*, int, int, int, cudaStream_t);
 template void encoder_backward(float*, float*, const float*, const TokenGroups&, int, int, int, cudaStream_t);
 template void encoder_backward(float*, float*, const __nv_bfloat16*, const TokenGroups&, int, int, int, cudaStream_t);
+
+TokenBatch::TokenBatch(int N, int vocab) : N_(N), groups_(N, vocab) {
+  tokens_.alloc(size_t(N), "tokens"), targets_.alloc(size_t(N), "targets");
+}
+
+void TokenBatch::set(const int* tokens, const int* targets, cudaStream_t s) {
+  CUDA_CHECK(cudaMemcpyAsync(tokens_.get(), tokens, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
+  if (targets) CUDA_CHECK(cudaMemcpyAsync(targets_.get(), targets, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
+  groups_.build(tokens_.get(), s);
+}

@@ -27,6 +27,23 @@ class TokenGroups {
   size_t temp_bytes_ = 0;
 };
 
+// A micro-batch on the device: token ids, targets (next tokens), and the tokens grouped by id for the
+// embedding backward. Both GPT-2 models take their batches through it.
+class TokenBatch {
+ public:
+  TokenBatch(int N, int vocab);
+  // Starts the copies (host arrays of N ints; targets may be null) and the grouping on stream s.
+  void set(const int* tokens, const int* targets, cudaStream_t s);
+  const int* tokens() const { return tokens_.get(); }
+  const int* targets() const { return targets_.get(); }
+  const TokenGroups& groups() const { return groups_; }
+
+ private:
+  int N_;
+  DeviceBuffer<int> tokens_, targets_;
+  TokenGroups groups_;
+};
+
 // x (N, C) = wte[tok] + wpe[n % T], summed in fp32. P: parameter type (fp32 master or bf16 copy).
 template <class X, class P>
 void encoder_forward(X* x, const int* tok, const P* wte, const P* wpe, int N, int T, int C, cudaStream_t s);

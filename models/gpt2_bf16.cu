@@ -8,7 +8,7 @@
 #include "kernels/gpt2_kernels.h"
 
 Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
-    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), Vp_(gpt2_padded_vocab(shape.vocab)), groups_(B * T, shape.vocab) {
+    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), Vp_(gpt2_padded_vocab(shape.vocab)), batch_(B * T, shape.vocab) {
   if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq, " or less.");
   if (s_.channels != 64 * s_.heads) user_error("the bf16 model needs 64 channels per head (got ", s_.channels, " for ", s_.heads, " heads); use --precision fp32.");
   CHECK(arena.params_bf16() != nullptr);
@@ -50,7 +50,6 @@ Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
   dres_.alloc(size_t(N * C), grads), dln_.alloc(size_t(N * C), grads), datt_.alloc(size_t(N * C), grads);
   dqkv_.alloc(size_t(N * 3 * C), grads), dfc_.alloc(size_t(N * 4 * C), grads);
   scratch_.alloc(std::max(column_sums_scratch_floats(s_.channels), size_t(N * s_.heads)), "scratch");
-  tokens_.alloc(size_t(N), "tokens"), targets_.alloc(size_t(N), "targets");
   if (s_.layers > 0) gelu_in_epilogue_ = gelu_in_epilogue_faster();
 }
 
@@ -84,15 +83,13 @@ void Gpt2Bf16::set_kernel_choices(const std::string& choices) {
 }
 
 void Gpt2Bf16::set_batch(const int* tokens, const int* targets, cudaStream_t s) {
-  CUDA_CHECK(cudaMemcpyAsync(tokens_.get(), tokens, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
-  if (targets) CUDA_CHECK(cudaMemcpyAsync(targets_.get(), targets, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
-  groups_.build(tokens_.get(), s);
+  batch_.set(tokens, targets, s);
 }
 
 void Gpt2Bf16::forward(cudaStream_t s) {
   const int C = s_.channels, N = N_, NH = s_.heads;
   prof_.begin(s);
-  encoder_forward(layers_.empty() ? res_final_.get() : layers_[0].res.get(), tokens_.get(), W(wte_), W(wpe_), N, T_, C, s);
+  encoder_forward(layers_.empty() ? res_final_.get() : layers_[0].res.get(), batch_.tokens(), W(wte_), W(wpe_), N, T_, C, s);
   prof_.mark("fwd encoder", s);
   for (int l = 0; l < s_.layers; l++) {
     Layer& L = layers_[size_t(l)];
@@ -119,7 +116,7 @@ void Gpt2Bf16::forward(cudaStream_t s) {
 }
 
 void Gpt2Bf16::loss_and_dlogits(float grad_scale, cudaStream_t s) {
-  crossentropy_forward_backward(logits_.get(), Vp_, losses_.get(), targets_.get(), N_, s_.vocab, grad_scale / float(N_), s);
+  crossentropy_forward_backward(logits_.get(), Vp_, losses_.get(), batch_.targets(), N_, s_.vocab, grad_scale / float(N_), s);
   mean_reduce(loss_mean_.get(), losses_.get(), N_, s);
   prof_.mark("crossentropy", s);
 }
@@ -180,7 +177,7 @@ void Gpt2Bf16::backward(cudaStream_t s) {
                        l > 0 ? G(layers_[size_t(l - 1)].fcprojb) : nullptr);
     prof_.mark("bwd layernorm", s);
   }
-  encoder_backward(G(wte_), G(wpe_), dres, groups_, B_, T_, C, s);
+  encoder_backward(G(wte_), G(wpe_), dres, batch_.groups(), B_, T_, C, s);
   prof_.mark("bwd encoder", s);
   prof_.collect();
 }

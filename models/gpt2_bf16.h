@@ -49,8 +49,7 @@ class Gpt2Bf16 : public Gpt2Net {
   std::vector<Layer> layers_;
   DeviceBuffer<bf16> res_final_, lnf_, logits_, dres_, dln_, datt_, dqkv_, dfc_;
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, loss_mean_, scratch_;
-  DeviceBuffer<int> tokens_, targets_;
-  TokenGroups groups_;
+  TokenBatch batch_;
   // Where the GELU backward runs: in the fc projection's dx matmul (cuBLASLt's DGELU epilogue), or
   // after a plain matmul, in the kernel that sums the fc bias gradient (gelu_bias_backward).
   bool gelu_in_epilogue_ = true;

@@ -4,7 +4,7 @@
 #include "kernels/gpt2_kernels.h"
 
 Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
-    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), groups_(B * T, shape.vocab) {
+    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), batch_(B * T, shape.vocab) {
   if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq, " or less.");
   if (s_.channels % s_.heads) user_error("channels (", s_.channels, ") must divide into ", s_.heads, " heads.");
   CUBLAS_CHECK(cublasCreate(&blas_));
@@ -54,7 +54,6 @@ Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
   logits_.alloc(size_t(N) * size_t(s_.vocab), "logits"), losses_.alloc(size_t(N), "losses"), loss_mean_.alloc(1, "loss");
   dres_.alloc(size_t(N * C), "gradients"), dln_.alloc(size_t(N * C), "gradients"), datt_.alloc(size_t(N * C), "gradients");
   dqkv_.alloc(size_t(N * 3 * C), "gradients"), dbig_.alloc(size_t(N * 4 * C), "gradients"), att_D_.alloc(size_t(N * s_.heads), "gradients");
-  tokens_.alloc(size_t(N), "tokens"), targets_.alloc(size_t(N), "targets");
 }
 
 Gpt2Model::~Gpt2Model() {
@@ -62,9 +61,7 @@ Gpt2Model::~Gpt2Model() {
 }
 
 void Gpt2Model::set_batch(const int* tokens, const int* targets, cudaStream_t s) {
-  CUDA_CHECK(cudaMemcpyAsync(tokens_.get(), tokens, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
-  if (targets) CUDA_CHECK(cudaMemcpyAsync(targets_.get(), targets, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
-  groups_.build(tokens_.get(), s);
+  batch_.set(tokens, targets, s);
 }
 
 void Gpt2Model::logits_to_host(int first, int count, float* host) const {
@@ -75,7 +72,7 @@ void Gpt2Model::logits_to_host(int first, int count, float* host) const {
 
 void Gpt2Model::forward(cudaStream_t s) {
   const int C = s_.channels, N = N_, NH = s_.heads, hs = C / NH;
-  encoder_forward(la_.empty() ? x_final_.get() : la_[0].x_in.get(), tokens_.get(), wte_, wpe_, N, T_, C, s);
+  encoder_forward(la_.empty() ? x_final_.get() : la_[0].x_in.get(), batch_.tokens(), wte_, wpe_, N, T_, C, s);
   for (int l = 0; l < s_.layers; l++) {
     const LayerParams& p = lp_[size_t(l)];
     LayerActs& a = la_[size_t(l)];
@@ -99,7 +96,7 @@ void Gpt2Model::forward(cudaStream_t s) {
 }
 
 void Gpt2Model::loss_and_dlogits(float grad_scale, cudaStream_t s) {
-  crossentropy_forward_backward(logits_.get(), losses_.get(), targets_.get(), N_, s_.vocab, grad_scale, s);
+  crossentropy_forward_backward(logits_.get(), losses_.get(), batch_.targets(), N_, s_.vocab, grad_scale, s);
   mean_reduce(loss_mean_.get(), losses_.get(), N_, s);
 }
 
@@ -130,5 +127,5 @@ void Gpt2Model::backward(cudaStream_t s) {
                       3 * C, s);
     layernorm_backward(dres, p.d_ln1w, p.d_ln1b, dln_.get(), a.x_in.get(), p.ln1w, a.ln1_mean.get(), a.ln1_rstd.get(), N, C, s);
   }
-  encoder_backward(d_wte_, d_wpe_, dres, groups_, B_, T_, C, s);
+  encoder_backward(d_wte_, d_wpe_, dres, batch_.groups(), B_, T_, C, s);
 }

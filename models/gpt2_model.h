@@ -47,6 +47,5 @@ class Gpt2Model : public Gpt2Net {
   float *d_wte_, *d_wpe_, *d_lnfw_, *d_lnfb_;
   DeviceBuffer<float> x_final_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, loss_mean_;
   DeviceBuffer<float> dres_, dln_, datt_, dqkv_, dbig_, att_D_;
-  DeviceBuffer<int> tokens_, targets_;
-  TokenGroups groups_;
+  TokenBatch batch_;
 };

@@ -2,6 +2,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -27,6 +29,18 @@ inline std::string read_file(const std::string& path) {
 inline void write_file(const std::string& path, const std::string& data) {
   std::ofstream f(path, std::ios::binary);
   f.write(data.data(), std::streamsize(data.size()));
+}
+
+// ||got - want|| / ||want|| over elements [off, off + n) of both (n = -1: to the end of want).
+template <class A, class B>
+double rel_error(const A& got, const B& want, size_t off = 0, size_t n = size_t(-1)) {
+  if (n == size_t(-1)) n = want.size() - off;
+  double num = 0, den = 0;
+  for (size_t i = off; i < off + n; i++) {
+    const double d = double(got[i]) - double(want[i]);
+    num += d * d, den += double(want[i]) * double(want[i]);
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
 }
 
 // Expects `fn` to throw UserError whose message contains `needle`.

@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const Tile* __restrict__ t
                                                       const float* __restrict__ g, float* __restrict__ rowpart,
                                                       float* __restrict__ colpart, const float* __restrict__ gscale,
                                                       float clip) {
-  __shared__ float cols[kWarps][kPassACols];
+  __shared__ __align__(16) float cols[kWarps][kPassACols];
   const Tile tl = tiles[blockIdx.x];
   const LoTensor t = ts[tl.slot];
   const float gs = read_grad_scale(gscale);
@@ -34,24 +34,54 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const Tile* __restrict__ t
   float acc[32];
 #pragma unroll
   for (int j = 0; j < 32; j++) acc[j] = 0.0f;
-  for (int r = tl.r0 + warp; r < tl.r0 + tl.nr; r += kWarps) {
-    const float* row = G + int64_t(r) * C + tl.c0;
-    float rs = 0.0f;
+  if (tl.nc == kPassACols && C % 4 == 0) {
+    // Full-width tile with 16-byte aligned rows (tensors start 128-byte aligned): a lane owns columns
+    // 4 (lane + 32 j) + k and a row's 8 loads of 16 bytes are issued together (the guarded scalar form
+    // below keeps fewer bytes in flight).
+    for (int r = tl.r0 + warp; r < tl.r0 + tl.nr; r += kWarps) {
+      const float4* row = reinterpret_cast<const float4*>(G + int64_t(r) * C + tl.c0);
+      float4 v[8];
 #pragma unroll
-    for (int j = 0; j < 32; j++) {
-      int cc = lane + 32 * j;
-      if (cc < tl.nc) {
-        float v = lo_grad(row[cc], gs, clip);
-        v *= v;
-        rs += v;
-        acc[j] += v;
+      for (int j = 0; j < 8; j++) v[j] = row[lane + 32 * j];
+      float rs = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        const float x[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          float y = lo_grad(x[k], gs, clip);
+          y *= y;
+          rs += y;
+          acc[4 * j + k] += y;
+        }
       }
+      rs = warp_sum(rs);
+      if (lane == 0) rowpart[t.rowpart_off + int64_t(tl.tc) * t.na + r] = rs;
     }
-    rs = warp_sum(rs);
-    if (lane == 0) rowpart[t.rowpart_off + int64_t(tl.tc) * t.na + r] = rs;
-  }
 #pragma unroll
-  for (int j = 0; j < 32; j++) cols[warp][lane + 32 * j] = acc[j];
+    for (int j = 0; j < 8; j++)
+      reinterpret_cast<float4*>(cols[warp])[lane + 32 * j] =
+          make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  } else {
+    for (int r = tl.r0 + warp; r < tl.r0 + tl.nr; r += kWarps) {
+      const float* row = G + int64_t(r) * C + tl.c0;
+      float rs = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 32; j++) {
+        int cc = lane + 32 * j;
+        if (cc < tl.nc) {
+          float v = lo_grad(row[cc], gs, clip);
+          v *= v;
+          rs += v;
+          acc[j] += v;
+        }
+      }
+      rs = warp_sum(rs);
+      if (lane == 0) rowpart[t.rowpart_off + int64_t(tl.tc) * t.na + r] = rs;
+    }
+#pragma unroll
+    for (int j = 0; j < 32; j++) cols[warp][lane + 32 * j] = acc[j];
+  }
   __syncthreads();
   float* out = colpart + t.colpart_off + int64_t(tl.tr) * C + tl.c0;
   for (int c = threadIdx.x; c < tl.nc; c += kThreads) {

@@ -10,7 +10,8 @@
 //          rolled (a fully unrolled 39-32-32-2 MLP does not fit the instruction cache, and its 9.6 KB of
 //          weights thrash the constant cache).
 //   fast:  tensor cores (mma.sync: layer 1 bf16, layers 2-3 fp16, fp32 accumulate), see sf_pass_c_fast;
-//          tensors that are not tile2d (vectors, N-D; a tiny share) take the exact kernel.
+//          tensors that are not tile2d (vectors, N-D; a tiny share) take the exact MLP in the first blocks
+//          of the same launch.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -160,8 +161,27 @@ __global__ void __launch_bounds__(1024) sf_norms(const LoTensor* __restrict__ ts
                                                  const float4* __restrict__ rrec, const float4* __restrict__ crec,
                                                  float* __restrict__ norm) {
   const LoTensor t = ts[blockIdx.x];
-  __shared__ double S[kF], side[12];
-  lo_tensor_sums<kF>(partial, t.work_begin, t.work_end, S);
+  __shared__ double S[kF], side[12], part[32][kF + 1];
+  {  // S = sums of the work items' partials in a fixed order: 32 strides x 32 channel lanes (28 used),
+     // 8 loads in flight per thread (the embedding has thousands of items: latency, not bandwidth)
+    const int c = threadIdx.x % 32, j = threadIdx.x / 32;
+    if (c < kF) {
+      double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int it = t.work_begin + j;
+      for (; it + 7 * 32 < t.work_end; it += 8 * 32)
+#pragma unroll
+        for (int u = 0; u < 8; u++) s8[u] += partial[int64_t(it + 32 * u) * kF + c];
+      for (; it < t.work_end; it += 32) s8[0] += partial[int64_t(it) * kF + c];
+      part[j][c] = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+    }
+    __syncthreads();
+    if (threadIdx.x < kF) {
+      double tot = 0;
+      for (int k = 0; k < 32; k++) tot += part[k][threadIdx.x];
+      S[threadIdx.x] = tot;
+    }
+    __syncthreads();
+  }
   if (t.factored) {
     lo_side_sums(t, rrec, crec, side);
     if (threadIdx.x < 3) {
@@ -173,15 +193,20 @@ __global__ void __launch_bounds__(1024) sf_norms(const LoTensor* __restrict__ ts
   if (threadIdx.x < kF) norm[blockIdx.x * 32 + threadIdx.x] = rsqrtf(1e-5f + float(S[threadIdx.x] / double(t.numel)));
 }
 
+constexpr int kSideWords = 36;  // fast mode: words per row of the A-side table
 // Fast mode, per step and tile2d tensor: the A side's (row) share of layer 1 including this step's bias
-// b0', laid out as the accumulator fragments that start layer 1 (64 floats per row: float4 q * 4 + nt is
-// {h[o], h[o + 1], h[o], h[o + 1]}, o = 8 nt + 2 q, so a lane loads its mma C operands as they are), and
-// the B side's (column) 6 features {val_k, rsqrt(val_k + 1e-8)} as bf16, 2 zeros of padding.
-// A side: a warp writes one row (coalesced), 8 rows at a time; B side: a thread per column.
+// b0', and the B side's (column) 6 features {val_k, rsqrt(val_k + 1e-8)} as bf16 followed by the pair
+// (1, 1). Pass C's side mma (m16n8k8) multiplies that pair by the row share split into two bf16 words
+// hi + lo (16 bits of mantissa together), so the row share costs no accumulator registers and no fp32
+// adds. A row's record is 36 words: word 4 r + nt = {hi, lo} of hidden unit 8 nt + r (what lane
+// (r, q = 3) needs as its B operand, one 16-byte load), then the row's Adafactor factor (float4), so
+// that pass C fetches a row's side data with one copy. A side: a warp writes one row (coalesced), 8
+// rows at a time; B side: a thread per column.
 __global__ void __launch_bounds__(256) sf_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts,
                                                const float4* __restrict__ rrec, const float4* __restrict__ crec,
+                                               const float4* __restrict__ rfac, const float4* __restrict__ cfac,
                                                const float* __restrict__ norm, const float* __restrict__ mlp,
-                                               float* __restrict__ side_a, uint4* __restrict__ side_b) {
+                                               uint32_t* __restrict__ side_a, uint4* __restrict__ side_b) {
   const LoSideItem it = items[blockIdx.x];
   const LoTensor t = ts[it.tensor];
   const bool use_r = (it.side == 1) == lo_b_is_r(t);  // is this side's vector R?
@@ -198,23 +223,41 @@ __global__ void __launch_bounds__(256) sf_side(const LoSideItem* __restrict__ it
     if (e >= len) return;
     float f[6];
     features(e, f);
-    side_b[t.side_b_off + e] = make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), 0u);
+    side_b[t.side_b_off + e] =
+        make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(1.0f, 1.0f));
     return;
   }
-  // Thread pos of a warp writes float2 pos of the row: hidden units {o, o + 1}, o = 8 nt + 2 qq.
-  const int pos = threadIdx.x % 32, qq = pos / 8, nt = (pos % 8) / 2, o = 8 * nt + 2 * qq;
-  float wv[2][6];
+  const int pos = threadIdx.x % 32, o = 8 * (pos % 4) + pos / 4;  // word pos of the row: hidden unit o
+  float wv[6];
   for (int j = 0; j < 6; j++) {
     const int ch = j < 3 ? ch0 + j : ch1 + j - 3;
-    for (int u = 0; u < 2; u++) wv[u][j] = mlp[kW0 + ch * 32 + o + u] * norm[it.tensor * 32 + ch];
+    wv[j] = mlp[kW0 + ch * 32 + o] * norm[it.tensor * 32 + ch];
   }
-  const float b0 = mlp[kB0 + o], b1 = mlp[kB0 + o + 1];
-  for (int64_t e = it.first + threadIdx.x / 32; e < min(it.first + 256, len); e += 8) {
-    float f[6];
-    features(e, f);
-    float a0 = b0, a1 = b1;
-    for (int j = 0; j < 6; j++) a0 = fmaf(wv[0][j], f[j], a0), a1 = fmaf(wv[1][j], f[j], a1);
-    reinterpret_cast<float2*>(side_a + (t.side_a_off + e) * 64)[pos] = make_float2(a0, a1);
+  const float b0 = mlp[kB0 + o];
+  const float4* fac_a = lo_sides(t, rfac, cfac).fac_a;
+  // A warp's 32 rows in 4 rounds of 8, each round's loads issued together (one row at a time would wait
+  // out a memory latency per row).
+  const int64_t first = it.first + threadIdx.x / 32, end = min(it.first + 256, len);
+  for (int64_t e0 = first; e0 < end; e0 += 64) {
+    float4 v[8], fa[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t e = e0 + 8 * u;
+      v[u] = e < end ? rec[e] : make_float4(0, 0, 0, 0);
+      fa[u] = e < end ? fac_a[e] : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t e = e0 + 8 * u;
+      if (e >= end) break;
+      const float f[6] = {v[u].x, v[u].y, v[u].z, rsqrtf(v[u].x + 1e-8f), rsqrtf(v[u].y + 1e-8f), rsqrtf(v[u].z + 1e-8f)};
+      float a = b0;
+      for (int j = 0; j < 6; j++) a = fmaf(wv[j], f[j], a);
+      const float hi = __bfloat162float(__float2bfloat16_rn(a));
+      uint32_t* row = side_a + (t.side_a_off + e) * kSideWords;
+      row[pos] = pack_bf16(hi, a - hi);
+      if (pos < 4) row[32 + pos] = __float_as_uint(pos == 0 ? fa[u].x : pos == 1 ? fa[u].y : pos == 2 ? fa[u].z : fa[u].w);
+    }
   }
 }
 
@@ -246,11 +289,12 @@ __device__ __forceinline__ void sf_store(float* __restrict__ p, __nv_bfloat16* _
   if (pb) pb[at] = __float2bfloat16_rn(pn);
 }
 
-// h[0..32) += sum_k w[k][0..32) * x[k * kThreads]: weights 16 bytes at a time, the input loop rolled.
+// h[0..32) += sum_k w[k][0..32) * x[k * kT]: weights 16 bytes at a time, the input loop rolled.
+template <int kT>
 __device__ __forceinline__ void sf_dense32(float* h, const float4* w, const float* x, int n_in) {
 #pragma unroll 2
   for (int k = 0; k < n_in; k++) {
-    const float xk = x[k * kThreads];
+    const float xk = x[k * kT];
 #pragma unroll
     for (int q = 0; q < 8; q++) {
       const float4 wq = w[k * 8 + q];
@@ -262,7 +306,54 @@ __device__ __forceinline__ void sf_dense32(float* h, const float4* w, const floa
   }
 }
 
-// Exact: fp32 MLP on CUDA cores.
+// Exact: fp32 MLP on CUDA cores, one chunk per block of kT threads.
+template <int kT>
+struct SfExactSmem {
+  float4 w0[28 * 8], w1[32 * 8];  // row k: the 32 weights leaving input (hidden unit) k
+  float b0[32], b1[32], w2[66];
+  float xs[32][kT];               // per thread: inputs, then hidden units
+};
+template <int kT>
+__device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* __restrict__ ts, const float* __restrict__ g,
+                                               float* __restrict__ p, __nv_bfloat16* __restrict__ pb,
+                                               const float4* __restrict__ state, const float4* __restrict__ diag,
+                                               const float4* __restrict__ rrec, const float4* __restrict__ crec,
+                                               const float4* __restrict__ rfac, const float4* __restrict__ cfac,
+                                               const float* __restrict__ norm, const float* __restrict__ mlp,
+                                               const float* __restrict__ sc, float exp_mult, float step_mult, float wd,
+                                               SfExactSmem<kT>& sm) {
+  const LoTensor t = ts[c.tensor];
+  for (int idx = threadIdx.x; idx < 28 * 32; idx += kT)
+    reinterpret_cast<float*>(sm.w0)[idx] = mlp[kW0 + idx] * norm[c.tensor * 32 + idx / 32];
+  for (int idx = threadIdx.x; idx < 1024; idx += kT) reinterpret_cast<float*>(sm.w1)[idx] = mlp[kW1 + idx];
+  if (threadIdx.x < 32) sm.b0[threadIdx.x] = mlp[kB0 + threadIdx.x], sm.b1[threadIdx.x] = mlp[kB1 + threadIdx.x];
+  for (int idx = threadIdx.x; idx < 66; idx += kT) sm.w2[idx] = mlp[kW2 + idx];
+  __syncthreads();
+  const float gs = sc[0], lr = sc[1] * t.scale, wdf = t.decay ? wd : 0.0f;
+  float* x = &sm.xs[0][threadIdx.x];  // x[k * kT]
+  for (int e = threadIdx.x; e < c.n; e += kT) {
+    SfElem el;
+    sf_load(c, t, e, g, p, state, diag, rrec, crec, rfac, cfac, gs, el);
+#pragma unroll
+    for (int k = 0; k < kF; k++) x[k * kT] = el.x[k];
+    float h[32];
+#pragma unroll
+    for (int o = 0; o < 32; o++) h[o] = sm.b0[o];
+    sf_dense32<kT>(h, sm.w0, x, kF);
+#pragma unroll
+    for (int o = 0; o < 32; o++) x[o * kT] = fmaxf(h[o], 0.0f), h[o] = sm.b1[o];
+    sf_dense32<kT>(h, sm.w1, x, 32);
+    float dir = sm.w2[64], mag = sm.w2[65];
+#pragma unroll
+    for (int k = 0; k < 32; k++) {
+      const float a = fmaxf(h[k], 0.0f);
+      dir = fmaf(sm.w2[k], a, dir);
+      mag = fmaf(sm.w2[32 + k], a, mag);
+    }
+    sf_store(p, pb, c.p_begin + e, el.p, dir, mag, lr, wdf, exp_mult, step_mult);
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 2) sf_pass_c_exact(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts,
                                                             const float* __restrict__ g, float* __restrict__ p,
                                                             __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
@@ -271,59 +362,33 @@ __global__ void __launch_bounds__(kThreads, 2) sf_pass_c_exact(const Chunk* __re
                                                             const float4* __restrict__ cfac, const float* __restrict__ norm,
                                                             const float* __restrict__ mlp, const float* __restrict__ sc,
                                                             float exp_mult, float step_mult, float wd) {
-  __shared__ float4 w0[28 * 8], w1[32 * 8];  // row k: the 32 weights leaving input (hidden unit) k
-  __shared__ float b0[32], b1[32], w2[66];
-  __shared__ float xs[32][kThreads];         // per thread: inputs, then hidden units
-  const Chunk c = chunks[blockIdx.x];
-  const LoTensor t = ts[c.tensor];
-  for (int idx = threadIdx.x; idx < 28 * 32; idx += kThreads)
-    reinterpret_cast<float*>(w0)[idx] = mlp[kW0 + idx] * norm[c.tensor * 32 + idx / 32];
-  for (int idx = threadIdx.x; idx < 1024; idx += kThreads) reinterpret_cast<float*>(w1)[idx] = mlp[kW1 + idx];
-  if (threadIdx.x < 32) b0[threadIdx.x] = mlp[kB0 + threadIdx.x], b1[threadIdx.x] = mlp[kB1 + threadIdx.x];
-  if (threadIdx.x < 66) w2[threadIdx.x] = mlp[kW2 + threadIdx.x];
-  __syncthreads();
-  const float gs = sc[0], lr = sc[1] * t.scale, wdf = t.decay ? wd : 0.0f;
-  float* x = &xs[0][threadIdx.x];  // x[k * kThreads]
-  for (int e = threadIdx.x; e < c.n; e += kThreads) {
-    SfElem el;
-    sf_load(c, t, e, g, p, state, diag, rrec, crec, rfac, cfac, gs, el);
-#pragma unroll
-    for (int k = 0; k < kF; k++) x[k * kThreads] = el.x[k];
-    float h[32];
-#pragma unroll
-    for (int o = 0; o < 32; o++) h[o] = b0[o];
-    sf_dense32(h, w0, x, kF);
-#pragma unroll
-    for (int o = 0; o < 32; o++) x[o * kThreads] = fmaxf(h[o], 0.0f), h[o] = b1[o];
-    sf_dense32(h, w1, x, 32);
-    float dir = w2[64], mag = w2[65];
-#pragma unroll
-    for (int k = 0; k < 32; k++) {
-      const float a = fmaxf(h[k], 0.0f);
-      dir = fmaf(w2[k], a, dir);
-      mag = fmaf(w2[32 + k], a, mag);
-    }
-    sf_store(p, pb, c.p_begin + e, el.p, dir, mag, lr, wdf, exp_mult, step_mult);
-  }
+  __shared__ SfExactSmem<kThreads> sm;
+  sf_exact_chunk<kThreads>(chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm, mlp, sc, exp_mult,
+                           step_mult, wd, sm);
 }
 
 // ---- fast pass C: the MLP on tensor cores -----------------------------------------------------------------
 // A warp runs down one 32-column strip of a tile, one row (32 elements) per step, as two m16 tiles:
-//   layer 1: H = X16 W0e (m16n8k16, the 16 per-element features) + Xb W0s (m16n8k8, the B side's 6
-//            features: constant down the strip, so their A fragments stay in registers) + the A side's
-//            share and b0' as the accumulator's initial value (fp32, loaded per row as it is used).
-//            bf16: raw features span far more than fp16's range (the normalisers sit in W0);
+//   layer 1: H = Xb W0s (m16n8k8: the B side's 6 features, constant down the strip so their A fragments
+//            stay in registers, and the pair (1, 1) times the A side's share and b0' as bf16 hi + lo,
+//            loaded per row into the B operand of the lanes that hold k = 6, 7) + X16 W0e (m16n8k16, the
+//            16 per-element features). bf16: raw features span far more than fp16's range (the
+//            normalisers sit in W0);
 //   layer 2: relu(H) packed to fp16 is already the A operand of the next mma (the accumulator layout of
-//            m16n8 equals the A layout of m16k16), so hidden units never leave registers. fp16 (hidden
+//            m16n8 equals the A layout of m16k16), so hidden units never leave registers; b1 is the C
+//            operand, held in registers (mma reads C and writes D to different registers). fp16 (hidden
 //            units and W1, W2 are of order 1) has 8x less rounding than bf16: about half the error;
-//   layer 3: N = 8 of which 2 are used (direction, magnitude), fp16 likewise.
+//   layer 3: N = 8 columns, {direction, magnitude} 4 times; tile 0's W2 is zero in columns 4-7 and tile
+//            1's in columns 0-3, and both tiles accumulate into one fragment, so lane (r, q) ends up with
+//            the outputs of elements 16 (q / 2) + 8 (q % 2) + r without a round trip through memory.
 // Features are computed with one element per lane and reach the mma layout through 32 bytes of shared
 // memory per element (ldmatrix). g, p, the record and the row's side data are prefetched kStages - 1 rows
 // ahead with cp.async, so the loads stay in flight while the tensor cores work without holding registers.
-// Per row and warp: 44 mma, ~200 other instructions; the kernel is bound by issue and latency (4 warps a
-// scheduler at 128 registers), not by its 28 B/param (H100, GPT-2 355M: ~60% of DRAM bandwidth).
-constexpr int kThreadsC = 128, kStages = 4, kLdX = 12;  // kLdX: 48-byte feature rows, no bank conflicts
-constexpr int kFragWords = 32, kLdFrag = 36;           // per lane: W0e 8 | W0s 4 | W1 16 | W2 4
+// Per row and warp: 36 mma (28 k16, 8 k8), ~170 other instructions. The kernel is bound by issue and the
+// tensor pipe together (each near half busy, H100 ncu), not by its 28 B/param.
+constexpr int kThreadsC = 128, kMinBlocksC = 2, kStages = 4;
+constexpr int kLdX = 12;                      // 48-byte feature rows: ldmatrix without bank conflicts
+constexpr int kFragWords = 36, kLdFrag = 44;  // per lane: W0e 8 | W0s 4 | W1 16 | W2 8; 44: no bank conflicts
 
 __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
   const __half2 v = __floats2half2_rn(lo, hi);
@@ -385,7 +450,7 @@ __device__ uint32_t sf_frag_word(int lane, int w, const float* mlp, const float*
     const int o = 8 * (w / 2) + r, k = 2 * q + 8 * (w % 2);
     return pack_bf16(sf_w0n(mlp, nrm, sf_elem_ch(k), o), sf_w0n(mlp, nrm, sf_elem_ch(k + 1), o));
   }
-  if (w < 12) {  // W0s: nt = w - 8, k = 2q over the B side's {val0..2, rs0..2, 0, 0}
+  if (w < 12) {  // W0s: nt = w - 8, k = 2q over the B side's {val0..2, rs0..2}; k = 6, 7 (q = 3): per row
     const int o = 8 * (w - 8) + r, k = 2 * q;
     auto ch = [&](int s) { return s < 3 ? (b_is_r ? 13 : 16) + s : (b_is_r ? 19 : 22) + s - 3; };
     return k < 6 ? pack_bf16(sf_w0n(mlp, nrm, ch(k), o), sf_w0n(mlp, nrm, ch(k + 1), o)) : 0u;
@@ -394,8 +459,10 @@ __device__ uint32_t sf_frag_word(int lane, int w, const float* mlp, const float*
     const int v = w - 12, ks = v / 8, nt = (v / 2) % 4, o = 8 * nt + r, k = 16 * ks + 2 * q + 8 * (v % 2);
     return pack_f16(mlp[kW1 + k * 32 + o], mlp[kW1 + (k + 1) * 32 + o]);
   }
-  const int v = w - 28, k = 16 * (v / 2) + 2 * q + 8 * (v % 2);  // W2: n = r is the output (0 dir, 1 mag)
-  return r < 2 ? pack_f16(mlp[kW2 + r * 32 + k], mlp[kW2 + r * 32 + k + 1]) : 0u;
+  // W2 of m tile mt = v / 4: column n = r is output r % 2 (0 direction, 1 magnitude), zero unless
+  // n / 4 == mt; (v % 4) = ks * 2 + half.
+  const int v = w - 28, mt = v / 4, k = 16 * ((v % 4) / 2) + 2 * q + 8 * (v % 2), out = r % 2;
+  return r / 4 == mt ? pack_f16(mlp[kW2 + out * 32 + k], mlp[kW2 + out * 32 + k + 1]) : 0u;
 }
 
 // cp.async of 4, 8 or 16 bytes from a global to a shared address; pred false: zero-fill, nothing is read.
@@ -407,6 +474,30 @@ __device__ __forceinline__ void cp_async_raw(uint32_t dst, size_t src, bool pred
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(pred ? 8 : 0) : "memory");
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(pred ? 4 : 0) : "memory");
+}
+// cp.async of 16 bytes if issue (a predicated instruction, no branch); fill false: zeros, nothing read.
+__device__ __forceinline__ void cp_async_16_if(uint32_t dst, size_t src, bool issue, bool fill) {
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %2, 0; @p cp.async.cg.shared.global [%0], [%1], 16, %3; }" ::"r"(dst), "l"(src),
+               "r"(int(issue)), "r"(fill ? 16 : 0)
+               : "memory");
+}
+// Stores of a float / bf16 to global memory if pred (a predicated instruction, no branch).
+__device__ __forceinline__ void st_global_if(size_t addr, float v, bool pred) {
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %2, 0; @p st.global.f32 [%0], %1; }" ::"l"(addr), "f"(v), "r"(int(pred))
+               : "memory");
+}
+__device__ __forceinline__ void st_global_bf16_if(size_t addr, float v, bool pred) {
+  const __nv_bfloat16 b = __float2bfloat16_rn(v);
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %2, 0; @p st.global.b16 [%0], %1; }" ::"l"(addr),
+               "h"(*reinterpret_cast<const unsigned short*>(&b)), "r"(int(pred))
+               : "memory");
+}
+// x, with its derivation hidden from the compiler: row addresses are then one wide multiply-add from it
+// (else the compiler folds tensor offsets into each index and rebuilds 64-bit sums per row).
+__device__ __forceinline__ size_t opaque(size_t x) {
+  size_t y;
+  asm("mov.b64 %0, %1;" : "=l"(y) : "l"(x));
+  return y;
 }
 // Fast mode's MUFU forms (ftz; the inputs here are never denormal, and the results are rounded to 16 bits).
 __device__ __forceinline__ float rsqrt_approx(float x) {
@@ -424,61 +515,90 @@ __device__ __forceinline__ float exp2_approx(float x) {
 struct SfStage {
   float4 st[32];       // records {m0, m1, m2, v}
   float g[32], p[32];  // gradient, parameter
-  float4 ha[16];       // the row's A-side share of layer 1 (accumulator order, see sf_side)
-  float4 fa;           // the row's A-side Adafactor factor
+  uint4 ha[8];         // the row's side record (sf_side): A-side share of layer 1 (bf16 hi/lo) ...
+  float4 fa;           // ... and the row's A-side Adafactor factor
 };
 struct SfWarpSmem {
   SfStage stage[kStages];
-  uint32_t x[32][kLdX];  // bf16 pairs of the 16 features, one row per element
-  float2 out[32];        // direction, magnitude
+  uint32_t x[2][32][kLdX];  // bf16 pairs of the 16 features, one row per element; two rows (pipelined)
 };
 
-// 4 warps a block; warp w takes strips w and w + 4 of the tile. Weights (32 fragment words a lane) and
-// biases stay in registers for the whole block.
-__global__ void __launch_bounds__(kThreadsC, 4) sf_pass_c_fast(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts,
+// What a lane carries from one row's feature step to its MLP step: the A fragments of the two m tiles,
+// the B operand of the side mma (lanes q = 3: the row's share, else W0s) and the old parameter of the
+// element it updates.
+struct SfRowIn {
+  uint32_t a[2][4];
+  uint32_t ws[4];
+  float po;
+};
+
+// 4 warps a block; warp w takes strips w and w + 4 of the tile. Weights (36 fragment words a lane) and
+// biases stay in registers for the whole block. Software-pipelined: the feature step of row i + 1 sits in
+// the same straight-line code as the MLP of row i, so the compiler overlaps the one's loads and ALU work
+// with the other's tensor-core chain (a warp alone has little independent work in either). The first
+// n_exact blocks instead run the exact MLP over the flat chunks (vectors, N-D tensors), overlapping the
+// tiles. kMinBlocksC = 2: up to 255 registers, none spilled (on the H100, GPT-2 355M, whole fast steps
+// with 2, 3 or 4 blocks an SM were within 0.4%, 2 the fastest).
+__global__ void __launch_bounds__(kThreadsC, kMinBlocksC) sf_pass_c_fast(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts,
                                                                const float* __restrict__ g, float* __restrict__ p,
                                                                __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
                                                                const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-                                                               const float* __restrict__ side_a,
+                                                               const uint32_t* __restrict__ side_a,
                                                                const uint32_t* __restrict__ side_b,
                                                                const float* __restrict__ norm, const float* __restrict__ mlp,
                                                                const float* __restrict__ sc, float exp_mult, float step_mult,
-                                                               float wd) {
-  __shared__ __align__(16) uint32_t frag[32][kLdFrag];
-  __shared__ __align__(16) SfWarpSmem sw[kThreadsC / 32];
-  const LoWork w = works[blockIdx.x];
-  if (!w.tile) return;  // flat work: sf_pass_c_exact over flat_chunks
+                                                               float wd, const Chunk* __restrict__ exact_chunks, int n_exact,
+                                                               const float4* __restrict__ diag, const float4* __restrict__ rrec,
+                                                               const float4* __restrict__ crec) {
+  // Shared memory: either an exact chunk's or the tile's.
+  constexpr int kFragBytes = 32 * kLdFrag * 4, kTileBytes = kFragBytes + int(sizeof(SfWarpSmem)) * (kThreadsC / 32);
+  constexpr int kExactBytes = int(sizeof(SfExactSmem<kThreadsC>));
+  __shared__ __align__(16) unsigned char smem[kTileBytes > kExactBytes ? kTileBytes : kExactBytes];
+  if (int(blockIdx.x) < n_exact) {  // the first blocks: the tensors that are not tile2d, exact
+    sf_exact_chunk<kThreadsC>(exact_chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm, mlp, sc,
+                              exp_mult, step_mult, wd, *reinterpret_cast<SfExactSmem<kThreadsC>*>(smem));
+    return;
+  }
+  auto& frag = *reinterpret_cast<uint32_t(*)[32][kLdFrag]>(smem);
+  SfWarpSmem* sw = reinterpret_cast<SfWarpSmem*>(smem + kFragBytes);
+  const LoWork w = works[blockIdx.x - n_exact];
+  if (!w.tile) return;  // flat work: done by the exact blocks
   const LoTensor t = ts[w.tensor];
   for (int idx = threadIdx.x; idx < 32 * kFragWords; idx += kThreadsC)
     frag[idx / kFragWords][idx % kFragWords] =
         sf_frag_word(idx / kFragWords, idx % kFragWords, mlp, norm + w.tensor * 32, lo_b_is_r(t));
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 4, q = lane % 4;
+  SfWarpSmem& ws = sw[warp];
+  const uint32_t stage0 = uint32_t(__cvta_generic_to_shared(&ws.stage[0]));
   uint32_t wf[kFragWords];
 #pragma unroll
   for (int k = 0; k < kFragWords / 4; k++) {
     const uint4 v = reinterpret_cast<const uint4*>(frag[lane])[k];
     wf[4 * k] = v.x, wf[4 * k + 1] = v.y, wf[4 * k + 2] = v.z, wf[4 * k + 3] = v.w;
   }
-  // Layer 2's bias enters as one more k8 mma, ones (k = 0) times b1 (fp16): a C operand of {b, b', b, b'}
-  // would cost register copies on every row, the tensor pipe has room.
-  const uint32_t ones = q == 0 ? pack_f16(1.0f, 0.0f) : 0u;
-  uint32_t b1f[4];
+  float4 b1c[4];  // layer 2's C operand: b1 at columns 2q, 2q + 1 of n tile nt, rows r and r + 8
 #pragma unroll
-  for (int nt = 0; nt < 4; nt++) b1f[nt] = q == 0 ? pack_f16(mlp[kB1 + 8 * nt + r], 0.0f) : 0u;
-  const float b2d = q == 0 ? mlp[kB2] : 0.0f, b2m = q == 0 ? mlp[kB2 + 1] : 0.0f;
+  for (int nt = 0; nt < 4; nt++) {
+    const float lo = mlp[kB1 + 8 * nt + 2 * q], hi = mlp[kB1 + 8 * nt + 2 * q + 1];
+    b1c[nt] = make_float4(lo, hi, lo, hi);
+  }
+  const float4 b2c = make_float4(mlp[kB2], mlp[kB2 + 1], mlp[kB2], mlp[kB2 + 1]);
   const float gs = sc[0], lr = sc[1] * t.scale, wdf = t.decay ? wd : 0.0f;
   const float mag2 = exp_mult * 1.44269504f;  // exp(m * exp_mult) = exp2(m * mag2)
-  const float4 b2c = make_float4(b2d, b2m, b2d, b2m);
+  const float lrs = lr * step_mult, keep = 1.0f - wdf * lr;  // p' = (p - lrs * dir * exp(..)) * keep
   const LoSides sd = lo_sides(t, rfac, cfac);
-  SfWarpSmem& ws = sw[warp];
-  const uint32_t stage0 = uint32_t(__cvta_generic_to_shared(&ws.stage[0]));
-  const int nb = int(t.nb);
+  const uint32_t nb = uint32_t(t.nb);
+  const int eo = 16 * (q / 2) + 8 * (q % 2) + r;  // the element whose update this lane writes
+  // Global bases of this tensor (opaque: see opaque()).
+  const size_t gbase = opaque(__cvta_generic_to_global(g + t.p_off)), pbase = opaque(__cvta_generic_to_global(p + t.p_off));
+  const size_t sbase = opaque(__cvta_generic_to_global(state + t.s_off));
+  const size_t bbase = pb ? opaque(__cvta_generic_to_global(pb + t.p_off)) : 0;
 
   for (int strip = warp; strip < kTileCols / 32; strip += kThreadsC / 32) {
     const int64_t col0 = w.col0 + 32 * strip, col = col0 + lane;
     if (col0 >= t.nb) break;
-    const bool live = col < t.nb;
+    const bool live = col < t.nb, live_o = col0 + eo < t.nb;
     // Down the strip: the column's B-side factor (lane = element) and the B-side features' A fragments.
     const float4 fb = live ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
     uint32_t xb[2][2];
@@ -489,60 +609,55 @@ __global__ void __launch_bounds__(kThreadsC, 4) sf_pass_c_fast(const LoWork* __r
         const int64_t c = col0 + 16 * mt + 8 * h + r;
         xb[mt][h] = c < t.nb ? side_b[(t.side_b_off + c) * 4 + q] : 0u;
       }
-    // Row i of the strip: element at0 + i * nb (dead lanes read a live column and store nothing).
-    const int64_t at0 = w.row0 * t.nb + (live ? col : col0);
-    // Sources of the next row to prefetch, advanced one row per call.
-    size_t src_g = __cvta_generic_to_global(g + t.p_off + at0), src_p = __cvta_generic_to_global(p + t.p_off + at0);
-    size_t src_s = __cvta_generic_to_global(state + t.s_off + at0);
-    size_t src_h = __cvta_generic_to_global(side_a + (t.side_a_off + w.row0) * 64 + 2 * lane);
-    size_t src_f = __cvta_generic_to_global(sd.fac_a + w.row0);
-    const size_t row_bytes = size_t(nb) * 4;
+    // Row i of the strip: element at0 + i * nb of the tensor (dead lanes read a live column and store
+    // nothing); element indices of tile2d tensors fit 32 bits.
+    const uint32_t base = uint32_t(w.row0 * t.nb + col0), at0 = base + uint32_t(live ? lane : 0);
+    const size_t hbase = opaque(__cvta_generic_to_global(side_a + (t.side_a_off + w.row0) * kSideWords)) + 16 * lane;
+    const uint32_t dlane = stage0 + 4 * lane;
+    const int n = w.n;
     int next = 0;
-    auto prefetch = [&]() {  // the next row into stage next % kStages
-      if (next < w.n) {
-        const uint32_t d = stage0 + uint32_t(next % kStages) * uint32_t(sizeof(SfStage));
-        cp_async_raw<4>(d + offsetof(SfStage, g) + 4 * lane, src_g, live);
-        cp_async_raw<4>(d + offsetof(SfStage, p) + 4 * lane, src_p, live);
-        cp_async_raw<16>(d + offsetof(SfStage, st) + 16 * lane, src_s, live);
-        cp_async_raw<8>(d + offsetof(SfStage, ha) + 8 * lane, src_h, true);
-        if (lane == 0) cp_async_raw<16>(d + offsetof(SfStage, fa), src_f, true);
-        src_g += row_bytes, src_p += row_bytes, src_s += 4 * row_bytes, src_h += 256, src_f += 16;
-      }
-      next++;
+    auto prefetch = [&]() {  // the next row into its stage; past the last row: zeros, nothing read
+      const uint32_t d = dlane + uint32_t(next % kStages) * uint32_t(sizeof(SfStage));
+      const uint32_t e = at0 + uint32_t(next) * nb;
+      const bool in = next < n;
+      cp_async_raw<4>(d + offsetof(SfStage, g), gbase + size_t(e) * 4, live && in);
+      cp_async_raw<4>(d + offsetof(SfStage, p), pbase + size_t(e) * 4, live && in);
+      cp_async_raw<16>(d + offsetof(SfStage, st) + 12 * lane, sbase + size_t(e) * 16, live && in);
+      cp_async_16_if(d + offsetof(SfStage, ha) + 12 * lane, hbase + size_t(next) * (4 * kSideWords), lane < kSideWords / 4, in);
       cp_async_commit();
+      next++;
     };
-    float* pdst = p + t.p_off + at0;
-    __nv_bfloat16* bdst = pb ? pb + t.p_off + at0 : nullptr;
-    __syncwarp();  // the previous strip's last reads of the stages are done
-#pragma unroll
-    for (int i = 0; i < kStages - 1; i++) prefetch();
-    for (int i = 0; i < w.n; i++) {
-      prefetch();
-      cp_async_wait<kStages - 1>();
-      __syncwarp();
+    // Feature step of row i (its stage complete and visible): features -> staging tile xi, side operand, old p.
+    auto features = [&](int i, int xi, SfRowIn& in) {
       const SfStage& st = ws.stage[i % kStages];
       const float gv = st.g[lane] * gs, pv = st.p[lane];
+      in.po = st.p[eo];
       const float4 rec = st.st[lane], fa = st.fa;
-      const float4 hc[4] = {st.ha[4 * q], st.ha[4 * q + 1], st.ha[4 * q + 2], st.ha[4 * q + 3]};
-      {  // this lane's element: 16 features -> bf16 row of the staging tile
-        const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
-        float x[16];
-        sf_elem16(gv, pv, rec, rsqrt_approx(rec.w + 1e-6f), sg, x);
-        uint4* xr = reinterpret_cast<uint4*>(ws.x[lane]);
-        xr[0] = make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
-        xr[1] = make_uint4(pack_bf16(x[8], x[9]), pack_bf16(x[10], x[11]), pack_bf16(x[12], x[13]), pack_bf16(x[14], x[15]));
+      if (q == 3) {  // k = 6, 7 of the side mma: this row's share of layer 1 (hi, lo)
+        const uint4 v = st.ha[r];
+        in.ws[0] = v.x, in.ws[1] = v.y, in.ws[2] = v.z, in.ws[3] = v.w;
       }
-      __syncwarp();
-      uint32_t a[2][4];
-      ldmatrix_x4(a[0], &ws.x[lane % 16][(lane / 16) * 4]);
-      ldmatrix_x4(a[1], &ws.x[16 + lane % 16][(lane / 16) * 4]);
+      const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+      float x[16];
+      sf_elem16(gv, pv, rec, rsqrt_approx(rec.w + 1e-6f), sg, x);
+      uint4* xr = reinterpret_cast<uint4*>(ws.x[xi][lane]);
+      xr[0] = make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
+      xr[1] = make_uint4(pack_bf16(x[8], x[9]), pack_bf16(x[10], x[11]), pack_bf16(x[12], x[13]), pack_bf16(x[14], x[15]));
+    };
+    auto load_a = [&](int xi, SfRowIn& in) {
+      ldmatrix_x4(in.a[0], &ws.x[xi][lane % 16][(lane / 16) * 4]);
+      ldmatrix_x4(in.a[1], &ws.x[xi][16 + lane % 16][(lane / 16) * 4]);
+    };
+    // MLP of row i and its update.
+    auto mlp_row = [&](int i, const SfRowIn& in) {
+      float4 dm = b2c;
 #pragma unroll
       for (int mt = 0; mt < 2; mt++) {
         float4 h[4];
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
-          h[nt] = mma16816<false>(a[mt], wf[2 * nt], wf[2 * nt + 1], hc[nt]);
-          h[nt] = mma1688<false>(xb[mt][0], xb[mt][1], wf[8 + nt], h[nt]);
+          h[nt] = mma1688<false>(xb[mt][0], xb[mt][1], in.ws[nt], make_float4(0, 0, 0, 0));
+          h[nt] = mma16816<false>(in.a[mt], wf[2 * nt], wf[2 * nt + 1], h[nt]);
         }
         uint32_t a2[2][4];
 #pragma unroll
@@ -554,8 +669,7 @@ __global__ void __launch_bounds__(kThreadsC, 4) sf_pass_c_fast(const LoWork* __r
         }
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
-          h[nt] = mma1688<true>(ones, ones, b1f[nt], make_float4(0, 0, 0, 0));
-          h[nt] = mma16816<true>(a2[0], wf[12 + 2 * nt], wf[12 + 2 * nt + 1], h[nt]);
+          h[nt] = mma16816<true>(a2[0], wf[12 + 2 * nt], wf[12 + 2 * nt + 1], b1c[nt]);
           h[nt] = mma16816<true>(a2[1], wf[20 + 2 * nt], wf[20 + 2 * nt + 1], h[nt]);
         }
 #pragma unroll
@@ -565,18 +679,39 @@ __global__ void __launch_bounds__(kThreadsC, 4) sf_pass_c_fast(const LoWork* __r
           a2[ks][2] = pack_f16_relu(h[2 * ks + 1].x, h[2 * ks + 1].y);
           a2[ks][3] = pack_f16_relu(h[2 * ks + 1].z, h[2 * ks + 1].w);
         }
-        float4 dm = mma16816<true>(a2[0], wf[28], wf[29], b2c);
-        dm = mma16816<true>(a2[1], wf[30], wf[31], dm);
-        if (q == 0) ws.out[16 * mt + r] = make_float2(dm.x, dm.y), ws.out[16 * mt + 8 + r] = make_float2(dm.z, dm.w);
+        dm = mma16816<true>(a2[0], wf[28 + 4 * mt], wf[29 + 4 * mt], dm);
+        dm = mma16816<true>(a2[1], wf[30 + 4 * mt], wf[31 + 4 * mt], dm);
       }
-      __syncwarp();
-      const float2 o = ws.out[lane];
-      if (live) {  // p -= lr * dir * exp(exp_mult * mag) * step_mult, then decoupled weight decay
-        float pn = pv - lr * (o.x * exp2_approx(o.y * mag2) * step_mult);
-        if (wdf > 0) pn -= wdf * lr * pn;
-        pdst[i * nb] = pn;
-        if (bdst) bdst[i * nb] = __float2bfloat16_rn(pn);
-      }
+      // p -= lr * dir * exp(exp_mult * mag) * step_mult, then decoupled weight decay
+      const float dir = q % 2 ? dm.z : dm.x, mag = q % 2 ? dm.w : dm.y;
+      const float pn = (in.po - lrs * (dir * exp2_approx(mag * mag2))) * keep;
+      const uint32_t e = base + uint32_t(eo) + uint32_t(i) * nb;
+      st_global_if(pbase + size_t(e) * 4, pn, live_o);
+      st_global_bf16_if(bbase + size_t(e) * 2, pn, live_o && bbase);
+    };
+    SfRowIn cur;
+#pragma unroll
+    for (int k = 0; k < 4; k++) cur.ws[k] = wf[8 + k];
+    __syncwarp();  // the previous strip's last reads of the stages are done
+#pragma unroll
+    for (int i = 0; i < kStages - 1; i++) prefetch();
+    prefetch();
+    cp_async_wait<kStages - 1>();
+    __syncwarp();
+    features(0, 0, cur);
+    __syncwarp();
+    load_a(0, cur);
+#pragma unroll 2
+    for (int i = 0; i < n; i++) {
+      prefetch();  // row i + kStages into row i's stage, read in the previous step
+      cp_async_wait<kStages - 1>();
+      __syncwarp();  // row i + 1 complete and visible
+      SfRowIn nx = cur;
+      features(i + 1, (i + 1) & 1, nx);  // past the last row: zeros, harmless
+      mlp_row(i, cur);
+      __syncwarp();  // row i + 1's staging tile written; row i's read (ldmatrix) long done
+      load_a((i + 1) & 1, nx);
+      cur = nx;
     }
     cp_async_wait<0>();
   }
@@ -598,7 +733,7 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
   norm_.alloc(size_t(core_.n_tensors) * 32, "small_fc_lopt normalisers");
   scalars_.alloc(2, "small_fc_lopt scalars");
   if (opts.small_fc.fast) {
-    side_a_.alloc(size_t(core_.side_a_len) * 64, "small_fc_lopt row-side layer-1 shares");
+    side_a_.alloc(size_t(core_.side_a_len) * kSideWords, "small_fc_lopt row-side layer-1 shares");
     side_b_.alloc(size_t(core_.side_b_len), "small_fc_lopt column-side features");
   }
 }
@@ -616,20 +751,24 @@ void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
                                                        norm_.get());
   CUDA_CHECK_LAUNCH();
-  // Exact: every tensor per element. Fast: tile2d tensors on tensor cores, the rest (vectors, N-D) exact.
+  // Exact: every tensor per element. Fast: one launch, tile2d tensors on tensor cores and, in its first
+  // blocks, the rest (vectors, N-D) exact.
   const Chunk* exact_chunks = h.fast ? core_.flat_chunks.get() : core_.chunks.get();
   const unsigned n_exact = unsigned(h.fast ? core_.flat_chunks.size() : core_.chunks.size());
   if (h.fast && core_.side_items.size()) {
     sf_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(core_.side_items.get(), core_.tensors.get(), core_.rrec.get(),
-                                                             core_.crec.get(), norm_.get(), mlp_.get(), side_a_.get(),
+                                                             core_.crec.get(), core_.rfac.get(), core_.cfac.get(), norm_.get(),
+                                                             mlp_.get(), reinterpret_cast<uint32_t*>(side_a_.get()),
                                                              side_b_.get());
     CUDA_CHECK_LAUNCH();
-    sf_pass_c_fast<<<nw, kThreadsC, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
-                                            arena_.params_bf16(), core_.state.get(), core_.rfac.get(), core_.cfac.get(),
-                                            side_a_.get(), reinterpret_cast<const uint32_t*>(side_b_.get()), norm_.get(),
-                                            mlp_.get(), scalars_.get(), float(h.exp_mult), float(h.step_mult),
-                                            float(h.weight_decay));
+    sf_pass_c_fast<<<unsigned(n_exact) + nw, kThreadsC, 0, s>>>(
+        core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
+        core_.rfac.get(), core_.cfac.get(), reinterpret_cast<const uint32_t*>(side_a_.get()),
+        reinterpret_cast<const uint32_t*>(side_b_.get()), norm_.get(), mlp_.get(), scalars_.get(), float(h.exp_mult),
+        float(h.step_mult), float(h.weight_decay), exact_chunks, int(n_exact), core_.diag.get(), core_.rrec.get(),
+        core_.crec.get());
     CUDA_CHECK_LAUNCH();
+    return;
   }
   if (n_exact) {
     sf_pass_c_exact<<<n_exact, kThreads, 0, s>>>(exact_chunks, core_.tensors.get(), arena_.grads(), arena_.params(),

@@ -24,7 +24,9 @@ class SmallFcLopt : public Optimizer {
   DeviceBuffer<float> weights_;   // w0 (32x39) | b0 | w1 | b1 | w2 | b2, torch layout
   DeviceBuffer<float> mlp_;       // per step: weights with the time features folded in (see the .cu)
   DeviceBuffer<double> partial_;  // per pass-B work item: 28 sums of squares
-  DeviceBuffer<float> side_a_;    // fast mode: per row of tile2d tensors, its share of layer 1 (64, see sf_side)
+  // fast mode: per row of tile2d tensors, its share of layer 1 and its Adafactor factor (kSideWords = 36
+  // words, see sf_side)
+  DeviceBuffer<float> side_a_;
   DeviceBuffer<uint4> side_b_;    // fast mode: per column of tile2d tensors, its 6 features in bf16
   DeviceBuffer<float> norm_;      // per tensor: 28 normalisers
   DeviceBuffer<float> scalars_;   // grad scale, lr * schedule

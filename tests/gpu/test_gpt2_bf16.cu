@@ -43,12 +43,6 @@ std::vector<float> from_dev(const DeviceBuffer<bf16>& d) {
   for (size_t i = 0; i < b.size(); i++) v[i] = __bfloat162float(b[i]);
   return v;
 }
-template <class A, class B>
-double rel(const A& got, const B& want) {  // ||got - want|| / ||want||
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); i++) num += (got[i] - want[i]) * (got[i] - want[i]), den += double(want[i]) * want[i];
-  return std::sqrt(num / std::max(den, 1e-300));
-}
 double gelu(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 double gelu_grad(double x) {
   const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = std::tanh(u);
@@ -73,16 +67,16 @@ TEST_F(Gpt2Bf16Gpu, MatmulEpilogues) {
   std::vector<double> want(lin.size());
   // bias
   mm.forward(y.get(), O, dx.get(), I, dW.get(), dbias.get(), N, I, O, 0);
-  EXPECT_LT(rel(from_dev(y), lin), 8e-3) << "bias epilogue";
+  EXPECT_LT(rel_error(from_dev(y), lin), 8e-3) << "bias epilogue";
   // bias + residual
   mm.forward(y.get(), O, dx.get(), I, dW.get(), dbias.get(), N, I, O, 0, dres.get());
   for (size_t k = 0; k < want.size(); k++) want[k] = lin[k] + res[k];
-  EXPECT_LT(rel(from_dev(y), want), 8e-3) << "residual accumulate";
+  EXPECT_LT(rel_error(from_dev(y), want), 8e-3) << "residual accumulate";
   // GELU with the pre-activation kept
   mm.forward(y.get(), O, dx.get(), I, dW.get(), dbias.get(), N, I, O, 0, nullptr, pre.get());
-  EXPECT_LT(rel(from_dev(pre), lin), 8e-3) << "GELU aux (pre-activation)";
+  EXPECT_LT(rel_error(from_dev(pre), lin), 8e-3) << "GELU aux (pre-activation)";
   for (size_t k = 0; k < want.size(); k++) want[k] = gelu(lin[k]);
-  EXPECT_LT(rel(from_dev(y), want), 1e-2) << "GELU epilogue";
+  EXPECT_LT(rel_error(from_dev(y), want), 1e-2) << "GELU epilogue";
   // dx = dy W, then with the GELU gradient of `pre`
   std::vector<double> wdx(size_t(N) * I), wdg(size_t(N) * O);
   for (int n = 0; n < N; n++)
@@ -92,11 +86,11 @@ TEST_F(Gpt2Bf16Gpu, MatmulEpilogues) {
       wdx[size_t(n) * I + i] = s;
     }
   mm.backward_dx(gx.get(), I, false, ddy.get(), O, dW.get(), N, I, O, 0);
-  EXPECT_LT(rel(from_dev(gx), wdx), 8e-3) << "dx";
+  EXPECT_LT(rel_error(from_dev(gx), wdx), 8e-3) << "dx";
   const std::vector<float> gx1 = from_dev(gx);
   mm.backward_dx(gx.get(), I, true, ddy.get(), O, dW.get(), N, I, O, 0);
   for (auto& v : wdx) v *= 2;
-  EXPECT_LT(rel(from_dev(gx), wdx), 8e-3) << "dx accumulate";
+  EXPECT_LT(rel_error(from_dev(gx), wdx), 8e-3) << "dx accumulate";
   // DGELU: a (N, O) -> (N, O) matmul with W2 (O, O) so the aux shape matches the output
   const auto W2 = randv(size_t(O) * O, 0.2f, 6);
   DeviceBuffer<bf16> dW2 = to_dev(W2), g2(size_t(N) * O);
@@ -108,7 +102,7 @@ TEST_F(Gpt2Bf16Gpu, MatmulEpilogues) {
       wdg[size_t(n) * O + i] = s * gelu_grad(pre_h[size_t(n) * O + i]);
     }
   mm.backward_dx(g2.get(), O, false, ddy.get(), O, dW2.get(), N, O, O, 0, pre.get());
-  EXPECT_LT(rel(from_dev(g2), wdg), 1e-2) << "DGELU epilogue";
+  EXPECT_LT(rel_error(from_dev(g2), wdg), 1e-2) << "DGELU epilogue";
   // dW += dy^T x in fp32, twice
   DeviceBuffer<float> gw(size_t(O) * I);
   gw.zero();
@@ -121,7 +115,7 @@ TEST_F(Gpt2Bf16Gpu, MatmulEpilogues) {
       for (int n = 0; n < N; n++) s += double(dy[size_t(n) * O + o]) * x[size_t(n) * I + i];
       wdw[size_t(o) * I + i] = 2 * s;
     }
-  EXPECT_LT(rel(gw.download(), wdw), 1e-5) << "dW (fp32 accumulate of exact bf16 products)";
+  EXPECT_LT(rel_error(gw.download(), wdw), 1e-5) << "dW (fp32 accumulate of exact bf16 products)";
 }
 
 namespace {
@@ -153,15 +147,15 @@ void check_layernorm(int N, int C) {
       wgw[size_t(c)] += g[c] * xh, wgb[size_t(c)] += g[c];
     }
   }
-  EXPECT_LT(rel(from_dev(y), wy), 8e-3) << "LayerNorm forward";
-  EXPECT_LT(rel(from_dev(dres), wdx), 8e-3) << "LayerNorm dx (accumulated into the residual gradient)";
-  EXPECT_LT(rel(gw.download(), wgw), 1e-5) << "LayerNorm dw";
-  EXPECT_LT(rel(gb.download(), wgb), 1e-6) << "LayerNorm db";
-  EXPECT_LT(rel(bias.download(), wgb), 1e-6) << "bias gradient";
+  EXPECT_LT(rel_error(from_dev(y), wy), 8e-3) << "LayerNorm forward";
+  EXPECT_LT(rel_error(from_dev(dres), wdx), 8e-3) << "LayerNorm dx (accumulated into the residual gradient)";
+  EXPECT_LT(rel_error(gw.download(), wgw), 1e-5) << "LayerNorm dw";
+  EXPECT_LT(rel_error(gb.download(), wgb), 1e-6) << "LayerNorm db";
+  EXPECT_LT(rel_error(bias.download(), wgb), 1e-6) << "bias gradient";
   std::vector<double> wsum(static_cast<size_t>(C));
   for (int n = 0; n < N; n++)
     for (int c = 0; c < C; c++) wsum[size_t(c)] += wdx[size_t(n) * C + c];
-  EXPECT_LT(rel(dsum.download(), wsum), 8e-3) << "column sums of the updated input gradient";
+  EXPECT_LT(rel_error(dsum.download(), wsum), 8e-3) << "column sums of the updated input gradient";
 }
 
 }  // namespace
@@ -189,8 +183,8 @@ TEST_F(Gpt2Bf16Gpu, GeluBiasBackward) {
       want[j] = d0[i] * gelu_grad(pre[i]), got_c[j] = got[i], wdb[size_t(c)] += want[j];
       if (c == cols - 1) EXPECT_EQ(got[i + 1], d0[i + 1]) << "padding column written, row " << n;
     }
-  EXPECT_LT(rel(got_c, want), 8e-3) << "d * gelu'(pre)";
-  EXPECT_LT(rel(db.download(), wdb), 8e-3) << "bias gradient";
+  EXPECT_LT(rel_error(got_c, want), 8e-3) << "d * gelu'(pre)";
+  EXPECT_LT(rel_error(db.download(), wdb), 8e-3) << "bias gradient";
 }
 
 TEST_F(Gpt2Bf16Gpu, CrossEntropy) {
@@ -214,7 +208,7 @@ TEST_F(Gpt2Bf16Gpu, CrossEntropy) {
     std::vector<float> g(static_cast<size_t>(V));
     for (int v = 0; v < V; v++)
       want[size_t(v)] = (std::exp(z[size_t(n) * ld + v] - lse) - (v == tg[size_t(n)])) * scale, g[size_t(v)] = got[size_t(n) * ld + v];
-    EXPECT_LT(rel(g, want), 8e-3) << "row " << n;
+    EXPECT_LT(rel_error(g, want), 8e-3) << "row " << n;
     for (int v = V; v < ld; v++) EXPECT_EQ(got[size_t(n) * ld + v], 0.0f) << "padding must get a zero gradient";
   }
 }
@@ -258,7 +252,7 @@ TEST_F(Gpt2Bf16Gpu, ModelMatchesCpuReference) {
       m->forward(0);
       std::vector<float> logits(logits_ref.size());
       m->logits_to_host(0, B * T, logits.data());
-      EXPECT_LT(rel(logits, logits_ref), 2e-2) << "logits";
+      EXPECT_LT(rel_error(logits, logits_ref), 2e-2) << "logits";
       m->loss_and_dlogits(1.0f, 0);
       float loss;
       CUDA_CHECK(cudaMemcpy(&loss, m->d_loss(), 4, cudaMemcpyDeviceToHost));
@@ -277,7 +271,7 @@ TEST_F(Gpt2Bf16Gpu, ModelMatchesCpuReference) {
       double rn = 0;
       for (double v : w) rn += v * v;
       if (std::sqrt(rn) < 1e-3 * all) continue;  // e.g. the key bias (softmax ignores a shared shift): bf16 noise only
-      const double e = rel(g, w);
+      const double e = rel_error(g, w);
       worst = std::max(worst, e);
       EXPECT_LT(e, 5e-2) << t.name;
     }
@@ -310,7 +304,7 @@ TEST_F(Gpt2Bf16Gpu, FullSizeAgreesWithFp32Model) {
     CUDA_CHECK(cudaMemcpy(g[k].data(), arena.grads(), g[k].size() * 4, cudaMemcpyDeviceToHost));
   }
   EXPECT_NEAR(loss[0], loss[1], 2e-3 * loss[1]);
-  const double e = rel(g[0], g[1]);
+  const double e = rel_error(g[0], g[1]);
   std::printf("[ info ] d12 bf16 vs fp32: loss %.5f vs %.5f, gradient error %.3g\n", loss[0], loss[1], e);
   EXPECT_LT(e, 5e-2);
 }

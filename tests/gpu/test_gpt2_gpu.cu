@@ -16,12 +16,6 @@ class Gpt2Gpu : public ::testing::Test {
     if (!cuda_device_available()) GTEST_SKIP() << "no CUDA GPU visible";
   }
 };
-
-double rel_err(const std::vector<float>& a, const std::vector<double>& b, size_t off, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) num += (a[off + i] - b[off + i]) * (a[off + i] - b[off + i]), den += b[off + i] * b[off + i];
-  return std::sqrt(num / std::max(den, 1e-300));
-}
 }  // namespace
 
 TEST_F(Gpt2Gpu, MatchesCpuReference) {
@@ -57,7 +51,7 @@ TEST_F(Gpt2Gpu, MatchesCpuReference) {
       m.forward(0);
       std::vector<float> logits(logits_ref.size());
       CUDA_CHECK(cudaMemcpy(logits.data(), m.logits(), logits.size() * 4, cudaMemcpyDeviceToHost));
-      EXPECT_LT(rel_err(logits, logits_ref, 0, logits.size()), 1e-5) << "logits";
+      EXPECT_LT(rel_error(logits, logits_ref), 1e-5) << "logits";
       m.loss_and_dlogits(1.0f, 0);
       float loss;
       CUDA_CHECK(cudaMemcpy(&loss, m.d_loss(), 4, cudaMemcpyDeviceToHost));
@@ -77,7 +71,7 @@ TEST_F(Gpt2Gpu, MatchesCpuReference) {
         EXPECT_LT(std::sqrt(gn), 1e-5 * all) << t.name << " should have a (numerically) zero gradient";
         continue;
       }
-      EXPECT_LT(rel_err(grads[0], g_ref, size_t(t.offset), size_t(t.numel)), 1e-4) << t.name;
+      EXPECT_LT(rel_error(grads[0], g_ref, size_t(t.offset), size_t(t.numel)), 1e-4) << t.name;
     }
     EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * 4), 0) << "gradients are not reproducible";
   }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine: the test suites, the PyTorch cross-checks (optimizers; the GPT-2 model) and
-# the optimizer benchmark, with every log under $OUT (or ./.out). Expects binaries built beforehand
-# (`make all`); pass --build to build here first.
-# Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|bench]...
+# Runs on the GPU machine: the test suites, the PyTorch cross-checks (optimizers; the GPT-2 model), the
+# optimizer benchmark and (ops, not in the default list) the per-operation GPT-2 benchmark, with every
+# log under $OUT (or ./.out). Expects binaries built beforehand (`make all`); pass --build to build here first.
+# Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|bench|ops]...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.out}
@@ -22,6 +22,8 @@ for w in $what; do
       PYTHONUNBUFFERED=1 python3 tests/torch_gpt2_crosscheck.py 2>&1 | tee "$OUT/gpt2_crosscheck.jsonl" || status=1 ;;
     bench)
       ./bench_optim -o adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo 2>&1 | tee "$OUT/bench_optim.jsonl" || status=1 ;;
+    ops)
+      ./bench_gpt2_ops -m gpt2-124m:64,gpt2-355m:32,gpt2-774m:16,gpt2-1558m:8 2>&1 | tee "$OUT/bench_gpt2_ops.jsonl" | grep step_ms || status=1 ;;
     *) echo "unknown step $w"; status=1 ;;
   esac
 done

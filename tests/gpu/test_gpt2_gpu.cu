@@ -2,11 +2,11 @@
 // and fused q/k/v and a sequence longer than a warp; bit-identical repeats; a 124M-size smoke test.
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "common/cuda_check.h"
 #include "models/gpt2_model.h"
-#include "models/gpt2_ref.h"
+#include "models/model_tables.h"
+#include "tests/gpu/tiny_gpt2_case.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -21,25 +21,16 @@ class Gpt2Gpu : public ::testing::Test {
 TEST_F(Gpt2Gpu, MatchesCpuReference) {
   for (bool separate : {true, false}) {
     SCOPED_TRACE(separate ? "separate q/k/v" : "fused qkv");
-    Gpt2Shape s;
-    s.layers = 2, s.channels = 32, s.heads = 4, s.vocab = 67, s.max_seq = 48, s.separate_qkv = separate;
-    const int B = 2, T = 40;
-    ParamTable table = gpt2_param_table(s);
-    std::vector<float> p = gpt2_init(table, s, 5);
-    std::mt19937 rng(11);
-    std::normal_distribution<float> z(0.0f, 0.05f);
-    for (const auto& t : table.tensors())
-      for (int64_t i = 0; i < t.numel; i++) p[size_t(t.offset + i)] += z(rng);
-    std::vector<int> x(B * T), y(B * T);
-    for (auto& v : x) v = int(rng() % 67);
-    for (auto& v : y) v = int(rng() % 67);
-    x[3] = x[17] = x[50] = 9;  // repeated tokens: the grouped embedding backward must sum them
-
-    Gpt2Ref ref(s, table);
-    const std::vector<double> pd(p.begin(), p.end());
-    const double loss_ref = ref.forward(pd, x, y, B, T);
-    const std::vector<double> logits_ref = ref.logits();
-    const std::vector<double> g_ref = ref.backward(pd);
+    const TinyGpt2Case c = tiny_gpt2_case(32, 4, separate, false);
+    const Gpt2Shape& s = c.s;
+    const ParamTable& table = c.table;
+    const int B = c.B, T = c.T;
+    const std::vector<float>& p = c.p;
+    const std::vector<int>& x = c.x;
+    const std::vector<int>& y = c.y;
+    const double loss_ref = c.loss_ref;
+    const std::vector<double>& logits_ref = c.logits_ref;
+    const std::vector<double>& g_ref = c.g_ref;
 
     Arena arena(table, false);
     for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);

@@ -400,6 +400,17 @@ __device__ __forceinline__ uint32_t pack_f16_relu(float lo, float hi) {
   asm("cvt.rn.satfinite.relu.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+// A hidden layer's four n8 accumulator tiles (16 rows x 32 units), ReLU'd, as the fp16 A fragments of
+// the next layer's two k16 steps: the accumulator layout is already the A-fragment layout.
+__device__ __forceinline__ void relu_to_a_fragments(const float4 (&h)[4], uint32_t (&a)[2][4]) {
+#pragma unroll
+  for (int ks = 0; ks < 2; ks++) {
+    a[ks][0] = pack_f16_relu(h[2 * ks].x, h[2 * ks].y);
+    a[ks][1] = pack_f16_relu(h[2 * ks].z, h[2 * ks].w);
+    a[ks][2] = pack_f16_relu(h[2 * ks + 1].x, h[2 * ks + 1].y);
+    a[ks][3] = pack_f16_relu(h[2 * ks + 1].z, h[2 * ks + 1].w);
+  }
+}
 // D = A B + C on m16n8k16 tiles, fp32 accumulate; kF16: fp16 operands, else bf16.
 template <bool kF16>
 __device__ __forceinline__ float4 mma16816(const uint32_t* a, uint32_t b0, uint32_t b1, float4 c) {
@@ -660,25 +671,13 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC) sf_pass_c_fast(const L
           h[nt] = mma16816<false>(in.a[mt], wf[2 * nt], wf[2 * nt + 1], h[nt]);
         }
         uint32_t a2[2][4];
-#pragma unroll
-        for (int ks = 0; ks < 2; ks++) {
-          a2[ks][0] = pack_f16_relu(h[2 * ks].x, h[2 * ks].y);
-          a2[ks][1] = pack_f16_relu(h[2 * ks].z, h[2 * ks].w);
-          a2[ks][2] = pack_f16_relu(h[2 * ks + 1].x, h[2 * ks + 1].y);
-          a2[ks][3] = pack_f16_relu(h[2 * ks + 1].z, h[2 * ks + 1].w);
-        }
+        relu_to_a_fragments(h, a2);
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
           h[nt] = mma16816<true>(a2[0], wf[12 + 2 * nt], wf[12 + 2 * nt + 1], b1c[nt]);
           h[nt] = mma16816<true>(a2[1], wf[20 + 2 * nt], wf[20 + 2 * nt + 1], h[nt]);
         }
-#pragma unroll
-        for (int ks = 0; ks < 2; ks++) {
-          a2[ks][0] = pack_f16_relu(h[2 * ks].x, h[2 * ks].y);
-          a2[ks][1] = pack_f16_relu(h[2 * ks].z, h[2 * ks].w);
-          a2[ks][2] = pack_f16_relu(h[2 * ks + 1].x, h[2 * ks + 1].y);
-          a2[ks][3] = pack_f16_relu(h[2 * ks + 1].z, h[2 * ks + 1].w);
-        }
+        relu_to_a_fragments(h, a2);
         dm = mma16816<true>(a2[0], wf[28 + 4 * mt], wf[29 + 4 * mt], dm);
         dm = mma16816<true>(a2[1], wf[30 + 4 * mt], wf[31 + 4 * mt], dm);
       }

@@ -18,6 +18,15 @@
 // (cp.async, three stages, one barrier per tile) while the current one is multiplied. Rows at or past T
 // are zero-filled, never read, and masked, so any T works. CTAs go head by head, so that the tiles a
 // head's CTAs share are read from HBM about once and then from L2.
+//
+// Dropout on P (kernels/dropout.h; every kernel is a template on kDrop, and kDrop = false is the plain
+// code): with Z = keep * scale, O = (Z * P) V, and the backward's P, lse and D stay those of the undropped
+// scores: dV = (Z * P)^T dO, dS = P * (Z * dP - D). The mask is drawn where it is used, from hashes of the
+// row (query) and of the pair of adjacent key columns: the forward and the dQ kernel hold adjacent key
+// pairs and hash each pair once; the dK/dV kernel, whose lanes hold keys g and g + 8 of a query, shares
+// row and pair hashes between lanes by shuffles (see drop_bits_kv). The forward zeroes dropped P when
+// it packs them to bf16 and folds the scale into 1/l; the dK/dV kernel flips the sign of dropped P (P
+// >= 0), so that max(P, 0) is the mask for dV (scaled at the end) and |P| the P of dS.
 #include <algorithm>
 #include <cstdint>
 
@@ -85,6 +94,33 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {  // lo goes 
 }
 __device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+__device__ __forceinline__ uint32_t max0_bf16x2(uint32_t v) {  // max(v, 0) per bf16 half
+  uint32_t y;
+  asm("max.bf16x2 %0, %1, %2;\n" : "=r"(y) : "r"(v), "r"(0u));
+  return y;
+}
+
+// ---- dropout ------------------------------------------------------------------------------------------
+// Keep tests of the low and high 16-bit halves of h against thr16 = threshold << 16 (a half is >=
+// threshold iff it is >= thr16 when shifted to the top). The kernels get thr16 as an argument, so that
+// it stays in the constant bank instead of taking a register.
+__device__ __forceinline__ bool keep_lo(uint32_t h, uint32_t thr16) { return (h << 16) >= thr16; }
+__device__ __forceinline__ bool keep_hi(uint32_t h, uint32_t thr16) { return h >= thr16; }
+// Zeroes the dropped ones of two adjacent columns (lo: the even one) whose random bits are h.
+__device__ __forceinline__ void drop_pair(float& lo, float& hi, uint32_t h, uint32_t thr16) {
+  lo = keep_lo(h, thr16) ? lo : 0.0f;
+  hi = keep_hi(h, thr16) ? hi : 0.0f;
+}
+// dK/dV kernel: the random bits of query m0 + 8 nt + 2 t4 + par (lane = 4 g + t4) at keys kw + g (low half)
+// and kw + g + 8 (high half). rh_mine: the row hash of query m0 + 8 g + 2 t4 + par, which lane 4 nt + t4
+// hands on. Lanes g and g ^ 1 need the same two pairs of columns, (kw + g) / 2 and that + 4, so each hashes
+// one (own_pair: the first for even g, the second for odd g), they swap, and perm picks the halves.
+__device__ __forceinline__ uint32_t drop_bits_kv(uint32_t rh_mine, int nt, int t4, uint32_t own_pair, uint32_t perm) {
+  const uint32_t rh = __shfl_sync(0xffffffffu, rh_mine, 4 * nt + t4);
+  const uint32_t a = dropout_pair_bits(rh, own_pair);
+  const uint32_t b = __shfl_xor_sync(0xffffffffu, a, 4);  // lane g ^ 1's
+  return __byte_perm(a, b, perm);
+}
 
 // ---- fragment addresses -----------------------------------------------------------------------------
 // m16n8k16 fragments, lane = 4*g + t: A holds (row g | g+8, k 2t..2t+1 | +8), B holds (k 2t..2t+1 | +8,
@@ -174,9 +210,11 @@ constexpr int kFwdSmem = kFwdRows * 128 + kStages * 2 * kTileBytes;
 
 // One key tile for m-tiles MT0..1 of a warp (m-tile mt holds rows r0 + 64 mt .. +15): S = Q K^T, online
 // softmax, O += P V. MT0 = 1 when the key tile lies wholly after m-tile 0 (the CTA's last key tile).
-template <int MT0>
+// kDrop: rh holds the rows' dropout hashes; dropped p are zeroed after the row sums (scale: at the end).
+template <int MT0, bool kDrop>
 __device__ __forceinline__ void fwd_tile(float (&o)[2][8][4], float (&row_max)[2][2], float (&row_sum)[2][2],
-                                         const uint32_t (&qf)[2][4][4], uint32_t sK, uint32_t sV, int n0, int r0, int lane) {
+                                         const uint32_t (&qf)[2][4][4], uint32_t sK, uint32_t sV, int n0, int r0, int lane,
+                                         const uint32_t (&rh)[2][2], uint32_t thr16) {
   const int g = lane >> 2, t4 = lane & 3;
   float s[2][8][4] = {};
 #pragma unroll
@@ -261,6 +299,13 @@ __device__ __forceinline__ void fwd_tile(float (&o)[2][8][4], float (&row_max)[2
     uint32_t pa[2][4];
 #pragma unroll
     for (int mt = MT0; mt < 2; mt++) {
+      if constexpr (kDrop) {
+#pragma unroll
+        for (int r = 0; r < 4; r++) {  // A register r: n-tile 2 kk + r / 2, row half r % 2
+          float* e = &s[mt][2 * kk + (r >> 1)][2 * (r & 1)];
+          drop_pair(e[0], e[1], dropout_pair_bits(rh[mt][r & 1], (n0 >> 1) + (2 * kk + (r >> 1)) * 4 + t4), thr16);
+        }
+      }
       pa[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
       pa[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
       pa[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
@@ -281,7 +326,9 @@ __device__ __forceinline__ void fwd_tile(float (&o)[2][8][4], float (&row_max)[2
 
 // One CTA per (batch, head, 128-query tile). The warps' rows interleave (16w.. and 64 + 16w..) so that
 // on the CTA's last key tile, which only the upper 64 rows see, all four warps share the work.
-__global__ void __launch_bounds__(kThreads, 2) flash_fwd_k(bf16* out, float* lse, const bf16* qkv, int T, int NH, int group) {
+template <bool kDrop>
+__global__ void __launch_bounds__(kThreads, 2)
+    flash_fwd_k(bf16* out, float* lse, const bf16* qkv, int T, int NH, int group, DropoutArgs drop, uint32_t thr16) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int n_qt = (T + kFwdRows - 1) / kFwdRows;
@@ -319,6 +366,14 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_k(bf16* out, float* lse
   float o[2][8][4] = {};
   float row_max[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};  // in scaled log2 units
   float row_sum[2][2] = {};
+  uint32_t rh[2][2] = {};  // dropout: the hashes of this thread's rows
+  if constexpr (kDrop) {
+    const uint64_t key = dropout_site_key(drop.seed, *drop.counter, drop.site);
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+      for (int hf = 0; hf < 2; hf++) rh[mt][hf] = dropout_row(key, uint32_t(bh) * uint32_t(T) + uint32_t(r0 + 64 * mt + g + 8 * hf));
+  }
 
   for (int j = 0, st = 0; j < n_kv; j++, st = st == kStages - 1 ? 0 : st + 1) {
     if (j > 0) {
@@ -330,9 +385,9 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_k(bf16* out, float* lse
     const int n0 = j * kTile;
     const uint32_t sK = sKV + 2 * st * kTileBytes, sV = sK + kTileBytes;
     if (n0 > r0 + 15)
-      fwd_tile<1>(o, row_max, row_sum, qf, sK, sV, n0, r0, lane);
+      fwd_tile<1, kDrop>(o, row_max, row_sum, qf, sK, sV, n0, r0, lane, rh, thr16);
     else
-      fwd_tile<0>(o, row_max, row_sum, qf, sK, sV, n0, r0, lane);
+      fwd_tile<0, kDrop>(o, row_max, row_sum, qf, sK, sV, n0, r0, lane, rh, thr16);
   }
 
   // Normalise, write lse and O (staged through this warp's own rows of the Q tile for 16-byte stores).
@@ -344,7 +399,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_k(bf16* out, float* lse
       float l = row_sum[mt][hf];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
-      inv[hf] = 1.0f / l;
+      inv[hf] = kDrop ? drop.scale / l : 1.0f / l;  // kept p carry the dropout scale
       const int row = r0 + 64 * mt + g + 8 * hf;
       if (t4 == 0 && row < T) lse[int64_t(bh) * T + row] = (row_max[mt][hf] + log2f(l)) * kLn2;
     }
@@ -389,8 +444,10 @@ constexpr int kBwdSmem = (2 + 2 * kStages) * kTileBytes + kStages * 2 * kTile * 
 // dK, dV for one 64-key tile, looping over the query tiles at and after it. Warp w owns keys
 // n0 + 16w .. +15 and works on the transposed products: S^T = K Q^T, dP^T = V dO^T (keys as rows), so
 // that the K and V fragments stay in registers and the dK, dV accumulators never leave the warp.
+template <bool kDrop>
 __global__ void __launch_bounds__(kThreads, 2)
-    flash_bwd_dkdv_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH, int group) {
+    flash_bwd_dkdv_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH, int group,
+                     DropoutArgs drop, uint32_t thr16) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int n_m = (T + kTile - 1) / kTile;
@@ -434,6 +491,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     ldsm_x4(vf[kk], addr_a(sV, warp * 16, kk, lane));
   }
   float dk[8][4] = {}, dv[8][4] = {};
+  uint64_t key = 0;  // dropout (see drop_bits_kv)
+  uint32_t own_pair = 0, perm = 0, row_base = 0;
+  if constexpr (kDrop) {
+    key = dropout_site_key(drop.seed, *drop.counter, drop.site);
+    own_pair = uint32_t((kw >> 1) + (g >> 1) + 4 * (g & 1));
+    perm = g & 1 ? 0x3276u : 0x5410u;  // even g: low halves of (own, other); odd g: high halves of (other, own)
+    row_base = uint32_t(bh) * uint32_t(T) + uint32_t(8 * g + 2 * t4);
+  }
 
   for (int i = 0, st = 0; m_first + i < n_m; i++, st = st == kStages - 1 ? 0 : st + 1) {
     if (i > 0) {
@@ -459,31 +524,47 @@ __global__ void __launch_bounds__(kThreads, 2)
         mma(s[2 * np + 1], kf[kk], bq[2], bq[3]);
       }
     const bool mask = m0 < kw + 16 || m0 + kTile > T;  // the diagonal tile, or the one with rows past T
-    uint32_t pa[4][4];                                  // [k-step over queries][A register]
+    uint32_t rh_mine[2];                                // dropout: see drop_bits_kv
+    if constexpr (kDrop)
+#pragma unroll
+      for (int par = 0; par < 2; par++) rh_mine[par] = dropout_row(key, row_base + uint32_t(m0 + par));
+    uint32_t pa[4][4];  // [k-step over queries][A register]; with dropout, dropped P negated
 #pragma unroll
     for (int nt = 0; nt < 8; nt++) {
       const float2 l2 = *reinterpret_cast<const float2*>(sL + nt * 8 + 2 * t4);
       float p[4];
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        const int qi = m0 + nt * 8 + 2 * t4 + (e & 1), key = kw + g + 8 * (e >> 1);
-        const float x = mask && (qi < key || qi >= T) ? -INFINITY : s[nt][e];
+        const int qi = m0 + nt * 8 + 2 * t4 + (e & 1), kj = kw + g + 8 * (e >> 1);
+        const float x = mask && (qi < kj || qi >= T) ? -INFINITY : s[nt][e];
         p[e] = ex2(fmaf(x, kScaleLog2, -(e & 1 ? l2.y : l2.x) * kLog2e));
+      }
+      if constexpr (kDrop) {
+#pragma unroll
+        for (int par = 0; par < 2; par++) {
+          const uint32_t bits = drop_bits_kv(rh_mine[par], nt, t4, own_pair, perm);
+          p[par] = keep_lo(bits, thr16) ? p[par] : -p[par];
+          p[par + 2] = keep_hi(bits, thr16) ? p[par + 2] : -p[par + 2];
+        }
       }
       pa[nt >> 1][2 * (nt & 1)] = pack_bf16(p[0], p[1]);
       pa[nt >> 1][2 * (nt & 1) + 1] = pack_bf16(p[2], p[3]);
     }
-    // dV += P^T dO
+    // dV += P^T dO (with dropout max(P^T, 0) = keep * P^T, the scale applied at the end)
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++)
+    for (int kk = 0; kk < 4; kk++) {
+      uint32_t pk[4];
+#pragma unroll
+      for (int r = 0; r < 4; r++) pk[r] = kDrop ? max0_bf16x2(pa[kk][r]) : pa[kk][r];
 #pragma unroll
       for (int dp = 0; dp < 4; dp++) {
         uint32_t bo[4];
         ldsm_x4_t(bo, addr_b_kn(sdO, kk * 16, dp, lane));
-        mma(dv[2 * dp], pa[kk], bo[0], bo[1]);
-        mma(dv[2 * dp + 1], pa[kk], bo[2], bo[3]);
+        mma(dv[2 * dp], pk, bo[0], bo[1]);
+        mma(dv[2 * dp + 1], pk, bo[2], bo[3]);
       }
-    // dP^T = V dO^T, then dS^T = P^T (dP^T - D[query]), overwriting the P^T fragments.
+    }
+    // dP^T = V dO^T, then dS^T = P^T (Z dP^T - D[query]), overwriting the P^T fragments.
     float dpt[8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
@@ -500,7 +581,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int hf = 0; hf < 2; hf++) {
         uint32_t& r = pa[nt >> 1][2 * (nt & 1) + hf];
-        r = pack_bf16(bf16_lo(r) * (dpt[nt][2 * hf] - d2.x), bf16_hi(r) * (dpt[nt][2 * hf + 1] - d2.y));
+        if constexpr (kDrop) {  // P = |p|, kept iff p >= 0
+          const float p0 = bf16_lo(r), p1 = bf16_hi(r);
+          r = pack_bf16(fabsf(p0) * fmaf(p0 >= 0.0f ? drop.scale : 0.0f, dpt[nt][2 * hf], -d2.x),
+                        fabsf(p1) * fmaf(p1 >= 0.0f ? drop.scale : 0.0f, dpt[nt][2 * hf + 1], -d2.y));
+        } else {
+          r = pack_bf16(bf16_lo(r) * (dpt[nt][2 * hf] - d2.x), bf16_hi(r) * (dpt[nt][2 * hf + 1] - d2.y));
+        }
       }
     }
     // dK += dS^T Q (scaled by 1/8 at the end)
@@ -516,9 +603,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   // Stage through this warp's own rows of the K and V tiles, then 16-byte stores.
-  const float scale[2] = {0.125f, 0.125f}, one[2] = {1.0f, 1.0f};
+  const float scale[2] = {0.125f, 0.125f}, dv_scale[2] = {kDrop ? drop.scale : 1.0f, kDrop ? drop.scale : 1.0f};
   stage_acc(smem, warp * 16, dk, scale, lane);
-  stage_acc(smem + kTileBytes, warp * 16, dv, one, lane);
+  stage_acc(smem + kTileBytes, warp * 16, dv, dv_scale, lane);
   __syncwarp();
   bf16* dqkv_b = dqkv + int64_t(b) * T * ld + h * kHead;
   store_rows<16>(dqkv_b + C, ld, kw, T, smem, warp * 16, lane);
@@ -527,8 +614,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 // dQ for one 64-query tile, looping over the key tiles up to its diagonal. Warp w owns query rows
 // m0 + 16w .. +15.
+template <bool kDrop>
 __global__ void __launch_bounds__(kThreads, 3)
-    flash_bwd_dq_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH, int group) {
+    flash_bwd_dq_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH, int group,
+                   DropoutArgs drop, uint32_t thr16) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int n_qt = (T + kTile - 1) / kTile;
@@ -564,6 +653,12 @@ __global__ void __launch_bounds__(kThreads, 3)
     const int row = rw + g + 8 * hf;
     lse2[hf] = row < T ? lse[int64_t(bh) * T + row] * kLog2e : 0.0f;
     Drow[hf] = row < T ? Dsum[int64_t(bh) * T + row] : 0.0f;
+  }
+  uint32_t rh[2] = {};  // dropout: the hashes of this thread's rows
+  if constexpr (kDrop) {
+    const uint64_t key = dropout_site_key(drop.seed, *drop.counter, drop.site);
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) rh[hf] = dropout_row(key, uint32_t(bh) * uint32_t(T) + uint32_t(rw + g + 8 * hf));
   }
   cp_async_wait<1>();
   __syncthreads();
@@ -615,7 +710,17 @@ __global__ void __launch_bounds__(kThreads, 3)
         mma(dp[2 * np + 1], of, bv[2], bv[3]);
       }
     }
-    // dS = P (dP - D) as bf16 A fragments (k = key), then dQ += dS K.
+    if constexpr (kDrop) {  // dP = Z dP (here rather than in the dS loop: that spilled)
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+          const uint32_t bits = dropout_pair_bits(rh[hf], (n0 >> 1) + nt * 4 + t4);
+          dp[nt][2 * hf] = keep_lo(bits, thr16) ? dp[nt][2 * hf] * drop.scale : 0.0f;
+          dp[nt][2 * hf + 1] = keep_hi(bits, thr16) ? dp[nt][2 * hf + 1] * drop.scale : 0.0f;
+        }
+    }
+    // dS = P (Z dP - D) as bf16 A fragments (k = key), then dQ += dS K.
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
       uint32_t da[4];
@@ -662,22 +767,29 @@ void set_smem(K kernel, int bytes) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared)));
 }
+void check_dropout(const char* who, const DropoutArgs& d) {
+  if (!d.on()) return;
+  if (d.counter == nullptr) user_error(who, ": dropout needs its device counter.");
+  if (d.threshold >= 65536u) user_error(who, ": dropout threshold must be below 65536 (got ", d.threshold, ").");
+}
 }  // namespace
 
-void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t s) {
+void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t s, const DropoutArgs& drop) {
   const char* who = "flash_attention_forward";
   check_shape(who, B, T, NH);
   check_aligned(who, out, "out", 16);
   check_aligned(who, qkv, "qkv", 16);
   check_aligned(who, lse, "lse", 4);
-  set_smem(flash_fwd_k, kFwdSmem);
+  check_dropout(who, drop);
+  const auto kernel = drop.on() ? flash_fwd_k<true> : flash_fwd_k<false>;
+  set_smem(kernel, kFwdSmem);
   const unsigned grid = unsigned(B * NH * ((T + kFwdRows - 1) / kFwdRows));
-  flash_fwd_k<<<grid, kThreads, kFwdSmem, s>>>(out, lse, qkv, T, NH, heads_per_group(B, T, NH));
+  kernel<<<grid, kThreads, kFwdSmem, s>>>(out, lse, qkv, T, NH, heads_per_group(B, T, NH), drop, drop.threshold << 16);
   CUDA_CHECK_LAUNCH();
 }
 
 void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
-                              float* scratch, int B, int T, int NH, cudaStream_t s) {
+                              float* scratch, int B, int T, int NH, cudaStream_t s, const DropoutArgs& drop) {
   const char* who = "flash_attention_backward";
   check_shape(who, B, T, NH);
   check_aligned(who, dqkv, "dqkv", 16);
@@ -686,15 +798,19 @@ void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, con
   check_aligned(who, qkv, "qkv", 16);
   check_aligned(who, lse, "lse", 4);
   check_aligned(who, scratch, "scratch", 4);
+  check_dropout(who, drop);
   const int64_t lanes = int64_t(B) * T * NH * 8;
   flash_bwd_dsum_k<<<unsigned((lanes + 255) / 256), 256, 0, s>>>(scratch, dout, out, B, T, NH);
   CUDA_CHECK_LAUNCH();
-  set_smem(flash_bwd_dkdv_k, kBwdSmem);
-  set_smem(flash_bwd_dq_k, kBwdSmem);
+  const uint32_t thr16 = drop.threshold << 16;  // see keep_lo
+  const auto dkdv = drop.on() ? flash_bwd_dkdv_k<true> : flash_bwd_dkdv_k<false>;
+  const auto dq = drop.on() ? flash_bwd_dq_k<true> : flash_bwd_dq_k<false>;
+  set_smem(dkdv, kBwdSmem);
+  set_smem(dq, kBwdSmem);
   const unsigned grid = unsigned(B * NH * ((T + kTile - 1) / kTile));
   const int group = heads_per_group(B, T, NH);
-  flash_bwd_dkdv_k<<<grid, kThreads, kBwdSmem, s>>>(dqkv, dout, lse, scratch, qkv, T, NH, group);
+  dkdv<<<grid, kThreads, kBwdSmem, s>>>(dqkv, dout, lse, scratch, qkv, T, NH, group, drop, thr16);
   CUDA_CHECK_LAUNCH();
-  flash_bwd_dq_k<<<grid, kThreads, kBwdSmem, s>>>(dqkv, dout, lse, scratch, qkv, T, NH, group);
+  dq<<<grid, kThreads, kBwdSmem, s>>>(dqkv, dout, lse, scratch, qkv, T, NH, group, drop, thr16);
   CUDA_CHECK_LAUNCH();
 }

@@ -92,8 +92,14 @@ constexpr int kMaxHs = 64, kAttWarps = 2;
 
 // One warp per (b, h, i): each lane walks keys j = lane, lane + 32, ... <= i with its own online
 // softmax state; lanes are merged in a fixed order at the end.
+// The dropout factor of probability (row, j): 0 or the scale when kept (1 without dropout).
+__device__ __forceinline__ float att_keep(const DropoutArgs& d, uint32_t row_hash, int j) {
+  return !d.on() ? 1.0f : dropout_keep(row_hash, uint32_t(j), d.threshold) ? d.scale : 0.0f;
+}
+__device__ __forceinline__ uint64_t att_key(const DropoutArgs& d) { return d.on() ? dropout_site_key(d.seed, *d.counter, d.site) : 0; }
+
 __global__ void __launch_bounds__(32 * kAttWarps) attention_fwd_k(float* out, float* lse, const float* q, const float* k,
-                                                                  const float* v, int ld, int B, int T, int NH, int hs) {
+                                                                  const float* v, int ld, int B, int T, int NH, int hs, DropoutArgs drop) {
   __shared__ float acc[kAttWarps][32][kMaxHs + 1];
   __shared__ float qs[kAttWarps][kMaxHs], ms[kAttWarps][32], ls[kAttWarps][32];
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -104,15 +110,17 @@ __global__ void __launch_bounds__(32 * kAttWarps) attention_fwd_k(float* out, fl
   for (int e = lane; e < hs; e += 32) qs[w][e] = q[(int64_t(b) * T + i) * ld + h * hs + e] * scale;
   for (int e = 0; e < hs; e++) acc[w][lane][e] = 0.0f;
   __syncwarp();
+  const uint64_t key = att_key(drop);
+  const uint32_t rh = dropout_row(key, uint32_t(row));  // row = (b NH + h) T + i, the mask's row
   float m = -INFINITY, l = 0.0f;
   for (int j = lane; j <= i; j += 32) {
     const float* kj = k + (int64_t(b) * T + j) * ld + h * hs;
     const float* vj = v + (int64_t(b) * T + j) * ld + h * hs;
     float s = 0.0f;
     for (int e = 0; e < hs; e++) s += qs[w][e] * kj[e];
-    const float mn = fmaxf(m, s), a = expf(m - mn), p = expf(s - mn);
-    l = l * a + p;
-    for (int e = 0; e < hs; e++) acc[w][lane][e] = acc[w][lane][e] * a + p * vj[e];
+    const float mn = fmaxf(m, s), a = expf(m - mn), p = expf(s - mn), pz = p * att_keep(drop, rh, j);
+    l = l * a + p;  // the softmax's sum is of the probabilities before dropout
+    for (int e = 0; e < hs; e++) acc[w][lane][e] = acc[w][lane][e] * a + pz * vj[e];
     m = mn;
   }
   const float M = warp_max(m);
@@ -145,7 +153,7 @@ __global__ void attention_D_k(float* D, const float* dout, const float* out, int
 // dq: one warp per query row, lanes over keys.
 __global__ void __launch_bounds__(32 * kAttWarps) attention_dq_k(float* dq, const float* dout, const float* lse, const float* D,
                                                                  const float* q, const float* k, const float* v, int ld, int B, int T,
-                                                                 int NH, int hs) {
+                                                                 int NH, int hs, DropoutArgs drop) {
   __shared__ float acc[kAttWarps][32][kMaxHs + 1];
   __shared__ float qs[kAttWarps][kMaxHs], gs[kAttWarps][kMaxHs];
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -160,12 +168,14 @@ __global__ void __launch_bounds__(32 * kAttWarps) attention_dq_k(float* dq, cons
   for (int e = 0; e < hs; e++) acc[w][lane][e] = 0.0f;
   __syncwarp();
   const float li = lse[row], Di = D[row];
+  const uint64_t key = att_key(drop);
+  const uint32_t rh = dropout_row(key, uint32_t(row));
   for (int j = lane; j <= i; j += 32) {
     const float* kj = k + (int64_t(b) * T + j) * ld + h * hs;
     const float* vj = v + (int64_t(b) * T + j) * ld + h * hs;
     float s = 0.0f, dp = 0.0f;
     for (int e = 0; e < hs; e++) s += qs[w][e] * kj[e], dp += gs[w][e] * vj[e];
-    const float ds = expf(s - li) * (dp - Di) * scale;
+    const float ds = expf(s - li) * (dp * att_keep(drop, rh, j) - Di) * scale;
     for (int e = 0; e < hs; e++) acc[w][lane][e] += ds * kj[e];
   }
   __syncwarp();
@@ -179,7 +189,7 @@ __global__ void __launch_bounds__(32 * kAttWarps) attention_dq_k(float* dq, cons
 // dk, dv: one warp per key row j, lanes over queries i >= j.
 __global__ void __launch_bounds__(32 * kAttWarps) attention_dkv_k(float* dk, float* dv, const float* dout, const float* lse,
                                                                   const float* D, const float* q, const float* k, const float* v, int ld,
-                                                                  int B, int T, int NH, int hs) {
+                                                                  int B, int T, int NH, int hs, DropoutArgs drop) {
   __shared__ float ak[kAttWarps][32][kMaxHs + 1], av[kAttWarps][32][kMaxHs + 1];
   __shared__ float ks[kAttWarps][kMaxHs], vs[kAttWarps][kMaxHs];
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -193,14 +203,16 @@ __global__ void __launch_bounds__(32 * kAttWarps) attention_dkv_k(float* dk, flo
   }
   for (int e = 0; e < hs; e++) ak[w][lane][e] = av[w][lane][e] = 0.0f;
   __syncwarp();
+  const uint64_t key = att_key(drop);
   for (int i = j + lane; i < T; i += 32) {
     const float* qi = q + (int64_t(b) * T + i) * ld + h * hs;
     const float* gi = dout + (int64_t(b) * T + i) * int64_t(NH * hs) + h * hs;
     const int64_t ri = (int64_t(b) * NH + h) * T + i;
     float s = 0.0f, dp = 0.0f;
     for (int e = 0; e < hs; e++) s += qi[e] * scale * ks[w][e], dp += gi[e] * vs[w][e];
-    const float p = expf(s - lse[ri]), ds = p * (dp - D[ri]) * scale;
-    for (int e = 0; e < hs; e++) av[w][lane][e] += p * gi[e], ak[w][lane][e] += ds * qi[e];
+    const float z = att_keep(drop, dropout_row(key, uint32_t(ri)), j);
+    const float p = expf(s - lse[ri]), ds = p * (z * dp - D[ri]) * scale;
+    for (int e = 0; e < hs; e++) av[w][lane][e] += z * p * gi[e], ak[w][lane][e] += ds * qi[e];
   }
   __syncwarp();
   for (int e = lane; e < hs; e += 32) {
@@ -308,20 +320,21 @@ void add_inplace(float* y, const float* x, int64_t n, cudaStream_t s) {
 }
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int ld, int B, int T, int NH, int hs,
-                       cudaStream_t s) {
+                       cudaStream_t s, const DropoutArgs& drop) {
   if (hs > kMaxHs) user_error("attention head size ", hs, " is above the supported ", kMaxHs, ".");
-  attention_fwd_k<<<blocks(int64_t(B) * NH * T, kAttWarps), 32 * kAttWarps, 0, s>>>(out, lse, q, k, v, ld, B, T, NH, hs);
+  attention_fwd_k<<<blocks(int64_t(B) * NH * T, kAttWarps), 32 * kAttWarps, 0, s>>>(out, lse, q, k, v, ld, B, T, NH, hs, drop);
   CUDA_CHECK_LAUNCH();
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse, const float* q,
-                        const float* k, const float* v, int ld, int B, int T, int NH, int hs, float* D, cudaStream_t s) {
+                        const float* k, const float* v, int ld, int B, int T, int NH, int hs, float* D, cudaStream_t s,
+                        const DropoutArgs& drop) {
   const int64_t rows = int64_t(B) * NH * T;
   attention_D_k<<<blocks(rows, 8), 256, 0, s>>>(D, dout, out, B, T, NH, hs);
   CUDA_CHECK_LAUNCH();
-  attention_dq_k<<<blocks(rows, kAttWarps), 32 * kAttWarps, 0, s>>>(dq, dout, lse, D, q, k, v, ld, B, T, NH, hs);
+  attention_dq_k<<<blocks(rows, kAttWarps), 32 * kAttWarps, 0, s>>>(dq, dout, lse, D, q, k, v, ld, B, T, NH, hs, drop);
   CUDA_CHECK_LAUNCH();
-  attention_dkv_k<<<blocks(rows, kAttWarps), 32 * kAttWarps, 0, s>>>(dk, dv, dout, lse, D, q, k, v, ld, B, T, NH, hs);
+  attention_dkv_k<<<blocks(rows, kAttWarps), 32 * kAttWarps, 0, s>>>(dk, dv, dout, lse, D, q, k, v, ld, B, T, NH, hs, drop);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/dropout.h"
+
 // Embeddings: kernels/embedding.h.
 
 // y = LN(x) * w + b per row; saves mean and rstd.
@@ -27,12 +29,15 @@ void gelu_backward(float* dx, const float* x, const float* dy, int64_t n, cudaSt
 void add_inplace(float* y, const float* x, int64_t n, cudaStream_t s);                      // y += x
 
 // Causal multi-head attention without the T x T matrix: one warp per query row, online softmax.
-// q, k, v rows have stride `ld` (C for separate projections, 3C for a fused qkv buffer).
+// q, k, v rows have stride `ld` (C for separate projections, 3C for a fused qkv buffer). With `drop` on,
+// the probabilities are dropped out (kernels/dropout.h; mask row (b NH + h) T + query, column key);
+// lse stays that of the softmax before dropout.
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int ld, int B, int T, int NH, int hs,
-                       cudaStream_t s);
-// dq, dk, dv (rows of stride ld, overwritten) from dout; recomputes the probabilities.
+                       cudaStream_t s, const DropoutArgs& drop = DropoutArgs());
+// dq, dk, dv (rows of stride ld, overwritten) from dout; recomputes the probabilities (and the masks).
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse, const float* q,
-                        const float* k, const float* v, int ld, int B, int T, int NH, int hs, float* scratch_D, cudaStream_t s);
+                        const float* k, const float* v, int ld, int B, int T, int NH, int hs, float* scratch_D, cudaStream_t s,
+                        const DropoutArgs& drop = DropoutArgs());
 
 // Per row: loss[n] = logsumexp(z) - z[target]; z is replaced by d(mean loss)/dz * grad_scale.
 void crossentropy_forward_backward(float* z, float* loss, const int* targets, int N, int V, float grad_scale, cudaStream_t s);

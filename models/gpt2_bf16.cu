@@ -3,6 +3,7 @@
 #include "common/cuda_check.h"
 #include "common/device_random.h"
 #include "common/event_timer.h"
+#include "kernels/dropout_kernels.h"
 #include "kernels/flash_attention.h"
 #include "kernels/gpt2_bf16_kernels.h"
 #include "kernels/gpt2_kernels.h"
@@ -86,10 +87,35 @@ void Gpt2Bf16::set_batch(const int* tokens, const int* targets, cudaStream_t s) 
   batch_.set(tokens, targets, s);
 }
 
+// out = stream + dropout(x W^T + b) for a projection (I inputs) that writes the residual stream. Without
+// dropout the add is the matmul's accumulate; with it the projection goes to datt_ (free in forward).
+void Gpt2Bf16::project_into_stream(bf16* out, const bf16* stream, const bf16* x, int I, int64_t w, int64_t b, uint32_t site, cudaStream_t s) {
+  const int C = s_.channels, N = N_;
+  if (!dropout_.on()) {
+    mm_.forward(out, C, x, I, W(w), W(b), N, I, C, s, stream);
+    return;
+  }
+  mm_.forward(datt_.get(), C, x, I, W(w), W(b), N, I, C, s);
+  dropout_forward(out, datt_.get(), stream, N, C, dropout_.site(site), s);
+}
+
+// The gradient of a projection's output that joined the stream: dres itself, or with dropout its masked
+// copy in dln_ (free until the layer's next LayerNorm backward) plus the projection's bias gradient,
+// which the LayerNorm backward gives only when no mask stands between.
+const bf16* Gpt2Bf16::branch_grad(const bf16* dres, float* dbias, uint32_t site, cudaStream_t s) {
+  if (!dropout_.on()) return dres;
+  const int C = s_.channels;
+  dropout_forward(dln_.get(), dres, nullptr, N_, C, dropout_.site(site), s);
+  bias_backward(dbias, dln_.get(), C, N_, C, scratch_.get(), s);
+  return dln_.get();
+}
+
 void Gpt2Bf16::forward(cudaStream_t s) {
   const int C = s_.channels, N = N_, NH = s_.heads;
   prof_.begin(s);
-  encoder_forward(layers_.empty() ? res_final_.get() : layers_[0].res.get(), batch_.tokens(), W(wte_), W(wpe_), N, T_, C, s);
+  bf16* x0 = layers_.empty() ? res_final_.get() : layers_[0].res.get();
+  encoder_forward(x0, batch_.tokens(), W(wte_), W(wpe_), N, T_, C, s);
+  if (dropout_.on()) dropout_forward(x0, x0, nullptr, N, C, dropout_.site(dropout_site_embedding()), s);
   prof_.mark("fwd encoder", s);
   for (int l = 0; l < s_.layers; l++) {
     Layer& L = layers_[size_t(l)];
@@ -98,15 +124,15 @@ void Gpt2Bf16::forward(cudaStream_t s) {
     prof_.mark("fwd layernorm", s);
     mm_.forward(L.qkv.get(), 3 * C, L.ln1.get(), C, W(L.qkvw), W(L.qkvb), N, C, 3 * C, s);
     prof_.mark("fwd matmul qkv", s);
-    flash_attention_forward(L.att.get(), L.lse.get(), L.qkv.get(), B_, T_, NH, s);
+    flash_attention_forward(L.att.get(), L.lse.get(), L.qkv.get(), B_, T_, NH, s, dropout_.site(dropout_site_attention(l)));
     prof_.mark("fwd attention", s);
-    mm_.forward(L.mid.get(), C, L.att.get(), C, W(L.projw), W(L.projb), N, C, C, s, L.res.get());  // + residual
+    project_into_stream(L.mid.get(), L.res.get(), L.att.get(), C, L.projw, L.projb, dropout_site_attn_proj(l), s);
     prof_.mark("fwd matmul proj", s);
     layernorm_forward(L.ln2.get(), L.ln2_mean.get(), L.ln2_rstd.get(), L.mid.get(), W(L.ln2w), W(L.ln2b), N, C, s);
     prof_.mark("fwd layernorm", s);
     mm_.forward(L.fc.get(), 4 * C, L.ln2.get(), C, W(L.fcw), W(L.fcb), N, C, 4 * C, s, nullptr, L.fc_pre.get());  // GELU epilogue
     prof_.mark("fwd matmul fc+gelu", s);
-    mm_.forward(out, C, L.fc.get(), 4 * C, W(L.fcprojw), W(L.fcprojb), N, 4 * C, C, s, L.mid.get());       // + residual
+    project_into_stream(out, L.mid.get(), L.fc.get(), 4 * C, L.fcprojw, L.fcprojb, dropout_site_mlp_proj(l), s);
     prof_.mark("fwd matmul fcproj", s);
   }
   layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), res_final_.get(), W(lnfw_), W(lnfb_), N, C, s);
@@ -134,21 +160,23 @@ void Gpt2Bf16::backward(cudaStream_t s) {
   prof_.mark("bwd memset", s);
   // Bias gradients: the projections that write the residual stream (attn.proj, mlp.proj) get theirs
   // from the LayerNorm backward that produces that stream's gradient; fc and qkv from column sums.
+  const bool drop = dropout_.on();  // then the LayerNorms do not give the projections' bias gradients
   layernorm_backward(dres, G(lnfw_), G(lnfb_), dln_.get(), res_final_.get(), W(lnfw_), lnf_mean_.get(), lnf_rstd_.get(), N, C, scratch, s,
-                     layers_.empty() ? nullptr : G(layers_.back().fcprojb));
+                     layers_.empty() || drop ? nullptr : G(layers_.back().fcprojb));
   prof_.mark("bwd layernorm", s);
   for (int l = s_.layers - 1; l >= 0; l--) {
     Layer& L = layers_[size_t(l)];
     // MLP: dres is d(out); the residual path passes it through unchanged
-    mm_.backward_dw(G(L.fcprojw), dres, C, L.fc.get(), 4 * C, N, 4 * C, C, s);
+    const bf16* dy = branch_grad(dres, G(L.fcprojb), dropout_site_mlp_proj(l), s);
+    mm_.backward_dw(G(L.fcprojw), dy, C, L.fc.get(), 4 * C, N, 4 * C, C, s);
     prof_.mark("bwd matmul dW", s);
     if (gelu_in_epilogue_) {
-      mm_.backward_dx(dfc_.get(), 4 * C, false, dres, C, W(L.fcprojw), N, 4 * C, C, s, L.fc_pre.get());  // GELU' epilogue
+      mm_.backward_dx(dfc_.get(), 4 * C, false, dy, C, W(L.fcprojw), N, 4 * C, C, s, L.fc_pre.get());  // GELU' epilogue
       prof_.mark("bwd matmul dx", s);
       bias_backward(G(L.fcb), dfc_.get(), 4 * C, N, 4 * C, scratch, s);
       prof_.mark("bwd bias", s);
     } else {
-      mm_.backward_dx(dfc_.get(), 4 * C, false, dres, C, W(L.fcprojw), N, 4 * C, C, s);
+      mm_.backward_dx(dfc_.get(), 4 * C, false, dy, C, W(L.fcprojw), N, 4 * C, C, s);
       prof_.mark("bwd matmul dx", s);
       gelu_bias_backward(G(L.fcb), dfc_.get(), L.fc_pre.get(), 4 * C, N, 4 * C, scratch, s);
       prof_.mark("bwd gelu+bias", s);
@@ -158,14 +186,16 @@ void Gpt2Bf16::backward(cudaStream_t s) {
     mm_.backward_dx(dln_.get(), C, false, dfc_.get(), 4 * C, W(L.fcw), N, C, 4 * C, s);
     prof_.mark("bwd matmul dx", s);
     layernorm_backward(dres, G(L.ln2w), G(L.ln2b), dln_.get(), L.mid.get(), W(L.ln2w), L.ln2_mean.get(), L.ln2_rstd.get(), N, C, scratch, s,
-                       G(L.projb));
+                       drop ? nullptr : G(L.projb));
     prof_.mark("bwd layernorm", s);
     // attention: dres is now d(mid)
-    mm_.backward_dw(G(L.projw), dres, C, L.att.get(), C, N, C, C, s);
+    dy = branch_grad(dres, G(L.projb), dropout_site_attn_proj(l), s);
+    mm_.backward_dw(G(L.projw), dy, C, L.att.get(), C, N, C, C, s);
     prof_.mark("bwd matmul dW", s);
-    mm_.backward_dx(datt_.get(), C, false, dres, C, W(L.projw), N, C, C, s);
+    mm_.backward_dx(datt_.get(), C, false, dy, C, W(L.projw), N, C, C, s);
     prof_.mark("bwd matmul dx", s);
-    flash_attention_backward(dqkv_.get(), datt_.get(), L.att.get(), L.lse.get(), L.qkv.get(), scratch, B_, T_, NH, s);
+    flash_attention_backward(dqkv_.get(), datt_.get(), L.att.get(), L.lse.get(), L.qkv.get(), scratch, B_, T_, NH, s,
+                             dropout_.site(dropout_site_attention(l)));
     prof_.mark("bwd attention", s);
     mm_.backward_dw(G(L.qkvw), dqkv_.get(), 3 * C, L.ln1.get(), C, N, C, 3 * C, s);
     prof_.mark("bwd matmul dW", s);
@@ -174,10 +204,12 @@ void Gpt2Bf16::backward(cudaStream_t s) {
     mm_.backward_dx(dln_.get(), C, false, dqkv_.get(), 3 * C, W(L.qkvw), N, C, 3 * C, s);
     prof_.mark("bwd matmul dx", s);
     layernorm_backward(dres, G(L.ln1w), G(L.ln1b), dln_.get(), L.res.get(), W(L.ln1w), L.ln1_mean.get(), L.ln1_rstd.get(), N, C, scratch, s,
-                       l > 0 ? G(layers_[size_t(l - 1)].fcprojb) : nullptr);
+                       l > 0 && !drop ? G(layers_[size_t(l - 1)].fcprojb) : nullptr);
     prof_.mark("bwd layernorm", s);
   }
+  if (drop) dropout_forward(dres, dres, nullptr, N, C, dropout_.site(dropout_site_embedding()), s);
   encoder_backward(G(wte_), G(wpe_), dres, batch_.groups(), B_, T_, C, s);
+  dropout_.advance(s);
   prof_.mark("bwd encoder", s);
   prof_.collect();
 }

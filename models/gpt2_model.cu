@@ -1,6 +1,7 @@
 #include "models/gpt2_model.h"
 
 #include "common/cuda_check.h"
+#include "kernels/dropout_kernels.h"
 #include "kernels/gpt2_kernels.h"
 
 Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
@@ -70,9 +71,25 @@ void Gpt2Model::logits_to_host(int first, int count, float* host) const {
                         cudaMemcpyDeviceToHost));
 }
 
+// branch = stream + dropout(branch), in place.
+void Gpt2Model::add_branch(float* branch, const float* stream, uint32_t site, cudaStream_t s) {
+  if (dropout_.on()) dropout_forward(branch, branch, stream, N_, s_.channels, dropout_.site(site), s);
+  else add_inplace(branch, stream, int64_t(N_) * s_.channels, s);
+}
+
+// The gradient of a residual branch's output: the stream's gradient dres, dropped out as in forward (into
+// dln_, free until the layer's next LayerNorm backward) or dres itself.
+const float* Gpt2Model::branch_grad(const float* dres, uint32_t site, cudaStream_t s) {
+  if (!dropout_.on()) return dres;
+  dropout_forward(dln_.get(), dres, nullptr, N_, s_.channels, dropout_.site(site), s);
+  return dln_.get();
+}
+
 void Gpt2Model::forward(cudaStream_t s) {
   const int C = s_.channels, N = N_, NH = s_.heads, hs = C / NH;
-  encoder_forward(la_.empty() ? x_final_.get() : la_[0].x_in.get(), batch_.tokens(), wte_, wpe_, N, T_, C, s);
+  float* x0 = la_.empty() ? x_final_.get() : la_[0].x_in.get();
+  encoder_forward(x0, batch_.tokens(), wte_, wpe_, N, T_, C, s);
+  if (dropout_.on()) dropout_forward(x0, x0, nullptr, N, C, dropout_.site(dropout_site_embedding()), s);
   for (int l = 0; l < s_.layers; l++) {
     const LayerParams& p = lp_[size_t(l)];
     LayerActs& a = la_[size_t(l)];
@@ -82,14 +99,15 @@ void Gpt2Model::forward(cudaStream_t s) {
       for (int k = 0; k < 3; k++) linear_forward(blas_, a.qkv.get() + k * C, 3 * C, a.ln1.get(), C, p.qkvw[k], p.qkvb[k], N, C, C, s);
     else
       linear_forward(blas_, a.qkv.get(), 3 * C, a.ln1.get(), C, p.qkvw[0], p.qkvb[0], N, C, 3 * C, s);
-    attention_forward(a.att.get(), a.lse.get(), a.qkv.get(), a.qkv.get() + C, a.qkv.get() + 2 * C, 3 * C, B_, T_, NH, hs, s);
+    attention_forward(a.att.get(), a.lse.get(), a.qkv.get(), a.qkv.get() + C, a.qkv.get() + 2 * C, 3 * C, B_, T_, NH, hs, s,
+                      dropout_.site(dropout_site_attention(l)));
     linear_forward(blas_, a.x_mid.get(), C, a.att.get(), C, p.projw, p.projb, N, C, C, s);
-    add_inplace(a.x_mid.get(), a.x_in.get(), int64_t(N) * C, s);
+    add_branch(a.x_mid.get(), a.x_in.get(), dropout_site_attn_proj(l), s);
     layernorm_forward(a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), a.x_mid.get(), p.ln2w, p.ln2b, N, C, s);
     linear_forward(blas_, a.fc.get(), 4 * C, a.ln2.get(), C, p.fcw, p.fcb, N, C, 4 * C, s);
     gelu_forward(a.gelu.get(), a.fc.get(), int64_t(N) * 4 * C, s);
     linear_forward(blas_, x_out, C, a.gelu.get(), 4 * C, p.fcprojw, p.fcprojb, N, 4 * C, C, s);
-    add_inplace(x_out, a.x_mid.get(), int64_t(N) * C, s);
+    add_branch(x_out, a.x_mid.get(), dropout_site_mlp_proj(l), s);
   }
   layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), x_final_.get(), lnfw_, lnfb_, N, C, s);
   linear_forward(blas_, logits_.get(), s_.vocab, lnf_.get(), C, wte_, nullptr, N, C, s_.vocab, s);  // tied head
@@ -110,14 +128,17 @@ void Gpt2Model::backward(cudaStream_t s) {
     const LayerParams& p = lp_[size_t(l)];
     LayerActs& a = la_[size_t(l)];
     // MLP
-    linear_backward(blas_, dbig_.get(), 4 * C, false, p.d_fcprojw, p.d_fcprojb, dres, C, a.gelu.get(), 4 * C, p.fcprojw, N, 4 * C, C, s);
+    const float* dbranch = branch_grad(dres, dropout_site_mlp_proj(l), s);
+    linear_backward(blas_, dbig_.get(), 4 * C, false, p.d_fcprojw, p.d_fcprojb, dbranch, C, a.gelu.get(), 4 * C, p.fcprojw, N, 4 * C, C,
+                    s);
     gelu_backward(dbig_.get(), a.fc.get(), dbig_.get(), int64_t(N) * 4 * C, s);
     linear_backward(blas_, dln_.get(), C, false, p.d_fcw, p.d_fcb, dbig_.get(), 4 * C, a.ln2.get(), C, p.fcw, N, C, 4 * C, s);
     layernorm_backward(dres, p.d_ln2w, p.d_ln2b, dln_.get(), a.x_mid.get(), p.ln2w, a.ln2_mean.get(), a.ln2_rstd.get(), N, C, s);
     // Attention
-    linear_backward(blas_, datt_.get(), C, false, p.d_projw, p.d_projb, dres, C, a.att.get(), C, p.projw, N, C, C, s);
+    dbranch = branch_grad(dres, dropout_site_attn_proj(l), s);
+    linear_backward(blas_, datt_.get(), C, false, p.d_projw, p.d_projb, dbranch, C, a.att.get(), C, p.projw, N, C, C, s);
     attention_backward(dqkv_.get(), dqkv_.get() + C, dqkv_.get() + 2 * C, datt_.get(), a.att.get(), a.lse.get(), a.qkv.get(),
-                       a.qkv.get() + C, a.qkv.get() + 2 * C, 3 * C, B_, T_, NH, hs, att_D_.get(), s);
+                       a.qkv.get() + C, a.qkv.get() + 2 * C, 3 * C, B_, T_, NH, hs, att_D_.get(), s, dropout_.site(dropout_site_attention(l)));
     if (s_.separate_qkv)
       for (int k = 0; k < 3; k++)
         linear_backward(blas_, dln_.get(), C, k > 0, p.d_qkvw[k], p.d_qkvb[k], dqkv_.get() + k * C, 3 * C, a.ln1.get(), C, p.qkvw[k],
@@ -127,5 +148,7 @@ void Gpt2Model::backward(cudaStream_t s) {
                       3 * C, s);
     layernorm_backward(dres, p.d_ln1w, p.d_ln1b, dln_.get(), a.x_in.get(), p.ln1w, a.ln1_mean.get(), a.ln1_rstd.get(), N, C, s);
   }
+  if (dropout_.on()) dropout_forward(dres, dres, nullptr, N, C, dropout_.site(dropout_site_embedding()), s);
   encoder_backward(d_wte_, d_wpe_, dres, batch_.groups(), B_, T_, C, s);
+  dropout_.advance(s);
 }

@@ -37,6 +37,9 @@ class Gpt2Model : public Gpt2Net {
   struct LayerActs {
     DeviceBuffer<float> x_in, ln1, ln1_mean, ln1_rstd, qkv, att, lse, x_mid, ln2, ln2_mean, ln2_rstd, fc, gelu;
   };
+  void add_branch(float* branch, const float* stream, uint32_t site, cudaStream_t s);
+  const float* branch_grad(const float* dres, uint32_t site, cudaStream_t s);
+
   Gpt2Shape s_;
   Arena& arena_;
   int B_, T_, N_;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/dropout_kernels.h"
 #include "models/model_tables.h"
 #include "optim/arena.h"
 
@@ -32,6 +33,19 @@ class Gpt2Net {
   // Checkpoints record them and a resumed run restores them, so that it repeats the first run bit for bit.
   virtual std::string kernel_choices() const { return ""; }
   virtual void set_kernel_choices(const std::string& choices) { (void)choices; }
+
+  // Dropout in GPT-2's four places (the embeddings, the attention probabilities, the outputs of the
+  // attention and MLP projections before they join the residual stream) with probability p, for the
+  // micro-batches that follow; p = 0, the default, turns it off (evaluation, sampling). The masks are
+  // drawn from (seed, a device counter of micro-batches, place, element), see kernels/dropout.h;
+  // backward() advances the counter, and a resumed run sets it back.
+  void set_dropout(float p, uint64_t seed) { dropout_.set(p, seed); }
+  float dropout() const { return dropout_.p(); }
+  uint64_t dropout_counter() const { return dropout_.counter(); }
+  void set_dropout_counter(uint64_t n) { dropout_.set_counter(n); }
+
+ protected:
+  DropoutState dropout_;
 };
 
 // precision: "fp32" or "bf16" (the arena must then have its bf16 copy).

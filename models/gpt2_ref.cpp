@@ -4,6 +4,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "kernels/dropout.h"
 
 namespace {
 const double kGeluC = std::sqrt(2.0 / M_PI);
@@ -77,6 +78,12 @@ std::vector<float> gpt2_init(const ParamTable& table, const Gpt2Shape& s, uint64
   return p;
 }
 
+double Gpt2Ref::keep(uint32_t site, uint32_t row, uint32_t col) const {
+  const uint32_t threshold = dropout_threshold(p_);
+  if (threshold == 0) return 1.0;
+  return dropout_keep(dropout_row(dropout_site_key(seed_, counter_, site), row), col, threshold) ? double(dropout_scale(threshold)) : 0.0;
+}
+
 double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& tokens, const std::vector<int>& targets, int B, int T) {
   const int C = s_.channels, NH = s_.heads, hs = C / NH, V = s_.vocab, N = B * T, L = s_.layers;
   if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, ".");
@@ -84,7 +91,8 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
   auto W = [&](const std::string& n) { return &P[size_t(t_[t_.find(n)].offset)]; };
   std::vector<double> x(size_t(N * C));
   for (int n = 0; n < N; n++)
-    for (int c = 0; c < C; c++) x[size_t(n * C + c)] = W("wte")[tokens[size_t(n)] * C + c] + W("wpe")[(n % T) * C + c];
+    for (int c = 0; c < C; c++)
+      x[size_t(n * C + c)] = (W("wte")[tokens[size_t(n)] * C + c] + W("wpe")[(n % T) * C + c]) * keep(dropout_site_embedding(), n, c);
   layers_.assign(size_t(L), Layer{});
   for (int l = 0; l < L; l++) {
     Layer& a = layers_[size_t(l)];
@@ -106,6 +114,7 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
           a.v[size_t(n * C + c)] = qkv[size_t(n * 3 * C + 2 * C + c)];
     }
     a.att.assign(size_t(B * NH * T * T), 0.0);  // softmax probabilities (reference only: tiny T)
+    a.att_keep.assign(a.att.size(), 0.0);       // their dropout factors
     a.ctx.assign(x.size(), 0.0);
     const double scale = 1.0 / std::sqrt(double(hs));
     for (int b = 0; b < B; b++)
@@ -122,12 +131,15 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
           double sum = 0;
           for (int j = 0; j <= i; j++) sum += row[j] = std::exp(row[j] - mx);
           for (int j = 0; j <= i; j++) row[j] /= sum;
+          double* z = &a.att_keep[size_t(((b * NH + h) * T + i) * T)];
+          for (int j = 0; j <= i; j++) z[j] = keep(dropout_site_attention(l), uint32_t((b * NH + h) * T + i), j);
           for (int j = 0; j <= i; j++)
-            for (int e = 0; e < hs; e++) a.ctx[size_t((b * T + i) * C + h * hs + e)] += row[j] * a.v[size_t((b * T + j) * C + h * hs + e)];
+            for (int e = 0; e < hs; e++)
+              a.ctx[size_t((b * T + i) * C + h * hs + e)] += z[j] * row[j] * a.v[size_t((b * T + j) * C + h * hs + e)];
         }
     std::vector<double> proj(x.size());
     linear(a.ctx.data(), W(p + "attn.proj.weight"), W(p + "attn.proj.bias"), proj.data(), N, C, C);
-    for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
+    for (size_t i = 0; i < x.size(); i++) x[i] += proj[i] * keep(dropout_site_attn_proj(l), uint32_t(i / C), uint32_t(i % C));
     a.x_mid = x;
     a.ln2.resize(x.size()), a.ln2_mean.resize(size_t(N)), a.ln2_rstd.resize(size_t(N));
     layernorm(x.data(), W(p + "ln_2.weight"), W(p + "ln_2.bias"), a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
@@ -138,7 +150,7 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
       a.gelu[i] = 0.5 * u * (1 + std::tanh(kGeluC * (u + 0.044715 * u * u * u)));
     }
     linear(a.gelu.data(), W(p + "mlp.proj.weight"), W(p + "mlp.proj.bias"), proj.data(), N, 4 * C, C);
-    for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
+    for (size_t i = 0; i < x.size(); i++) x[i] += proj[i] * keep(dropout_site_mlp_proj(l), uint32_t(i / C), uint32_t(i % C));
   }
   x_final = x;
   lnf.resize(x.size()), lnf_mean.resize(size_t(N)), lnf_rstd.resize(size_t(N));
@@ -174,10 +186,11 @@ std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
   for (int l = L - 1; l >= 0; l--) {
     const Layer& a = layers_[size_t(l)];
     const std::string p = "h." + std::to_string(l) + ".";
-    // MLP: x_out = x_mid + proj(gelu(fc(ln2(x_mid))))
-    std::vector<double> dgelu(size_t(N * 4 * C), 0.0), dln2(size_t(N * C), 0.0);
-    linear_back(a.gelu.data(), W(p + "mlp.proj.weight"), dx.data(), dgelu.data(), D(p + "mlp.proj.weight"), D(p + "mlp.proj.bias"), N,
-                4 * C, C);
+    // MLP: x_out = x_mid + dropout(proj(gelu(fc(ln2(x_mid)))))
+    std::vector<double> dgelu(size_t(N * 4 * C), 0.0), dln2(size_t(N * C), 0.0), dproj(dx.size());
+    for (size_t i = 0; i < dx.size(); i++) dproj[i] = dx[i] * keep(dropout_site_mlp_proj(l), uint32_t(i / C), uint32_t(i % C));
+    linear_back(a.gelu.data(), W(p + "mlp.proj.weight"), dproj.data(), dgelu.data(), D(p + "mlp.proj.weight"), D(p + "mlp.proj.bias"),
+                N, 4 * C, C);
     for (size_t i = 0; i < dgelu.size(); i++) {
       const double u = a.fc[i], th = std::tanh(kGeluC * (u + 0.044715 * u * u * u));
       dgelu[i] *= 0.5 * (1 + th) + 0.5 * u * (1 - th * th) * kGeluC * (1 + 3 * 0.044715 * u * u);
@@ -186,25 +199,27 @@ std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
                 4 * C);
     layernorm_back(a.x_mid.data(), W(p + "ln_2.weight"), a.ln2_mean.data(), a.ln2_rstd.data(), dln2.data(), dx.data(),
                    D(p + "ln_2.weight"), D(p + "ln_2.bias"), N, C);
-    // Attention: x_mid = x_in + proj(attn(ln1(x_in)))
+    // Attention: x_mid = x_in + dropout(proj(attn(ln1(x_in)))), the probabilities dropped out too
     std::vector<double> dctx(size_t(N * C), 0.0), dq(size_t(N * C), 0.0), dk(size_t(N * C), 0.0), dv(size_t(N * C), 0.0);
-    linear_back(a.ctx.data(), W(p + "attn.proj.weight"), dx.data(), dctx.data(), D(p + "attn.proj.weight"), D(p + "attn.proj.bias"),
-                N, C, C);
+    for (size_t i = 0; i < dx.size(); i++) dproj[i] = dx[i] * keep(dropout_site_attn_proj(l), uint32_t(i / C), uint32_t(i % C));
+    linear_back(a.ctx.data(), W(p + "attn.proj.weight"), dproj.data(), dctx.data(), D(p + "attn.proj.weight"),
+                D(p + "attn.proj.bias"), N, C, C);
     const double scale = 1.0 / std::sqrt(double(hs));
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++)
         for (int i = 0; i < T; i++) {
           const double* row = &a.att[size_t(((b * NH + h) * T + i) * T)];
+          const double* z = &a.att_keep[size_t(((b * NH + h) * T + i) * T)];
           std::vector<double> dp(size_t(i + 1));
           double dot = 0;
           for (int j = 0; j <= i; j++) {
             double s = 0;
             for (int e = 0; e < hs; e++) {
               s += dctx[size_t((b * T + i) * C + h * hs + e)] * a.v[size_t((b * T + j) * C + h * hs + e)];
-              dv[size_t((b * T + j) * C + h * hs + e)] += row[j] * dctx[size_t((b * T + i) * C + h * hs + e)];
+              dv[size_t((b * T + j) * C + h * hs + e)] += z[j] * row[j] * dctx[size_t((b * T + i) * C + h * hs + e)];
             }
-            dp[size_t(j)] = s;
-            dot += s * row[j];
+            dp[size_t(j)] = z[j] * s;
+            dot += dp[size_t(j)] * row[j];
           }
           for (int j = 0; j <= i; j++) {
             const double ds = row[j] * (dp[size_t(j)] - dot) * scale;
@@ -233,8 +248,9 @@ std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
   }
   for (int n = 0; n < N; n++)
     for (int c = 0; c < C; c++) {
-      D("wte")[tokens_[size_t(n)] * C + c] += dx[size_t(n * C + c)];
-      D("wpe")[(n % T) * C + c] += dx[size_t(n * C + c)];
+      const double g = dx[size_t(n * C + c)] * keep(dropout_site_embedding(), n, c);
+      D("wte")[tokens_[size_t(n)] * C + c] += g;
+      D("wpe")[(n % T) * C + c] += g;
     }
   return G;
 }

@@ -1,8 +1,10 @@
 // The CPU reference GPT-2: every parameter tensor's gradient against central finite differences (a
-// sample of elements per tensor, both q/k/v layouts), causality, and the loss at initialisation.
+// sample of elements per tensor, both q/k/v layouts, with and without dropout), causality, the loss at
+// initialisation; the dropout masks' statistics.
 #include <cmath>
 #include <random>
 
+#include "kernels/dropout.h"
 #include "models/gpt2_ref.h"
 #include "tests/test_util.h"
 
@@ -22,8 +24,10 @@ void batch(int B, int T, int V, uint32_t seed, std::vector<int>* x, std::vector<
 }  // namespace
 
 TEST(Gpt2Ref, GradientsMatchFiniteDifferences) {
-  for (bool separate : {true, false}) {
-    SCOPED_TRACE(separate ? "separate q/k/v" : "fused qkv");
+  for (int variant = 0; variant < 3; variant++) {
+    const bool separate = variant != 1;
+    const float dropout = variant == 2 ? 0.3f : 0.0f;
+    SCOPED_TRACE(variant == 0 ? "separate q/k/v" : variant == 1 ? "fused qkv" : "separate q/k/v, dropout 0.3");
     const Gpt2Shape s = tiny(separate);
     ParamTable table = gpt2_param_table(s);
     std::vector<float> pf = gpt2_init(table, s, 1);
@@ -36,6 +40,11 @@ TEST(Gpt2Ref, GradientsMatchFiniteDifferences) {
     std::vector<int> x, y;
     batch(B, T, s.vocab, 7, &x, &y);
     Gpt2Ref m(s, table);
+    const double loss_plain = m.forward(p, x, y, B, T);
+    m.set_dropout(dropout, 99, 4);  // fixed masks: the loss is a smooth function of the parameters
+    if (dropout > 0) {
+      ASSERT_NE(m.forward(p, x, y, B, T), loss_plain);
+    }
     m.forward(p, x, y, B, T);
     const std::vector<double> g = m.backward(p);
     for (const auto& t : table.tensors()) {
@@ -71,4 +80,30 @@ TEST(Gpt2Ref, CausalAndLossAtInit) {
   bool changed = false;
   for (int n = 5 * s.vocab; n < 8 * s.vocab; n++) changed |= m.logits()[size_t(n)] != before[size_t(n)];
   EXPECT_TRUE(changed);
+}
+
+// The masks of kernels/dropout.h: the kept fraction is 1 - p, neighbours and sites are independent,
+// and the same (seed, counter, site, element) always gives the same answer.
+TEST(Dropout, MaskStatistics) {
+  for (float p : {0.1f, 0.5f}) {
+    const uint32_t thr = dropout_threshold(p);
+    EXPECT_NEAR(double(dropout_scale(thr)), 1.0 / (1.0 - p), 1e-4);
+    int64_t kept = 0, both = 0, same_site = 0, n = 0;
+    const uint64_t k1 = dropout_site_key(5, 3, dropout_site_attention(0)), k2 = dropout_site_key(5, 3, dropout_site_attention(1));
+    const uint64_t k3 = dropout_site_key(5, 4, dropout_site_attention(0));
+    for (uint32_t row = 0; row < 512; row++)
+      for (uint32_t col = 0; col < 512; col++, n++) {
+        const bool a = dropout_keep(dropout_row(k1, row), col, thr);
+        kept += a;
+        both += a && dropout_keep(dropout_row(k1, row), col ^ 1, thr);  // the other half of the same hash
+        same_site += a == dropout_keep(dropout_row(k2, row), col, thr);
+        same_site += a == dropout_keep(dropout_row(k3, row), col, thr);
+        ASSERT_EQ(a, dropout_keep(dropout_row(k1, row), col, thr));
+      }
+    const double q = 1.0 - p, sd = std::sqrt(q * (1 - q) / double(n));
+    EXPECT_NEAR(double(kept) / double(n), q, 5 * sd);
+    EXPECT_NEAR(double(both) / double(n), q * q, 5 * sd);                        // pairs independent
+    EXPECT_NEAR(double(same_site) / double(2 * n), q * q + p * p, 5 * sd);  // other layer, next micro-batch
+  }
+  EXPECT_EQ(dropout_threshold(0.0f), 0u);
 }

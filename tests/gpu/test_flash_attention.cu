@@ -1,7 +1,9 @@
 // Flash attention (kernels/flash_attention.cu) against a double-precision CPU reference of causal softmax
 // attention and its backward, on the same bf16-rounded inputs: out, lse, dq, dk, dv for shapes with T
-// below, at and past the 64/128-row tiles; bit-identical reruns; each head of a many-head call equal to
-// the same head run alone; argument checks. (Speed: bench_gpt2_ops.)
+// below, at and past the 64/128-row tiles, without and with dropout on the attention probabilities (the
+// reference draws the same masks with kernels/dropout.h); bit-identical reruns; the mask follows the
+// device counter; each head of a many-head call equal to the same head run alone; argument checks.
+// (Speed: bench_gpt2_ops.)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -36,18 +38,34 @@ std::vector<float> to_float(const std::vector<bf16>& x) {
   return y;
 }
 
-// Causal attention in double: out (B,T,C), lse (B,NH,T), dqkv (B,T,3C) from qkv (B,T,3C) and dout (B,T,C).
+// A dropout site as the host sees it: DropoutArgs with the counter's value instead of its device pointer.
+struct Dropout {
+  uint64_t seed = 0, counter = 0;
+  uint32_t site = 0, threshold = 0;  // threshold 0: no dropout
+  float scale = 1.0f;
+  bool on() const { return threshold != 0; }
+};
+Dropout dropout(float p, uint64_t counter = 5) {
+  Dropout d;
+  d.seed = 0x5eed, d.counter = counter, d.site = 7;
+  d.threshold = dropout_threshold(p), d.scale = dropout_scale(d.threshold);
+  return d;
+}
+
+// Causal attention in double: out (B,T,C), lse (B,NH,T), dqkv (B,T,3C) from qkv (B,T,3C) and dout (B,T,C),
+// with dropout Z = keep * scale on the probabilities P: out = (Z P) V, dS = P (Z dP - D), dV = (Z P)^T dout.
 struct Reference {
   std::vector<double> out, lse, dqkv;
 };
-Reference reference(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int NH) {
+Reference reference(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int NH, const Dropout& drop) {
   const int C = NH * kHs, ld = 3 * C;
   const double scale = 1.0 / std::sqrt(double(kHs));
+  const uint64_t key = dropout_site_key(drop.seed, drop.counter, drop.site);
   Reference r;
   r.out.assign(size_t(B) * T * C, 0.0);
   r.lse.assign(size_t(B) * NH * T, 0.0);
   r.dqkv.assign(size_t(B) * T * ld, 0.0);
-  std::vector<double> p(static_cast<size_t>(T)), dp(static_cast<size_t>(T));
+  std::vector<double> p(static_cast<size_t>(T)), dp(static_cast<size_t>(T)), z(static_cast<size_t>(T), 1.0);
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
       auto q = [&](int t, int d) { return double(qkv[(size_t(b) * T + t) * ld + h * kHs + d]); };
@@ -63,29 +81,35 @@ Reference reference(const std::vector<float>& qkv, const std::vector<float>& dou
           p[size_t(j)] = s * scale;
           m = std::max(m, p[size_t(j)]);
         }
-        double z = 0;
-        for (int j = 0; j <= i; j++) z += std::exp(p[size_t(j)] - m);
-        const double lse = m + std::log(z);
+        double sum = 0;
+        for (int j = 0; j <= i; j++) sum += std::exp(p[size_t(j)] - m);
+        const double lse = m + std::log(sum);
         r.lse[(size_t(b) * NH + h) * T + i] = lse;
         for (int j = 0; j <= i; j++) p[size_t(j)] = std::exp(p[size_t(j)] - lse);
-        double D = 0;  // sum_j p_ij dp_ij = dout_i . out_i
+        if (drop.on()) {
+          const uint32_t rh = dropout_row(key, uint32_t(b * NH + h) * uint32_t(T) + uint32_t(i));
+          for (int j = 0; j <= i; j++) z[size_t(j)] = dropout_keep(rh, uint32_t(j), drop.threshold) ? double(drop.scale) : 0.0;
+        }
         for (int j = 0; j <= i; j++) {
           double a = 0;
           for (int d = 0; d < kHs; d++) a += go(i, d) * v(j, d);
           dp[size_t(j)] = a;
-          D += p[size_t(j)] * a;
         }
+        // D = sum_j z_ij p_ij dp_ij = dout_i . out_i, the latter as the backward gets it: rounded to bf16.
+        // (This matters where dq, dk vanish, as at T = 1: with dropout out = scale * v is not exact.)
+        double D = 0;
         for (int d = 0; d < kHs; d++) {
           double o = 0;
-          for (int j = 0; j <= i; j++) o += p[size_t(j)] * v(j, d);
+          for (int j = 0; j <= i; j++) o += z[size_t(j)] * p[size_t(j)] * v(j, d);
           r.out[(size_t(b) * T + i) * C + h * kHs + d] = o;
+          D += go(i, d) * bf16_round(float(o));
         }
         for (int j = 0; j <= i; j++) {
-          const double ds = p[size_t(j)] * (dp[size_t(j)] - D) * scale;
+          const double ds = p[size_t(j)] * (z[size_t(j)] * dp[size_t(j)] - D) * scale;
           for (int d = 0; d < kHs; d++) {
             dqkv(i, 0, d) += ds * k(j, d);
             dqkv(j, 1, d) += ds * q(i, d);
-            dqkv(j, 2, d) += p[size_t(j)] * go(i, d);
+            dqkv(j, 2, d) += z[size_t(j)] * p[size_t(j)] * go(i, d);
           }
         }
       }
@@ -116,33 +140,78 @@ Err compare(const std::vector<float>& got, const std::vector<double>& want, Take
   return e;
 }
 
+// Random bf16-rounded inputs: q and k with std qk_std (scores have std qk_std^2 after the 1/8 scale), v and
+// dout with std 1.
+struct Inputs {
+  std::vector<float> qkv, dout;
+};
+Inputs random_inputs(int B, int T, int NH, float qk_std, uint64_t seed) {
+  const int C = NH * kHs;
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> z(0.0f, 1.0f);
+  Inputs in;
+  in.qkv.resize(size_t(B) * T * 3 * C), in.dout.resize(size_t(B) * T * C);
+  for (size_t i = 0; i < in.qkv.size(); i++) in.qkv[i] = bf16_round(z(rng) * ((i % (3 * C)) < size_t(2 * C) ? qk_std : 1.0f));
+  for (auto& x : in.dout) x = bf16_round(z(rng));
+  return in;
+}
+
+// One problem on the device: a forward and backward through the kernels under test, with every output
+// poisoned first (0xff bytes: NaN in bf16 and fp32, so that an unwritten element shows; or 0x00).
+struct Outputs {
+  std::vector<bf16> out, dqkv;
+  std::vector<float> lse;
+};
+class FlashRun {
+ public:
+  FlashRun(const Inputs& in, int B, int T, int NH)
+      : B_(B), T_(T), NH_(NH), qkv_(in.qkv.size()), out_(in.dout.size()), dout_(in.dout.size()), dqkv_(in.qkv.size()),
+        lse_(size_t(B) * NH * T), scratch_(size_t(B) * NH * T), counter_(1) {
+    qkv_.upload(to_bf16(in.qkv));
+    dout_.upload(to_bf16(in.dout));
+  }
+  Outputs run(const Dropout& drop, int poison = 0xff) {
+    DropoutArgs d;
+    if (drop.on()) {
+      counter_.upload(&drop.counter, 1);
+      d.seed = drop.seed, d.counter = counter_.get(), d.site = drop.site, d.threshold = drop.threshold, d.scale = drop.scale;
+    }
+    CUDA_CHECK(cudaMemset(out_.get(), poison, out_.bytes()));
+    CUDA_CHECK(cudaMemset(lse_.get(), poison, lse_.bytes()));
+    CUDA_CHECK(cudaMemset(dqkv_.get(), poison, dqkv_.bytes()));
+    flash_attention_forward(out_.get(), lse_.get(), qkv_.get(), B_, T_, NH_, 0, d);
+    flash_attention_backward(dqkv_.get(), dout_.get(), out_.get(), lse_.get(), qkv_.get(), scratch_.get(), B_, T_, NH_, 0, d);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return {out_.download(), dqkv_.download(), lse_.download()};
+  }
+
+ private:
+  int B_, T_, NH_;
+  DeviceBuffer<bf16> qkv_, out_, dout_, dqkv_;
+  DeviceBuffer<float> lse_, scratch_;
+  DeviceBuffer<uint64_t> counter_;
+};
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
 struct Case {
   int B, T, NH;
   float qk_std;  // std of q and k: scores have std qk_std^2 (after the 1/8 scale)
 };
+// T below, at and past the 64/128-row tiles, several heads and batches.
+const Case kCases[] = {{1, 1, 1, 1.0f},  {2, 17, 3, 1.0f},  {1, 64, 2, 1.0f},   {2, 130, 2, 1.0f},
+                       {1, 200, 1, 2.5f}, {3, 129, 2, 1.0f}, {1, 1024, 4, 1.0f}};
 
-void run_case(const Case& c, uint64_t seed) {
+void run_case(const Case& c, uint64_t seed, const Dropout& drop, float p) {
   const int B = c.B, T = c.T, NH = c.NH, C = NH * kHs;
-  SCOPED_TRACE(str_cat("B=", B, " T=", T, " NH=", NH, " qk_std=", c.qk_std));
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::normal_distribution<float> z(0.0f, 1.0f);
-  std::vector<float> qkv(size_t(B) * T * 3 * C), dout(size_t(B) * T * C);
-  for (size_t i = 0; i < qkv.size(); i++) qkv[i] = bf16_round(z(rng) * ((i % (3 * C)) < size_t(2 * C) ? c.qk_std : 1.0f));
-  for (auto& x : dout) x = bf16_round(z(rng));
-  const Reference ref = reference(qkv, dout, B, T, NH);
-
-  DeviceBuffer<bf16> d_qkv(qkv.size()), d_out(dout.size()), d_dout(dout.size()), d_dqkv(qkv.size());
-  DeviceBuffer<float> d_lse(size_t(B) * NH * T), d_scratch(size_t(B) * NH * T);
-  d_qkv.upload(to_bf16(qkv));
-  d_dout.upload(to_bf16(dout));
-  // Poison every output (0xff bytes: NaN in bf16 and fp32) so that an unwritten element fails.
-  CUDA_CHECK(cudaMemset(d_out.get(), 0xff, d_out.bytes()));
-  CUDA_CHECK(cudaMemset(d_lse.get(), 0xff, d_lse.bytes()));
-  CUDA_CHECK(cudaMemset(d_dqkv.get(), 0xff, d_dqkv.bytes()));
-  flash_attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, NH, 0);
-  flash_attention_backward(d_dqkv.get(), d_dout.get(), d_out.get(), d_lse.get(), d_qkv.get(), d_scratch.get(), B, T, NH, 0);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<float> out = to_float(d_out.download()), dqkv = to_float(d_dqkv.download()), lse = d_lse.download();
+  SCOPED_TRACE(str_cat("B=", B, " T=", T, " NH=", NH, " qk_std=", c.qk_std, " dropout=", p));
+  const Inputs in = random_inputs(B, T, NH, c.qk_std, seed);
+  const Reference ref = reference(in.qkv, in.dout, B, T, NH, drop);
+  const Outputs got = FlashRun(in, B, T, NH).run(drop);
+  const std::vector<float> out = to_float(got.out), dqkv = to_float(got.dqkv), &lse = got.lse;
 
   // Tolerances: out, dq, dk, dv are stored in bf16 (relative rounding 2^-9) and the backward also rounds
   // P and dS to bf16 for the tensor cores; lse is fp32 throughout.
@@ -165,40 +234,47 @@ void run_case(const Case& c, uint64_t seed) {
     EXPECT_EQ(eg[part].bad, 0u) << names[part] << " has non-finite (unwritten?) elements";
     EXPECT_LE(eg[part].rel_max, tol_grad) << names[part];
   }
-  std::printf("[flash] B=%d T=%d NH=%d qk_std=%.1f  max err / max|ref|: out %.2e  dq %.2e  dk %.2e  dv %.2e;  lse abs %.2e\n",
-              B, T, NH, c.qk_std, eo.rel_max, eg[0].rel_max, eg[1].rel_max, eg[2].rel_max, lse_err);
+  std::printf("[flash] B=%d T=%d NH=%d qk_std=%.1f p=%.1f  max err / max|ref|: out %.2e  dq %.2e  dk %.2e  dv %.2e;  lse abs %.2e\n",
+              B, T, NH, c.qk_std, p, eo.rel_max, eg[0].rel_max, eg[1].rel_max, eg[2].rel_max, lse_err);
 }
 }  // namespace
 
 TEST_F(FlashAttention, MatchesCpuReference) {
-  const Case cases[] = {{1, 1, 1, 1.0f},  {2, 17, 3, 1.0f},  {1, 64, 2, 1.0f},   {2, 130, 2, 1.0f},
-                        {1, 200, 1, 2.5f}, {3, 129, 2, 1.0f}, {1, 1024, 4, 1.0f}};
   uint64_t seed = 1;
-  for (const Case& c : cases) run_case(c, seed++);
+  for (const Case& c : kCases) run_case(c, seed++, Dropout(), 0.0f);
+}
+
+TEST_F(FlashAttention, MatchesCpuReferenceWithDropout) {
+  for (const float p : {0.1f, 0.5f}) {
+    uint64_t seed = 1;
+    for (const Case& c : kCases) run_case(c, seed++, dropout(p), p);
+  }
 }
 
 TEST_F(FlashAttention, BitIdenticalReruns) {
-  const int B = 2, T = 300, NH = 3, C = NH * kHs;
-  std::mt19937 rng(7);
-  std::normal_distribution<float> z(0.0f, 1.0f);
-  std::vector<float> qkv(size_t(B) * T * 3 * C), dout(size_t(B) * T * C);
-  for (auto& x : qkv) x = z(rng);
-  for (auto& x : dout) x = z(rng);
-  DeviceBuffer<bf16> d_qkv(qkv.size()), d_out(dout.size()), d_dout(dout.size()), d_dqkv(qkv.size());
-  DeviceBuffer<float> d_lse(size_t(B) * NH * T), d_scratch(size_t(B) * NH * T);
-  d_qkv.upload(to_bf16(qkv));
-  d_dout.upload(to_bf16(dout));
-  std::vector<bf16> out[2], dqkv[2];
-  std::vector<float> lse[2];
-  for (int rep = 0; rep < 2; rep++) {
-    CUDA_CHECK(cudaMemset(d_dqkv.get(), rep ? 0x00 : 0xff, d_dqkv.bytes()));  // different garbage each time
-    flash_attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, NH, 0);
-    flash_attention_backward(d_dqkv.get(), d_dout.get(), d_out.get(), d_lse.get(), d_qkv.get(), d_scratch.get(), B, T, NH, 0);
-    out[rep] = d_out.download(), dqkv[rep] = d_dqkv.download(), lse[rep] = d_lse.download();
+  const int B = 2, T = 300, NH = 3;
+  FlashRun fa(random_inputs(B, T, NH, 1.0f, 7), B, T, NH);
+  for (const float p : {0.0f, 0.1f}) {
+    SCOPED_TRACE(str_cat("dropout=", p));
+    const Dropout drop = p > 0 ? dropout(p) : Dropout();
+    const Outputs a = fa.run(drop, 0xff), b = fa.run(drop, 0x00);  // different garbage each time
+    EXPECT_TRUE(same_bits(a.out, b.out)) << "out differs between runs";
+    EXPECT_TRUE(same_bits(a.lse, b.lse)) << "lse differs between runs";
+    EXPECT_TRUE(same_bits(a.dqkv, b.dqkv)) << "dqkv differs between runs";
   }
-  EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(bf16)), 0) << "out differs between runs";
-  EXPECT_EQ(std::memcmp(lse[0].data(), lse[1].data(), lse[0].size() * 4), 0) << "lse differs between runs";
-  EXPECT_EQ(std::memcmp(dqkv[0].data(), dqkv[1].data(), dqkv[0].size() * sizeof(bf16)), 0) << "dqkv differs between runs";
+}
+
+// The kernels read the counter from device memory (as in a replayed CUDA graph): a new value draws a new
+// mask. lse is that of the undropped scores whatever the mask.
+TEST_F(FlashAttention, DropoutMaskFollowsCounter) {
+  const int B = 2, T = 200, NH = 2;
+  FlashRun fa(random_inputs(B, T, NH, 1.0f, 11), B, T, NH);
+  const Outputs none = fa.run(Dropout()), c5 = fa.run(dropout(0.1f, 5)), c6 = fa.run(dropout(0.1f, 6));
+  EXPECT_FALSE(same_bits(c5.out, c6.out)) << "out did not change with the counter";
+  EXPECT_FALSE(same_bits(c5.dqkv, c6.dqkv)) << "dqkv did not change with the counter";
+  EXPECT_FALSE(same_bits(none.out, c5.out)) << "out with dropout equals out without";
+  EXPECT_FALSE(same_bits(none.dqkv, c5.dqkv)) << "dqkv with dropout equals dqkv without";
+  EXPECT_TRUE(same_bits(none.lse, c5.lse) && same_bits(none.lse, c6.lse)) << "lse depends on the dropout mask";
 }
 
 // Many heads at T = 1024 (more than one of the kernels' head groups, see grid_pos): every head of the
@@ -257,4 +333,7 @@ TEST_F(FlashAttention, RejectsBadShapes) {
   expect_user_error([&] { flash_attention_backward(buf.get(), buf.get(), buf.get(), f.get(), buf.get(), f.get(), 0, 1, 1, 0); },
                     "at least 1");
   expect_user_error([&] { flash_attention_forward(buf.get() + 1, f.get(), buf.get(), 1, 1, 1, 0); }, "aligned");
+  DropoutArgs no_counter;
+  no_counter.threshold = dropout_threshold(0.1f), no_counter.scale = dropout_scale(no_counter.threshold);
+  expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 1, 1, 0, no_counter); }, "counter");
 }

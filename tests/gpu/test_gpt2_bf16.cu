@@ -214,13 +214,15 @@ TEST_F(Gpt2Bf16Gpu, CrossEntropy) {
   }
 }
 
-// Both q/k/v layouts, and both places of the GELU backward (the model's two kernel choices).
+// Both q/k/v layouts, both places of the GELU backward (the model's two kernel choices), and dropout
+// (which un-fuses the residual adds and the projections' bias gradients).
 TEST_F(Gpt2Bf16Gpu, ModelMatchesCpuReference) {
-  for (int variant = 0; variant < 4; variant++) {
-    const bool separate = variant & 1;
-    const std::string gelu = variant & 2 ? "gelu_backward=kernel" : "gelu_backward=epilogue";
-    SCOPED_TRACE((separate ? "separate q/k/v, " : "fused qkv, ") + gelu);
-    const TinyGpt2Case c = tiny_gpt2_case(128, 2, separate, true);
+  for (int variant = 0; variant < 6; variant++) {
+    const bool separate = (variant & 1) || variant >= 4;
+    const std::string gelu = variant & 2 || variant == 5 ? "gelu_backward=kernel" : "gelu_backward=epilogue";
+    const float dropout = variant >= 4 ? 0.2f : 0.0f;
+    SCOPED_TRACE((separate ? "separate q/k/v, " : "fused qkv, ") + gelu + (dropout > 0 ? ", dropout 0.2" : ""));
+    const TinyGpt2Case c = tiny_gpt2_case(128, 2, separate, true, dropout);
     const Gpt2Shape& s = c.s;
     const ParamTable& table = c.table;
     const int B = c.B, T = c.T;
@@ -237,8 +239,10 @@ TEST_F(Gpt2Bf16Gpu, ModelMatchesCpuReference) {
     m->set_kernel_choices(gelu);
     ASSERT_EQ(m->kernel_choices(), gelu);
     if (variant == 0) EXPECT_THROW(m->set_kernel_choices("gelu_backward=fast"), UserError);
+    m->set_dropout(c.dropout, c.dropout_seed);
     std::vector<float> grads[2];
     for (int rep = 0; rep < 2; rep++) {
+      m->set_dropout_counter(c.dropout_counter);  // the same masks both times
       arena.zero_grads(0);
       m->set_batch(x.data(), y.data(), 0);
       m->forward(0);
@@ -267,36 +271,42 @@ TEST_F(Gpt2Bf16Gpu, ModelMatchesCpuReference) {
       worst = std::max(worst, e);
       EXPECT_LT(e, 5e-2) << t.name;
     }
-    std::printf("[ info ] bf16 model vs CPU reference (%s): worst per-tensor gradient error %.3g\n", separate ? "separate" : "fused", worst);
+    std::printf("[ info ] bf16 model vs CPU reference (%s, %s, dropout %g): worst per-tensor gradient error %.3g\n",
+                separate ? "separate" : "fused", gelu.c_str(), double(dropout), worst);
     EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * 4), 0) << "gradients are not reproducible";
   }
 }
 
 TEST_F(Gpt2Bf16Gpu, FullSizeAgreesWithFp32Model) {
-  // d12 at B=2, T=64: the bf16 model's loss and gradients stay close to the fp32 model's.
-  Gpt2Shape s = gpt2_shape("d12");
-  ParamTable table = gpt2_param_table(s);
-  std::vector<float> p = gpt2_init(table, s, 1);
-  const int B = 2, T = 64;
-  std::vector<int> x(B * T), y(B * T);
-  for (int i = 0; i < B * T; i++) x[size_t(i)] = (i * 7919) % 50257, y[size_t(i)] = (i * 104729) % 50257;
-  std::vector<float> g[2];
-  float loss[2];
-  for (int k = 0; k < 2; k++) {
-    Arena arena(table, k == 0);
-    for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
-    auto m = make_gpt2(k == 0 ? "bf16" : "fp32", s, arena, B, T);
-    arena.zero_grads(0);
-    m->set_batch(x.data(), y.data(), 0);
-    m->forward(0);
-    m->loss_and_dlogits(1.0f, 0);
-    m->backward(0);
-    CUDA_CHECK(cudaMemcpy(&loss[k], m->d_loss(), 4, cudaMemcpyDeviceToHost));
-    g[k] = arena.get_params_flat();  // sized like the arena
-    CUDA_CHECK(cudaMemcpy(g[k].data(), arena.grads(), g[k].size() * 4, cudaMemcpyDeviceToHost));
+  // d12 at B=2, T=64: the bf16 model's loss and gradients stay close to the fp32 model's, without and
+  // with dropout (the same masks in both).
+  for (float dropout : {0.0f, 0.1f}) {
+    SCOPED_TRACE(dropout);
+    Gpt2Shape s = gpt2_shape("d12");
+    ParamTable table = gpt2_param_table(s);
+    std::vector<float> p = gpt2_init(table, s, 1);
+    const int B = 2, T = 64;
+    std::vector<int> x(B * T), y(B * T);
+    for (int i = 0; i < B * T; i++) x[size_t(i)] = (i * 7919) % 50257, y[size_t(i)] = (i * 104729) % 50257;
+    std::vector<float> g[2];
+    float loss[2];
+    for (int k = 0; k < 2; k++) {
+      Arena arena(table, k == 0);
+      for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
+      auto m = make_gpt2(k == 0 ? "bf16" : "fp32", s, arena, B, T);
+      m->set_dropout(dropout, 3);
+      arena.zero_grads(0);
+      m->set_batch(x.data(), y.data(), 0);
+      m->forward(0);
+      m->loss_and_dlogits(1.0f, 0);
+      m->backward(0);
+      CUDA_CHECK(cudaMemcpy(&loss[k], m->d_loss(), 4, cudaMemcpyDeviceToHost));
+      g[k] = arena.get_params_flat();  // sized like the arena
+      CUDA_CHECK(cudaMemcpy(g[k].data(), arena.grads(), g[k].size() * 4, cudaMemcpyDeviceToHost));
+    }
+    EXPECT_NEAR(loss[0], loss[1], 2e-3 * loss[1]);
+    const double e = rel_error(g[0], g[1]);
+    std::printf("[ info ] d12 bf16 vs fp32, dropout %g: loss %.5f vs %.5f, gradient error %.3g\n", double(dropout), loss[0], loss[1], e);
+    EXPECT_LT(e, 5e-2);
   }
-  EXPECT_NEAR(loss[0], loss[1], 2e-3 * loss[1]);
-  const double e = rel_error(g[0], g[1]);
-  std::printf("[ info ] d12 bf16 vs fp32: loss %.5f vs %.5f, gradient error %.3g\n", loss[0], loss[1], e);
-  EXPECT_LT(e, 5e-2);
 }

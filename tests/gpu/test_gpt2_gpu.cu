@@ -1,5 +1,6 @@
 // The GPU GPT-2 against the CPU reference: logits, loss and every parameter's gradient, for separate
-// and fused q/k/v and a sequence longer than a warp; bit-identical repeats; a 124M-size smoke test.
+// and fused q/k/v, with and without dropout, and a sequence longer than a warp; bit-identical repeats;
+// a 124M-size smoke test.
 #include <cmath>
 #include <cstring>
 
@@ -19,9 +20,10 @@ class Gpt2Gpu : public ::testing::Test {
 }  // namespace
 
 TEST_F(Gpt2Gpu, MatchesCpuReference) {
-  for (bool separate : {true, false}) {
-    SCOPED_TRACE(separate ? "separate q/k/v" : "fused qkv");
-    const TinyGpt2Case c = tiny_gpt2_case(32, 4, separate, false);
+  for (int variant = 0; variant < 3; variant++) {
+    const bool separate = variant != 1;
+    SCOPED_TRACE(variant == 0 ? "separate q/k/v" : variant == 1 ? "fused qkv" : "separate q/k/v, dropout 0.2");
+    const TinyGpt2Case c = tiny_gpt2_case(32, 4, separate, false, variant == 2 ? 0.2f : 0.0f);
     const Gpt2Shape& s = c.s;
     const ParamTable& table = c.table;
     const int B = c.B, T = c.T;
@@ -35,8 +37,10 @@ TEST_F(Gpt2Gpu, MatchesCpuReference) {
     Arena arena(table, false);
     for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
     Gpt2Model m(s, arena, B, T);
+    m.set_dropout(c.dropout, c.dropout_seed);
     std::vector<float> grads[2];
     for (int rep = 0; rep < 2; rep++) {
+      m.set_dropout_counter(c.dropout_counter);  // the same masks both times
       arena.zero_grads(0);
       m.set_batch(x.data(), y.data(), 0);
       m.forward(0);
@@ -48,6 +52,7 @@ TEST_F(Gpt2Gpu, MatchesCpuReference) {
       CUDA_CHECK(cudaMemcpy(&loss, m.d_loss(), 4, cudaMemcpyDeviceToHost));
       EXPECT_NEAR(loss, loss_ref, 1e-5 * loss_ref);
       m.backward(0);
+      EXPECT_EQ(m.dropout_counter(), c.dropout_counter + (c.dropout > 0));  // the next micro-batch draws new masks
       grads[rep].resize(size_t(table.total_elems()));
       CUDA_CHECK(cudaMemcpy(grads[rep].data(), arena.grads(), grads[rep].size() * 4, cudaMemcpyDeviceToHost));
     }

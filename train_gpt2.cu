@@ -8,6 +8,8 @@
 #include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <sys/stat.h>
@@ -35,8 +37,8 @@ struct Args {
   std::string lopt_weights, lopt_weights_small_fc;
   int B = 8, T = 1024, val_every = 100, val_batches = 10, sample_every = 200, sample_tokens = 64, ckpt_every = 0;
   int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
-  double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0;
-  bool lr_given = false, lopt_random = false;
+  double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0, dropout = 0.0;
+  bool lr_given = false, lopt_random = false, cuda_graph = false;
   std::vector<std::string> sets;
 };
 
@@ -95,6 +97,23 @@ std::string sample_text(Gpt2Net& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok
   return text;
 }
 
+// Pinned host copies of a step's micro-batches (tokens and targets), at fixed addresses for a CUDA graph.
+class PinnedBatches {
+ public:
+  PinnedBatches(int count, int64_t tokens) : n_(tokens) {
+    if (count > 0) CUDA_CHECK(cudaMallocHost(&p_, size_t(count) * 2 * size_t(tokens) * sizeof(int32_t)));
+  }
+  ~PinnedBatches() { cudaFreeHost(p_); }
+  PinnedBatches(const PinnedBatches&) = delete;
+  PinnedBatches& operator=(const PinnedBatches&) = delete;
+  int32_t* x(int i) const { return p_ + size_t(2 * i) * size_t(n_); }
+  int32_t* y(int i) const { return p_ + size_t(2 * i + 1) * size_t(n_); }
+
+ private:
+  int64_t n_;
+  int32_t* p_ = nullptr;
+};
+
 void save_checkpoint(const std::string& path, const Gpt2Shape& s, const Gpt2Net& model, const Arena& arena, const Optimizer& opt, int64_t step,
                      const TokenLoader::Position& pos, const std::mt19937_64& rng) {
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -106,6 +125,7 @@ void save_checkpoint(const std::string& path, const Gpt2Shape& s, const Gpt2Net&
   w.put_string("model.kernels", model.kernel_choices());
   opt.save_state(w);
   w.put_i64("train.step", step);
+  w.put_i64("train.dropout_counter", int64_t(model.dropout_counter()));
   const int64_t lp[3] = {pos.epoch, pos.shard, pos.sample};
   w.put("train.loader", lp, sizeof lp);
   std::ostringstream r;
@@ -123,6 +143,7 @@ int main(int argc, char** argv) {
   cli.add('e', "model", &a.model, "d12 | d24 | d36 | d48 (124M, 355M, 774M, 1558M) or tiny");
   cli.add(0, "qkv", &a.qkv, "separate (q, k, v matrices, the PyLO paper's setting) or fused");
   cli.add(0, "precision", &a.precision, "bf16 (mixed precision, fast) or fp32 (exact, slow)");
+  cli.add(0, "dropout", &a.dropout, "dropout probability in training (embeddings, attention, residual branches; 0 = off)");
   cli.add('o', "optimizer", &a.optimizer, "adamw | adafactor | muon | velo | small_fc_lopt");
   cli.add('l', "lr", &a.lr, "learning rate (AdamW; Muon's AdamW part; for learned optimizers only if given)");
   cli.add('c', "wd", &a.wd, "AdamW weight decay (matrices and embeddings only)");
@@ -145,6 +166,7 @@ int main(int argc, char** argv) {
   cli.add(0, "tokenizer", &a.tokenizer, "r50k_base.tiktoken for decoding samples");
   cli.add(0, "lopt-weights", &a.lopt_weights, "learned-optimizer weights folder or file");
   cli.add(0, "lopt-random", &a.lopt_random, "random meta-weights of the published shapes (throughput tests only: they do not train well)");
+  cli.add(0, "cuda-graph", &a.cuda_graph, "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
   cli.add(0, "seed", &a.seed, "initialisation and sampling seed");
   cli.add(0, "set", &a.sets, "optimizer option key=value (repeatable), e.g. --set adamw.beta2=0.99");
   try {
@@ -152,6 +174,9 @@ int main(int argc, char** argv) {
     if (!cli.parse(argc, argv)) return 0;
     if (a.B < 1 || a.T < 2 || a.steps < 1) user_error("-b must be >= 1, -t >= 2 and -x >= 1.");
     if (a.precision != "bf16" && a.precision != "fp32") user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
+    if (!(a.dropout >= 0 && a.dropout < 1)) user_error("--dropout must be at least 0 and below 1 (got ", a.dropout, ").");
+    if (a.cuda_graph && std::getenv("GPT2_PROFILE") && std::string(std::getenv("GPT2_PROFILE")) == "1")
+      user_error("GPT2_PROFILE=1 times each kernel on the host and cannot run inside --cuda-graph; use one or the other.");
     if (a.warmup < 0) a.warmup = std::min<int64_t>(100, a.steps / 10);
     const int64_t micro = int64_t(a.B) * a.T;
     if (a.total_batch == 0) a.total_batch = micro;
@@ -184,6 +209,7 @@ int main(int argc, char** argv) {
     const std::vector<float> init = gpt2_init(table, shape, uint64_t(a.seed));
     for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
     std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, arena, a.B, a.T);
+    const uint64_t dropout_seed = uint64_t(a.seed) + 2;
     auto opt = make_optimizer(a.optimizer, oo, arena);
     GradClipper clipper(arena, float(a.clip));
     std::mt19937_64 rng(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
@@ -202,6 +228,7 @@ int main(int argc, char** argv) {
       if (!kernels.empty() && !model->kernel_choices().empty()) model->set_kernel_choices(kernels);
       opt->load_state(r);
       step0 = r.get_i64("train.step");
+      if (r.has("train.dropout_counter")) model->set_dropout_counter(uint64_t(r.get_i64("train.dropout_counter")));
       int64_t lp[3];
       r.read("train.loader", lp, sizeof lp);
       train.seek({lp[0], lp[1], lp[2]});
@@ -221,6 +248,8 @@ int main(int argc, char** argv) {
                 prop.name, a.model.c_str(), a.qkv.c_str(), a.precision.c_str(), table.num_params() / 1e6, a.optimizer.c_str(), a.B, a.T, accum,
                 (long long)a.total_batch, (long long)a.steps);
     if (!model->kernel_choices().empty()) std::printf("kernels: %s\n", model->kernel_choices().c_str());
+    if (a.dropout > 0) std::printf("dropout: %g in training\n", a.dropout);
+    if (a.cuda_graph) std::printf("each step replays two CUDA graphs, gradients and optimizer (captured at the second step)\n");
     std::vector<int32_t> x(static_cast<size_t>(micro)), y(static_cast<size_t>(micro));
     DeviceBuffer<float> step_loss(1, "loss"), val_loss(1, "loss");
     float* host = nullptr;
@@ -238,9 +267,52 @@ int main(int argc, char** argv) {
       save_checkpoint(a.ckpt_dir + name, shape, *model, arena, *opt, step, batches.position(), rng);
       std::printf("checkpoint %s%s\n", a.ckpt_dir.c_str(), name);
     };
+    // A step on stream s, in two parts: the micro-batches with accumulation, then clipping and the
+    // optimizer (timed apart). With --cuda-graph each part is captured once and replayed; a capture
+    // needs a stream of its own (not the legacy default stream, which the rest of the program uses) and
+    // fixed host buffers, `staged`, which each step fills from the prefetcher before the replay.
+    const bool graph_mode = a.cuda_graph;
+    cudaStream_t st = 0;
+    if (graph_mode) CUDA_CHECK(cudaStreamCreate(&st));  // a blocking stream: ordered with the default stream's work
+    cudaGraphExec_t graph_grads = nullptr, graph_opt = nullptr;
+    PinnedBatches staged(graph_mode ? accum : 0, micro);
+    auto enqueue_grads = [&](cudaStream_t s, bool from_staged) {
+      arena.zero_grads(s);
+      for (int mi = 0; mi < accum; mi++) {
+        if (from_staged) {
+          model->set_batch(staged.x(mi), staged.y(mi), s);
+        } else {
+          const BatchPrefetcher::Batch b = batches.next();
+          model->set_batch(b.x, b.y, s);
+          batches.release(s);
+        }
+        model->forward(s);
+        model->loss_and_dlogits(1.0f / float(accum), s);
+        model->backward(s);
+        scale_add(step_loss.get(), model->d_loss(), 1.0f / float(accum), mi > 0, s);
+      }
+    };
+    auto enqueue_optimizer = [&](cudaStream_t s) {
+      StepInfo info;
+      info.d_loss = step_loss.get();
+      clipper.run(s);
+      if (a.clip > 0) info.d_grad_scale = clipper.d_scale();
+      opt->step(info, s);
+    };
+    auto capture = [&](auto&& enqueue) {
+      cudaGraph_t g;
+      cudaGraphExec_t exec;
+      CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      enqueue();
+      CUDA_CHECK(cudaStreamEndCapture(st, &g));
+      CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+      CUDA_CHECK(cudaGraphDestroy(g));
+      return exec;
+    };
     for (int64_t step = step0; step < a.steps; step++) {
       if (val && (step % a.val_every == 0 || step + 1 == a.steps)) {
         val->seek({});
+        model->set_dropout(0.0f, 0);  // evaluation: no dropout
         for (int i = 0; i < a.val_batches; i++) {
           val->next(x.data(), y.data());
           model->set_batch(x.data(), y.data(), 0);
@@ -256,27 +328,30 @@ int main(int argc, char** argv) {
         if (!sampler) sampler = make_gpt2(a.precision, shape, arena, 1, std::min(a.T, a.sample_tokens + 1));
         std::printf("--- sample ---\n%s\n--------------\n", sample_text(*sampler, shape, tok.get(), a.sample_tokens, rng).c_str());
       }
-      CUDA_CHECK(cudaEventRecord(e0, 0));
-      arena.zero_grads(0);
-      for (int mi = 0; mi < accum; mi++) {
-        const BatchPrefetcher::Batch b = batches.next();
-        model->set_batch(b.x, b.y, 0);
-        batches.release(0);
-        model->forward(0);
-        model->loss_and_dlogits(1.0f / float(accum), 0);
-        model->backward(0);
-        scale_add(step_loss.get(), model->d_loss(), 1.0f / float(accum), mi > 0, 0);
+      model->set_dropout(float(a.dropout), dropout_seed);
+      if (graph_mode && step > step0 && !graph_grads) {  // capture after one eager step, which did the lazy set-ups
+        graph_grads = capture([&] { enqueue_grads(st, true); });
+        graph_opt = capture([&] { enqueue_optimizer(st); });
       }
-      CUDA_CHECK(cudaEventRecord(o0, 0));
-      StepInfo info;
-      info.d_loss = step_loss.get();
-      clipper.run(0);
-      if (a.clip > 0) info.d_grad_scale = clipper.d_scale();
-      opt->step(info, 0);
-      CUDA_CHECK(cudaEventRecord(o1, 0));
-      CUDA_CHECK(cudaMemcpyAsync(host, step_loss.get(), 4, cudaMemcpyDeviceToHost, 0));
-      CUDA_CHECK(cudaMemcpyAsync(host + 1, clipper.d_norm(), 4, cudaMemcpyDeviceToHost, 0));
-      CUDA_CHECK(cudaEventRecord(e1, 0));
+      CUDA_CHECK(cudaEventRecord(e0, st));
+      if (graph_grads) {
+        for (int mi = 0; mi < accum; mi++) {  // the previous replay has finished reading the staging buffers
+          const BatchPrefetcher::Batch b = batches.next();
+          std::memcpy(staged.x(mi), b.x, size_t(micro) * sizeof(int32_t));
+          std::memcpy(staged.y(mi), b.y, size_t(micro) * sizeof(int32_t));
+          batches.release(st);
+        }
+        CUDA_CHECK(cudaGraphLaunch(graph_grads, st));
+      } else {
+        enqueue_grads(st, false);
+      }
+      CUDA_CHECK(cudaEventRecord(o0, st));
+      if (graph_opt) CUDA_CHECK(cudaGraphLaunch(graph_opt, st));
+      else enqueue_optimizer(st);
+      CUDA_CHECK(cudaEventRecord(o1, st));
+      CUDA_CHECK(cudaMemcpyAsync(host, step_loss.get(), 4, cudaMemcpyDeviceToHost, st));
+      CUDA_CHECK(cudaMemcpyAsync(host + 1, clipper.d_norm(), 4, cudaMemcpyDeviceToHost, st));
+      CUDA_CHECK(cudaEventRecord(e1, st));
       CUDA_CHECK(cudaEventSynchronize(e1));
       float ms = 0, opt_ms = 0;
       CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
@@ -301,6 +376,9 @@ int main(int argc, char** argv) {
     }
     checkpoint(a.steps);
     if (log) std::fclose(log);
+    for (cudaGraphExec_t g : {graph_grads, graph_opt})
+      if (g) CUDA_CHECK(cudaGraphExecDestroy(g));
+    if (st) CUDA_CHECK(cudaStreamDestroy(st));
   } catch (const UserError& e) {
     std::fprintf(stderr, "train_gpt2: %s\n", e.what());
     return 1;

@@ -133,6 +133,7 @@ case_ train_batch_zero          now "-b must be >= 1"                   train_gp
 case_ train_seq_one             now "-t >= 2"                           train_gpt2 -t 1
 case_ train_steps_zero          now "-x >= 1"                           train_gpt2 -x 0
 case_ train_bad_precision       now "--precision must be bf16 or fp32 (got 'fp8')" train_gpt2 --precision fp8
+case_ train_bad_dropout         now "--dropout must be at least 0 and below 1 (got 1)" train_gpt2 --dropout 1
 case_ train_total_batch         now "-d (17) must be a multiple of -b * -t (16)" train_gpt2 -b 2 -t 8 -d 17
 
 # --- train_gpt2: checks made after the GPU check today ---

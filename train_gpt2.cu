@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "common/cli.h"
+#include "common/cuda_graph.h"
 #include "common/cuda_check.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prefetcher.h"
@@ -274,7 +275,7 @@ int main(int argc, char** argv) {
     const bool graph_mode = a.cuda_graph;
     cudaStream_t st = 0;
     if (graph_mode) CUDA_CHECK(cudaStreamCreate(&st));  // a blocking stream: ordered with the default stream's work
-    cudaGraphExec_t graph_grads = nullptr, graph_opt = nullptr;
+    CudaGraph graph_grads, graph_opt;
     PinnedBatches staged(graph_mode ? accum : 0, micro);
     auto enqueue_grads = [&](cudaStream_t s, bool from_staged) {
       arena.zero_grads(s);
@@ -299,16 +300,6 @@ int main(int argc, char** argv) {
       if (a.clip > 0) info.d_grad_scale = clipper.d_scale();
       opt->step(info, s);
     };
-    auto capture = [&](auto&& enqueue) {
-      cudaGraph_t g;
-      cudaGraphExec_t exec;
-      CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      enqueue();
-      CUDA_CHECK(cudaStreamEndCapture(st, &g));
-      CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-      CUDA_CHECK(cudaGraphDestroy(g));
-      return exec;
-    };
     for (int64_t step = step0; step < a.steps; step++) {
       if (val && (step % a.val_every == 0 || step + 1 == a.steps)) {
         val->seek({});
@@ -330,8 +321,8 @@ int main(int argc, char** argv) {
       }
       model->set_dropout(float(a.dropout), dropout_seed);
       if (graph_mode && step > step0 && !graph_grads) {  // capture after one eager step, which did the lazy set-ups
-        graph_grads = capture([&] { enqueue_grads(st, true); });
-        graph_opt = capture([&] { enqueue_optimizer(st); });
+        graph_grads = CudaGraph::capture(st, [&] { enqueue_grads(st, true); });
+        graph_opt = CudaGraph::capture(st, [&] { enqueue_optimizer(st); });
       }
       CUDA_CHECK(cudaEventRecord(e0, st));
       if (graph_grads) {
@@ -341,12 +332,12 @@ int main(int argc, char** argv) {
           std::memcpy(staged.y(mi), b.y, size_t(micro) * sizeof(int32_t));
           batches.release(st);
         }
-        CUDA_CHECK(cudaGraphLaunch(graph_grads, st));
+        graph_grads.launch(st);
       } else {
         enqueue_grads(st, false);
       }
       CUDA_CHECK(cudaEventRecord(o0, st));
-      if (graph_opt) CUDA_CHECK(cudaGraphLaunch(graph_opt, st));
+      if (graph_opt) graph_opt.launch(st);
       else enqueue_optimizer(st);
       CUDA_CHECK(cudaEventRecord(o1, st));
       CUDA_CHECK(cudaMemcpyAsync(host, step_loss.get(), 4, cudaMemcpyDeviceToHost, st));
@@ -376,8 +367,6 @@ int main(int argc, char** argv) {
     }
     checkpoint(a.steps);
     if (log) std::fclose(log);
-    for (cudaGraphExec_t g : {graph_grads, graph_opt})
-      if (g) CUDA_CHECK(cudaGraphExecDestroy(g));
     if (st) CUDA_CHECK(cudaStreamDestroy(st));
   } catch (const UserError& e) {
     std::fprintf(stderr, "train_gpt2: %s\n", e.what());

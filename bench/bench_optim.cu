@@ -14,6 +14,7 @@
 
 #include "common/cli.h"
 #include "common/cuda_check.h"
+#include "common/cuda_graph.h"
 #include "common/device_random.h"
 #include "models/model_tables.h"
 #include "optim/grad_clip.h"
@@ -167,13 +168,7 @@ int main(int argc, char** argv) {
           CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
           ms.push_back(t);
         }
-        cudaGraph_t graph;
-        CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        one_step();
-        CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-        size_t nodes = 0;
-        CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-        CUDA_CHECK(cudaGraphDestroy(graph));
+        const size_t nodes = CudaGraph::capture(stream, one_step).nodes();
         const double bytes = step_bytes(name, table, bf16, clip), floor_ms = bytes / bw * 1e3, med = median(ms);
         std::printf("{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
                     "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"

@@ -223,39 +223,21 @@ TEST_F(Gpt2Bf16Gpu, ModelMatchesCpuReference) {
     const float dropout = variant >= 4 ? 0.2f : 0.0f;
     SCOPED_TRACE((separate ? "separate q/k/v, " : "fused qkv, ") + gelu + (dropout > 0 ? ", dropout 0.2" : ""));
     const TinyGpt2Case c = tiny_gpt2_case(128, 2, separate, true, dropout);
-    const Gpt2Shape& s = c.s;
     const ParamTable& table = c.table;
-    const int B = c.B, T = c.T;
-    const std::vector<float>& p = c.p;
-    const std::vector<int>& x = c.x;
-    const std::vector<int>& y = c.y;
-    const double loss_ref = c.loss_ref;
-    const std::vector<double>& logits_ref = c.logits_ref;
     const std::vector<double>& g_ref = c.g_ref;
-
     Arena arena(table, true);
-    for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
-    auto m = make_gpt2("bf16", s, arena, B, T);
+    for (const auto& t : table.tensors()) arena.set_param(t.index, &c.p[size_t(t.offset)]);
+    auto m = make_gpt2("bf16", c.s, arena, c.B, c.T);
     m->set_kernel_choices(gelu);
     ASSERT_EQ(m->kernel_choices(), gelu);
     if (variant == 0) EXPECT_THROW(m->set_kernel_choices("gelu_backward=fast"), UserError);
-    m->set_dropout(c.dropout, c.dropout_seed);
     std::vector<float> grads[2];
-    for (int rep = 0; rep < 2; rep++) {
-      m->set_dropout_counter(c.dropout_counter);  // the same masks both times
-      arena.zero_grads(0);
-      m->set_batch(x.data(), y.data(), 0);
-      m->forward(0);
-      std::vector<float> logits(logits_ref.size());
-      m->logits_to_host(0, B * T, logits.data());
-      EXPECT_LT(rel_error(logits, logits_ref), 2e-2) << "logits";
-      m->loss_and_dlogits(1.0f, 0);
-      float loss;
-      CUDA_CHECK(cudaMemcpy(&loss, m->d_loss(), 4, cudaMemcpyDeviceToHost));
-      EXPECT_NEAR(loss, loss_ref, 1e-2 * loss_ref);
-      m->backward(0);
-      grads[rep].resize(size_t(table.total_elems()));
-      CUDA_CHECK(cudaMemcpy(grads[rep].data(), arena.grads(), grads[rep].size() * 4, cudaMemcpyDeviceToHost));
+    for (int rep = 0; rep < 2; rep++) {  // the same masks both times
+      const TinyGpt2Run r = run_tiny_gpt2(*m, arena, c);
+      EXPECT_LT(rel_error(r.logits, c.logits_ref), 2e-2) << "logits";
+      EXPECT_NEAR(r.loss, c.loss_ref, 1e-2 * c.loss_ref);
+      EXPECT_EQ(r.counter_after, c.dropout_counter + (c.dropout > 0));
+      grads[rep] = r.grads;
     }
     double all = 0;
     for (double v : g_ref) all += v * v;

@@ -24,37 +24,18 @@ TEST_F(Gpt2Gpu, MatchesCpuReference) {
     const bool separate = variant != 1;
     SCOPED_TRACE(variant == 0 ? "separate q/k/v" : variant == 1 ? "fused qkv" : "separate q/k/v, dropout 0.2");
     const TinyGpt2Case c = tiny_gpt2_case(32, 4, separate, false, variant == 2 ? 0.2f : 0.0f);
-    const Gpt2Shape& s = c.s;
     const ParamTable& table = c.table;
-    const int B = c.B, T = c.T;
-    const std::vector<float>& p = c.p;
-    const std::vector<int>& x = c.x;
-    const std::vector<int>& y = c.y;
-    const double loss_ref = c.loss_ref;
-    const std::vector<double>& logits_ref = c.logits_ref;
     const std::vector<double>& g_ref = c.g_ref;
-
     Arena arena(table, false);
-    for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
-    Gpt2Model m(s, arena, B, T);
-    m.set_dropout(c.dropout, c.dropout_seed);
+    for (const auto& t : table.tensors()) arena.set_param(t.index, &c.p[size_t(t.offset)]);
+    Gpt2Model m(c.s, arena, c.B, c.T);
     std::vector<float> grads[2];
-    for (int rep = 0; rep < 2; rep++) {
-      m.set_dropout_counter(c.dropout_counter);  // the same masks both times
-      arena.zero_grads(0);
-      m.set_batch(x.data(), y.data(), 0);
-      m.forward(0);
-      std::vector<float> logits(logits_ref.size());
-      CUDA_CHECK(cudaMemcpy(logits.data(), m.logits(), logits.size() * 4, cudaMemcpyDeviceToHost));
-      EXPECT_LT(rel_error(logits, logits_ref), 1e-5) << "logits";
-      m.loss_and_dlogits(1.0f, 0);
-      float loss;
-      CUDA_CHECK(cudaMemcpy(&loss, m.d_loss(), 4, cudaMemcpyDeviceToHost));
-      EXPECT_NEAR(loss, loss_ref, 1e-5 * loss_ref);
-      m.backward(0);
-      EXPECT_EQ(m.dropout_counter(), c.dropout_counter + (c.dropout > 0));  // the next micro-batch draws new masks
-      grads[rep].resize(size_t(table.total_elems()));
-      CUDA_CHECK(cudaMemcpy(grads[rep].data(), arena.grads(), grads[rep].size() * 4, cudaMemcpyDeviceToHost));
+    for (int rep = 0; rep < 2; rep++) {  // the same masks both times
+      const TinyGpt2Run r = run_tiny_gpt2(m, arena, c);
+      EXPECT_LT(rel_error(r.logits, c.logits_ref), 1e-5) << "logits";
+      EXPECT_NEAR(r.loss, c.loss_ref, 1e-5 * c.loss_ref);
+      EXPECT_EQ(r.counter_after, c.dropout_counter + (c.dropout > 0));  // the next micro-batch draws new masks
+      grads[rep] = r.grads;
     }
     double all = 0;
     for (double v : g_ref) all += v * v;

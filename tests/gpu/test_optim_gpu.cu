@@ -6,6 +6,7 @@
 
 #include "common/bf16_host.h"
 #include "common/cuda_check.h"
+#include "common/cuda_graph.h"
 #include "optim/grad_clip.h"
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
@@ -324,15 +325,8 @@ TEST_F(Gpu, GraphReplayEqualsEagerSteps) {
         opt->step(info, st);
       };
       if (graph) {
-        cudaGraph_t gr;
-        cudaGraphExec_t ex;
-        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        step();
-        CUDA_CHECK(cudaStreamEndCapture(st, &gr));
-        CUDA_CHECK(cudaGraphInstantiate(&ex, gr, 0));
-        for (int i = 0; i < 6; i++) CUDA_CHECK(cudaGraphLaunch(ex, st));
-        CUDA_CHECK(cudaGraphExecDestroy(ex));
-        CUDA_CHECK(cudaGraphDestroy(gr));
+        const CudaGraph g = CudaGraph::capture(st, step);
+        for (int i = 0; i < 6; i++) g.launch(st);
       } else {
         for (int i = 0; i < 6; i++) step();
       }

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "common/bf16_host.h"
+#include "common/cuda_check.h"
+#include "models/gpt2_net.h"
 #include "models/gpt2_ref.h"
 
 struct TinyGpt2Case {
@@ -47,4 +49,29 @@ inline TinyGpt2Case tiny_gpt2_case(int channels, int heads, bool separate_qkv, b
   c.logits_ref = ref.logits();
   c.g_ref = ref.backward(pd);
   return c;
+}
+
+// One micro-batch of the case through a GPU model on `arena` (built from c.table, gradients zeroed
+// first), with the case's dropout masks: logits, loss, gradients, and the dropout counter afterwards.
+struct TinyGpt2Run {
+  std::vector<float> logits, grads;
+  float loss = 0;
+  uint64_t counter_after = 0;
+};
+inline TinyGpt2Run run_tiny_gpt2(Gpt2Net& m, Arena& arena, const TinyGpt2Case& c) {
+  TinyGpt2Run r;
+  m.set_dropout(c.dropout, c.dropout_seed);
+  m.set_dropout_counter(c.dropout_counter);
+  arena.zero_grads(0);
+  m.set_batch(c.x.data(), c.y.data(), 0);
+  m.forward(0);
+  r.logits.resize(c.logits_ref.size());
+  m.logits_to_host(0, c.B * c.T, r.logits.data());
+  m.loss_and_dlogits(1.0f, 0);
+  CUDA_CHECK(cudaMemcpy(&r.loss, m.d_loss(), 4, cudaMemcpyDeviceToHost));
+  m.backward(0);
+  r.counter_after = m.dropout_counter();
+  r.grads.resize(size_t(c.table.total_elems()));
+  CUDA_CHECK(cudaMemcpy(r.grads.data(), arena.grads(), r.grads.size() * 4, cudaMemcpyDeviceToHost));
+  return r;
 }

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 
 #include "common/cli.h"
-#include "common/cuda_graph.h"
 #include "common/cuda_check.h"
+#include "common/cuda_graph.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prefetcher.h"
 #include "data/token_shards.h"

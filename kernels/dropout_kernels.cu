@@ -54,7 +54,8 @@ void dropout_counter_advance(uint64_t* counter, cudaStream_t s) {
 }
 
 void DropoutState::set(float p, uint64_t seed) {
-  if (!(p >= 0.0f && p < 1.0f) || dropout_threshold(p) >= 65536u) user_error("dropout must be at least 0 and below 1 (got ", p, ").");
+  if (!(p >= 0.0f && p < 1.0f)) user_error("dropout must be at least 0 and below 1 (got ", p, ").");
+  if (dropout_threshold(p) >= 65536u) user_error("dropout ", p, " keeps nothing (p is rounded to 1/65536); use at most 0.9999.");
   p_ = p, seed_ = seed, threshold_ = dropout_threshold(p);
 }
 

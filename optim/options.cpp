@@ -80,7 +80,9 @@ std::vector<Entry> table(OptimOptions& o) {
   boolean("small_fc_lopt.mup", &o.small_fc.mup, "MuLO: hidden matrices' steps x 1/fan_in");
   boolean("small_fc_lopt.fast", &o.small_fc.fast, "MLP on tensor cores (bf16 mma) instead of exact fp32");
   text("small_fc_lopt.weights", &o.small_fc.weights, "folder with model.safetensors (default weights/mulo)");
-  text("small_fc_lopt.tie", &o.small_fc.tie, "factored-dims tie rule: pylo or jax");
+  text("small_fc_lopt.tie", &o.small_fc.tie,
+       "factored dims of tied axes: pylo (PyLO AdafacLO/MuLO = argsort), argsort (numpy order: the later of two "
+       "equal axes is reduced for R), swapped (ties swapped: square (out,in) matrices get JAX meta-training's roles)");
   num("velo.lr", &o.velo.lr, "multiplier of VeLO's step (1 = VeLO)");
   num("velo.wd", &o.velo.weight_decay, "decoupled weight decay after the step (x lr)");
   t.push_back({"velo.num_steps", "planned number of updates (fraction-of-training and loss features)",
@@ -91,7 +93,9 @@ std::vector<Entry> table(OptimOptions& o) {
                },
                [&o] { return std::to_string(o.velo.num_steps); }});
   text("velo.weights", &o.velo.weights, "folder with VeLO_RNN/ and VeLO_MLP/, or a JAX params file (default weights)");
-  text("velo.tie", &o.velo.tie, "factored-dims tie rule: pylo or jax");
+  text("velo.tie", &o.velo.tie,
+       "factored dims of tied axes: pylo (PyLO VeLO = swapped), swapped (ties swapped except rank-4 (0,1) ties), "
+       "argsort (numpy order, as the JAX code on its own layout)");
   return t;
 }
 
@@ -163,12 +167,12 @@ void validate_options(const std::string& name, const OptimOptions& o) {
   if (name == "small_fc_lopt") {
     check_range(o.small_fc.lr >= 0, "small_fc_lopt.lr", o.small_fc.lr, ">= 0");
     check_range(o.small_fc.weight_decay >= 0, "small_fc_lopt.wd", o.small_fc.weight_decay, ">= 0");
-    parse_tie_rule(o.small_fc.tie);
+    parse_tie_rule(o.small_fc.tie, kSmallFcPyloTie);
   }
   if (name == "velo") {
     check_range(o.velo.lr >= 0, "velo.lr", o.velo.lr, ">= 0");
     check_range(o.velo.weight_decay >= 0, "velo.wd", o.velo.weight_decay, ">= 0");
     check_range(o.velo.num_steps >= 1, "velo.num_steps", double(o.velo.num_steps), ">= 1");
-    parse_tie_rule(o.velo.tie);
+    parse_tie_rule(o.velo.tie, kVeloPyloTie);
   }
 }

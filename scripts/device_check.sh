@@ -2,13 +2,15 @@
 # Runs on the GPU machine: the test suites, the PyTorch cross-checks (optimizers; the GPT-2 model), the
 # optimizer benchmark and (ops, not in the default list) the per-operation GPT-2 benchmark, with every
 # log under $OUT (or ./.out). Expects binaries built beforehand (`make all`); pass --build to build here first.
-# Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|bench|ops]...
+# pylo: the PyLO parity check (tests/pylo_crosscheck.py) against a PyLO source checkout at $PYLO_SRC
+# (default .deps/pylo; carry it along, it is not part of this repository).
+# Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|pylo|bench|ops]...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.out}
 mkdir -p "$OUT"
 if [ "${1:-}" = "--build" ]; then shift; make -j"$(nproc)" all 2>&1 | tail -n 5; fi
-what=${*:-tests crosscheck gpt2crosscheck bench}
+what=${*:-tests crosscheck gpt2crosscheck pylo bench}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 status=0
 for w in $what; do
@@ -20,6 +22,10 @@ for w in $what; do
       PYTHONUNBUFFERED=1 python3 tests/torch_crosscheck.py 2>&1 | tee "$OUT/crosscheck.jsonl" || status=1 ;;
     gpt2crosscheck)
       PYTHONUNBUFFERED=1 python3 tests/torch_gpt2_crosscheck.py 2>&1 | tee "$OUT/gpt2_crosscheck.jsonl" || status=1 ;;
+    pylo)
+      PYTHONUNBUFFERED=1 python3 tests/pylo_crosscheck.py --pylo "${PYLO_SRC:-.deps/pylo}" --json "$OUT/pylo_crosscheck.jsonl" \
+        > "$OUT/pylo_crosscheck.log" 2>&1 || status=1
+      tail -n 1 "$OUT/pylo_crosscheck.log" ;;
     bench)
       ./bench_optim -o adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo 2>&1 | tee "$OUT/bench_optim.jsonl" || status=1 ;;
     ops)

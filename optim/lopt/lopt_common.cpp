@@ -16,17 +16,21 @@ FactoredDims factored_dims(const std::vector<int64_t>& shape, TieRule rule) {
   f.factored = true;
   f.d1 = order[size_t(r - 2)];
   f.d0 = order[size_t(r - 1)];
-  if (rule == TieRule::PyLO && shape[size_t(f.d0)] == shape[size_t(f.d1)]) {
+  if (rule == TieRule::Swapped && shape[size_t(f.d0)] == shape[size_t(f.d1)]) {
     bool rank4_01 = r == 4 && std::min(f.d0, f.d1) == 0 && std::max(f.d0, f.d1) == 1;
     if (!rank4_01) std::swap(f.d0, f.d1);
   }
   return f;
 }
 
-TieRule parse_tie_rule(const std::string& s) {
-  if (s == "pylo") return TieRule::PyLO;
-  if (s == "jax") return TieRule::JAX;
-  user_error("tie rule must be pylo or jax (got '", s, "').");
+TieRule parse_tie_rule(const std::string& s, TieRule pylo_rule) {
+  if (s == "pylo") return pylo_rule;
+  if (s == "argsort") return TieRule::Argsort;
+  if (s == "swapped") return TieRule::Swapped;
+  if (s == "jax")
+    user_error("tie rule 'jax' was ambiguous and is gone: use argsort (numpy's order, what the JAX code does on its own "
+               "layout) or swapped (square torch matrices get JAX's roles).");
+  user_error("tie rule must be pylo, argsort or swapped (got '", s, "').");
 }
 
 float learned_decay(float nominal, float theta) {

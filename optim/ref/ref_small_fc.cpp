@@ -53,7 +53,7 @@ class RefSmallFc : public RefOptimizer {
     const SmallFcDecays d = small_fc_decays();
     for (int k = 0; k < 3; k++) dec_.m[k] = d.m[k], dec_.f[k] = d.f[k];
     dec_.v = d.v;
-    for (const auto& ti : t.tensors()) st_.emplace_back(ti.shape, parse_tie_rule(o.small_fc.tie));
+    for (const auto& ti : t.tensors()) st_.emplace_back(ti.shape, parse_tie_rule(o.small_fc.tie, kSmallFcPyloTie));
   }
 
   void step(std::vector<float>& params, const std::vector<float>& grads, float gs, float) override {

@@ -123,10 +123,11 @@ void velo_lstm(const VeloWeights& w, int n, const float* X, float* h, float* c, 
 namespace {
 class RefVelo : public RefOptimizer {
  public:
-  RefVelo(const ParamTable& t, const OptimOptions& o, const VeloWeights& w) : RefOptimizer(t, o), w_(w), loss_(o.velo.num_steps) {
+  RefVelo(const ParamTable& t, const OptimOptions& o, const VeloWeights& w, VeloTrace* trace)
+      : RefOptimizer(t, o), w_(w), loss_(o.velo.num_steps), trace_(trace) {
     for (int k = 0; k < 3; k++) dec_.m[k] = dec_.f[k] = std::vector<float>{0.9f, 0.99f, 0.999f}[size_t(k)];
     dec_.v = 0.999f;
-    for (const auto& ti : t.tensors()) st_.emplace_back(ti.shape, parse_tie_rule(o.velo.tie));
+    for (const auto& ti : t.tensors()) st_.emplace_back(ti.shape, parse_tie_rule(o.velo.tie, kVeloPyloTie));
     h_.resize(size_t(t.size()) * 512);
     c_.resize(h_.size());
     for (int i = 0; i < t.size(); i++) {
@@ -150,6 +151,13 @@ class RefVelo : public RefOptimizer {
     }
     std::vector<float> controls(static_cast<size_t>(n_t * 256)), lr_mult(static_cast<size_t>(n_t));
     velo_lstm(w_, n_t, X.data(), h_.data(), c_.data(), controls.data(), lr_mult.data());
+    if (trace_) {
+      std::copy(shared, shared + 9, trace_->fraction);
+      std::copy(shared + 9, shared + 18, trace_->loss_features);
+      trace_->lstm_in = X;
+      trace_->lr_mult = lr_mult;
+      for (auto* v : {&trace_->direction, &trace_->magnitude, &trace_->step}) v->assign(size_t(table_.total_elems()), 0.0f);
+    }
     for (const auto& ti : table_.tensors()) {
       float theta[159];
       for (int q = 0; q < 159; q++) {
@@ -220,6 +228,10 @@ class RefVelo : public RefOptimizer {
       double dd = th[156], mm = th[157];
       for (int k = 0; k < 4; k++) dd += double(th[144 + k]) * h2[k], mm += double(th[148 + k]) * h2[k];
       const float stp = lr_mult * float(dd) * std::exp(0.001f * float(mm)) * 0.001f * param_scale;
+      if (trace_) {
+        const size_t at = size_t(ti.offset + i);
+        trace_->direction[at] = float(dd), trace_->magnitude[at] = float(mm), trace_->step[at] = stp;
+      }
       float pn = p[i] - lr * stp;
       if (wd > 0) pn -= lr * wd * pn;
       out[size_t(i)] = pn;
@@ -232,9 +244,15 @@ class RefVelo : public RefOptimizer {
   LoRefDecays dec_;
   std::vector<RefLoTensor> st_;
   std::vector<float> h_, c_;
+  VeloTrace* trace_;
 };
 }  // namespace
 
 std::unique_ptr<RefOptimizer> make_ref_velo(const ParamTable& t, const OptimOptions& o, const VeloWeights& w) {
-  return std::make_unique<RefVelo>(t, o, w);
+  return std::make_unique<RefVelo>(t, o, w, nullptr);
+}
+
+std::unique_ptr<RefOptimizer> make_ref_velo_traced(const ParamTable& t, const OptimOptions& o, const VeloWeights& w,
+                                                   VeloTrace* trace) {
+  return std::make_unique<RefVelo>(t, o, w, trace);
 }

@@ -1,9 +1,11 @@
 // Parts of the VeLO reference that tests check on their own (velo.md 11, T0-T6).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "optim/lopt/lopt_weights.h"
+#include "optim/ref/ref_optim.h"
 
 struct VeloLossBuffer {  // velo.md 4.2
   explicit VeloLossBuffer(int64_t num_steps);
@@ -22,3 +24,14 @@ void velo_lstm_input(const float* shared18, const std::vector<int64_t>& shape, c
 // Mixing layers + LSTM over n tensors: X (n x 30), h and c (n x 512, updated in place),
 // controls (n x 256), lr_mult (n). Double accumulation.
 void velo_lstm(const VeloWeights& w, int n, const float* X, float* h, float* c, float* controls, float* lr_mult);
+
+// One step's intermediate values, for comparing with other implementations (tests/pylo_crosscheck.py):
+// filled by every step of a reference VeLO made with a trace.
+struct VeloTrace {
+  float fraction[9], loss_features[9];
+  std::vector<float> lstm_in;                     // tensors x 30
+  std::vector<float> lr_mult;                     // tensors
+  std::vector<float> direction, magnitude, step;  // per element, table layout: MLP outputs and lr_mult dir e^(mag/1000) rms(p)/1000
+};
+std::unique_ptr<RefOptimizer> make_ref_velo_traced(const ParamTable& t, const OptimOptions& o, const VeloWeights& w,
+                                                   VeloTrace* trace);

@@ -39,7 +39,7 @@ struct Oracle {
   bool velo;
 
   Oracle(std::vector<int64_t> s, bool is_velo, const double* dm, double dv, const double* df)
-      : shape(std::move(s)), fd(factored_dims(shape, TieRule::PyLO)), bv(dv), velo(is_velo) {
+      : shape(std::move(s)), fd(factored_dims(shape, is_velo ? kVeloPyloTie : kSmallFcPyloTie)), bv(dv), velo(is_velo) {
     const size_t n = size_t(numel(shape));
     for (int k = 0; k < 3; k++) {
       bm[k] = dm[k], bf[k] = df[k];

@@ -71,21 +71,21 @@ TEST(VeloConstants, LossBufferTrace) {  // velo.md 11, T1
   EXPECT_NEAR(b.running_min[9], 1.748f, 1e-5);
 }
 
-TEST(FactoredDims, JaxAndPyloTables) {  // velo.md 11, T2: (d1, d0)
+TEST(FactoredDims, ArgsortAndSwappedTables) {  // velo.md 11, T2: (d1, d0); "JAX" = argsort, "PyLO" = swapped
   struct Row { std::vector<int64_t> s; int jd1, jd0, pd1, pd0; };
   const std::vector<Row> rows = {{{10, 20}, 0, 1, 0, 1},        {{20, 10}, 1, 0, 1, 0},       {{7, 7}, 0, 1, 1, 0},
                                  {{1, 7}, 0, 1, 0, 1},          {{7, 1}, 1, 0, 1, 0},         {{4, 4, 4}, 1, 2, 2, 1},
                                  {{3, 3, 64, 128}, 2, 3, 2, 3}, {{3, 3, 64, 64}, 2, 3, 3, 2}, {{64, 64, 3, 3}, 0, 1, 0, 1}};
   for (const auto& r : rows) {
-    auto j = factored_dims(r.s, TieRule::JAX), p = factored_dims(r.s, TieRule::PyLO);
+    auto j = factored_dims(r.s, TieRule::Argsort), p = factored_dims(r.s, TieRule::Swapped);
     EXPECT_TRUE(j.factored && p.factored);
     EXPECT_EQ(j.d1, r.jd1) << shape_str(r.s);
     EXPECT_EQ(j.d0, r.jd0) << shape_str(r.s);
     EXPECT_EQ(p.d1, r.pd1) << shape_str(r.s);
     EXPECT_EQ(p.d0, r.pd0) << shape_str(r.s);
   }
-  EXPECT_FALSE(factored_dims({}, TieRule::JAX).factored);
-  EXPECT_FALSE(factored_dims({5}, TieRule::PyLO).factored);
+  EXPECT_FALSE(factored_dims({}, TieRule::Argsort).factored);
+  EXPECT_FALSE(factored_dims({5}, TieRule::Swapped).factored);
 }
 
 TEST(SmallFcConstants, EffectiveDecays) {  // small_fc_lopt.md 1

@@ -347,11 +347,11 @@ TEST_F(Gpu, SmallFcLoptMatchesReference) {
   compare_with_reference("small_fc_lopt", o, 0.0f, true, {}, 22, false);
 }
 
-TEST_F(Gpu, SmallFcLoptJaxTiesNoMupClippedMatchesReference) {
+TEST_F(Gpu, SmallFcLoptSwappedTiesNoMupClippedMatchesReference) {
   OptimOptions o = resume_options();
   o.schedule = LrSchedule{};
   o.small_fc.mup = false;
-  o.small_fc.tie = "jax";
+  o.small_fc.tie = "swapped";  // the non-default rule (PyLO's is argsort)
   o.small_fc.lr = 0.5;
   compare_with_reference("small_fc_lopt", o, 0.5f, false, {}, 22, false);
 }
@@ -374,11 +374,11 @@ TEST_F(Gpu, VeloMatchesReference) {
   compare_with_reference("velo", o, 0.0f, true, {}, 22, false);
 }
 
-TEST_F(Gpu, VeloJaxTiesClippedPastNumStepsMatchesReference) {
+TEST_F(Gpu, VeloArgsortTiesClippedPastNumStepsMatchesReference) {
   OptimOptions o = resume_options();
   o.schedule = LrSchedule{};
   o.velo.num_steps = 10;  // runs past num_steps: fraction > 1
-  o.velo.tie = "jax";
+  o.velo.tie = "argsort";  // the non-default rule (PyLO's is swapped)
   compare_with_reference("velo", o, 0.5f, false, {}, 22, false);
 }
 

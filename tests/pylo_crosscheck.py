@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""Parity of our learned optimizers with PyLO's own code (run on the GPU machine).
+
+    python3 tests/pylo_crosscheck.py --pylo PATH/TO/pylo [--json results.jsonl]
+
+PATH/TO/pylo is a checkout of PyLO's source (its naive optimizers are plain Python + torch; nothing of it
+is in this repository). The check writes random meta-weights with PyLO's own classes (save_pretrained),
+then replays the same parameters, gradients and losses through PyLO's naive optimizers (on the GPU, and
+on the CPU as the noise floor) and through ours (tests/tools/optim_replay: the GPU optimizer, and for the
+first case of each optimizer its CPU reference), fp32 everywhere, TF32 off.
+
+Error of a run against PyLO's GPU run, per tensor, worst step: the largest elementwise difference beyond
+the rounding of p, max(0, |p_ours - p_pylo| - s r ulp(p)) after s steps (r = 1 rounding of p per step, 2
+with weight decay; each rounding differs by at most one ulp between two implementations), divided by the
+largest distance travelled, max |p_pylo - p_0|. The raw ratio (no allowance) is reported beside it:
+VeLO's step is ~1e-3 rms(p), so with small meta-weights p moves by only ~100 ulps per step and the raw
+ratio is dominated by rounding; the meta-weights here are scaled so that p moves 1e4-1e5 ulps, where the
+raw ratio is sharp too (disp_ulps in the output says how far each tensor moved).
+
+Controls (the measure must be able to fail): ours with the other tie rule must differ on the tied shapes.
+VeLO also compares one step's intermediate values (loss features, LSTM inputs, lr_mult, per-element
+MLP outputs, the step) of PyLO with our CPU reference's. Exit status 1 if a bound is exceeded, a control
+passes, or anything is missing or not finite.
+
+New optimizers (CELO2, ELO) join by adding an entry to OPTIMIZERS and their weight writer.
+"""
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import types
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 12
+EXACT_BOUND = 1e-5
+FAST_BOUND = 2e-2   # small_fc_lopt.fast: bf16/fp16 tensor-core MLP (tests/gpu: stated 2e-2)
+CONTROL_MIN = 1e-2  # the other tie rule must differ by at least this on tied shapes
+
+# name, shape, role, weight decay (decayed tensors first: PyLO's group order = our table order)
+TENSORS = [
+    ("square", (32, 32), "hidden", 1),
+    ("tall", (96, 48), "hidden", 1),
+    ("wide", (48, 96), "hidden", 1),
+    ("row", (1, 40), "hidden", 1),
+    ("conv", (8, 4, 3, 3), "hidden", 1),
+    ("conv_eq", (8, 8, 3, 3), "hidden", 1),
+    ("cube", (4, 6, 6), "hidden", 1),
+    ("big", (1024, 1100), "hidden", 1),
+    ("bias", (64,), "bias", 0),
+]
+TIED = {"square", "cube"}  # shapes whose two largest axes are equal (conv_eq: both rules agree, rank-4)
+
+
+# ---------------------------------------------------------------------------------------------------
+# PyLO import: its naive optimizers, with `mup` stubbed (MuLO_naive only needs process_param_groups and
+# each parameter's infshape: ninf() == 2 for hidden matrices, width_mult() = fan_in = shape[1]).
+
+class InfShape:
+    def __init__(self, ninf, width):
+        self._ninf, self._width = ninf, width
+
+    def ninf(self):
+        return self._ninf
+
+    def width_mult(self):
+        return self._width
+
+
+def install_mup_stub():
+    def process_param_groups(params, **kwargs):
+        groups = list(params)
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            g.setdefault("lr", kwargs["lr"])
+            g.setdefault("weight_decay", kwargs.get("weight_decay", 0.0))
+        return groups
+    mup, optim = types.ModuleType("mup"), types.ModuleType("mup.optim")
+    optim.process_param_groups = process_param_groups
+    mup.optim = optim
+    sys.modules.setdefault("mup", mup)
+    sys.modules.setdefault("mup.optim", optim)
+
+
+def import_pylo(path):
+    install_mup_stub()
+    sys.path.insert(0, os.path.abspath(path))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Custom CUDA optimizers could not be imported": we use the naive ones
+        import pylo.optim as po
+        import pylo.models as pm
+    # The modules (pylo.optim re-exports classes under the same names), for their factored_dims.
+    mods = {m: importlib.import_module("pylo.optim." + m) for m in ("AdafacLO_naive", "Velo_naive")}
+    return po, pm, mods
+
+
+# ---------------------------------------------------------------------------------------------------
+# Meta-weights written by PyLO's classes.
+
+def randomize(module, seed, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            fan_in = p.shape[-1] if p.dim() >= 2 else 16
+            p.copy_(torch.randn(p.shape, generator=g) * (scale / fan_in ** 0.5))
+
+
+def write_weights(pm, d):
+    mlp = pm.MetaMLP(input_size=39, hidden_size=32, hidden_layers=1)
+    randomize(mlp, 1, 2.0)
+    mlp.save_pretrained(os.path.join(d, "mulo"))
+    rnn, vmlp = pm.VeLORNN(), pm.VeLOMLP()
+    randomize(rnn, 2)
+    randomize(vmlp, 3, 3.0)
+    rnn.save_pretrained(os.path.join(d, "VeLO_RNN"))
+    vmlp.save_pretrained(os.path.join(d, "VeLO_MLP"))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cases: one PyLO construction and one of ours with the same meaning.
+
+def small_fc_pylo(po, mods, params, c, w):
+    return po.AdafacLO_naive(params, lr=c["lr"], hf_key=os.path.join(w, "mulo"))
+
+
+def mulo_pylo(po, mods, params, c, w):
+    for group in params:
+        for p in group["params"]:
+            hidden = p.dim() >= 2
+            p.infshape = InfShape(2 if hidden else 1, p.shape[1] if hidden else 1)
+    return po.MuLO_naive(params, lr=c["lr"], hf_key=os.path.join(w, "mulo"))
+
+
+def velo_pylo(po, mods, params, c, w):
+    return po.VeLO_naive(params, lr=c["lr"], num_steps=c["num_steps"],
+                                   hf_key_rnn=os.path.join(w, "VeLO_RNN"), hf_key_mlp=os.path.join(w, "VeLO_MLP"))
+
+
+OPTIMIZERS = {
+    # name: (PyLO constructor, our optimizer, our fixed options, other tie rule, cases)
+    "small_fc_lopt": (small_fc_pylo, "small_fc_lopt", ["small_fc_lopt.mup=false"], "small_fc_lopt.tie=swapped", [
+        {"lr": 1.0, "wd": 0.0, "fast": True},
+        {"lr": 0.5, "wd": 0.1},
+    ]),
+    "mulo": (mulo_pylo, "small_fc_lopt", ["small_fc_lopt.mup=true"], "small_fc_lopt.tie=swapped", [
+        {"lr": 1.0, "wd": 0.0},
+        {"lr": 3.0, "wd": 0.05},
+    ]),
+    "velo": (velo_pylo, "velo", [], "velo.tie=argsort", [
+        {"lr": 1.0, "wd": 0.0, "num_steps": 10000, "trace": True},
+        {"lr": 1.0, "wd": 1e-3, "num_steps": 8},
+        {"lr": 2.5, "wd": 0.0, "num_steps": 100},
+    ]),
+}
+
+
+def our_sets(opt, fixed, c, weights):
+    prefix = "velo" if opt == "velo" else "small_fc_lopt"
+    sets = list(fixed) + [f"{prefix}.lr={c['lr']!r}", f"{prefix}.wd={c['wd']!r}"]
+    sets.append(f"velo.weights={weights}" if opt == "velo" else f"small_fc_lopt.weights={os.path.join(weights, 'mulo')}")
+    if opt == "velo":
+        sets.append(f"velo.num_steps={c['num_steps']}")
+    return sets
+
+
+# ---------------------------------------------------------------------------------------------------
+# Data, runs and the measure.
+
+def hetero_grad(rng, shape, scale):
+    cols = shape[-1]
+    rows = int(np.prod(shape)) // cols
+    g = rng.standard_normal((rows, cols)) * np.exp(1.2 * rng.standard_normal((rows, 1))) \
+        * np.exp(1.2 * rng.standard_normal((1, cols)))
+    return (scale * g).astype(np.float32).reshape(shape)
+
+
+def make_data(d):
+    rng = np.random.default_rng(2024)
+    init = [(0.05 * rng.standard_normal(s)).astype(np.float32) for _, s, _, _ in TENSORS]
+    grads = [[hetero_grad(rng, s, 0.01 * (3.0 if t == 4 else 1.0)) for _, s, _, _ in TENSORS] for t in range(STEPS)]
+    losses = np.array([4.0 - 0.1 * t + 0.05 * rng.standard_normal() for t in range(STEPS)], np.float32)
+    losses[6] *= 8.0  # a spike
+    with open(os.path.join(d, "manifest.txt"), "w") as f:
+        f.write(f"steps {STEPS}\n")
+        for name, shape, role, decay in TENSORS:
+            f.write(f"tensor {name} {role} {decay} {len(shape)} {' '.join(map(str, shape))}\n")
+    np.concatenate([x.ravel() for x in init]).tofile(os.path.join(d, "init.bin"))
+    np.concatenate([x.ravel() for step in grads for x in step]).tofile(os.path.join(d, "grads.bin"))
+    losses.tofile(os.path.join(d, "losses.bin"))
+    return init, grads, losses
+
+
+def split(flat):
+    sizes = [int(np.prod(s)) for _, s, _, _ in TENSORS]
+    per_step = flat.reshape(STEPS, sum(sizes))
+    out = []
+    for s in range(STEPS):
+        parts, at = [], 0
+        for (_, shape, _, _), n in zip(TENSORS, sizes):
+            parts.append(per_step[s, at:at + n].reshape(shape))
+            at += n
+        out.append(parts)
+    return out
+
+
+def run_ours(d, opt, sets, out, ref=False, trace=False):
+    cmd = [os.path.join(ROOT, "build", "optim_replay"), "--dir", d, "--optimizer", opt, "--out", out]
+    for s in sets:
+        cmd += ["--set", s]
+    if ref:
+        cmd += ["--ref", "1"] + (["--trace", "1"] if trace else [])
+    subprocess.run(cmd, check=True)
+    return split(np.fromfile(os.path.join(d, out), dtype=np.float32))
+
+
+def run_pylo(ctor, po, mods, c, init, grads, losses, weights, device, capture=None):
+    ps = [torch.tensor(x, device=device, requires_grad=True) for x in init]  # VeLO skips tensors without
+    decay = [p for p, t in zip(ps, TENSORS) if t[3]]
+    nodecay = [p for p, t in zip(ps, TENSORS) if not t[3]]
+    groups = [{"params": decay, "weight_decay": c["wd"]}, {"params": nodecay, "weight_decay": 0.0}]
+    opt = ctor(po, mods, groups, c, weights)
+    if capture is not None:
+        hook_velo(opt, capture)
+    traj = []
+    for s, step in enumerate(grads):
+        for p, g in zip(ps, step):
+            p.grad = torch.tensor(g, device=device)
+        if capture is not None:
+            capture["on"] = s == 0
+        if "num_steps" in c:
+            opt.step(torch.tensor(float(losses[s]), device=device))
+        else:
+            opt.step()
+        traj.append([p.detach().cpu().numpy().copy() for p in ps])
+    return traj
+
+
+def errors(ours, theirs, init, wd):
+    """Per tensor: (beyond-rounding error, raw error, distance travelled in ulps), worst over steps; None if
+    either trajectory is not finite or a tensor did not move."""
+    rows = []
+    for i in range(len(TENSORS)):
+        worst, raw, ulps = 0.0, 0.0, np.inf
+        for s in range(STEPS):
+            a, b = ours[s][i].astype(np.float64), theirs[s][i].astype(np.float64)
+            if not (np.isfinite(a).all() and np.isfinite(b).all()):
+                return None
+            disp = np.abs(b - init[i]).max()
+            if disp <= 0:
+                return None
+            ulp = np.spacing(np.maximum(np.abs(a), np.abs(b)).astype(np.float32)).astype(np.float64)
+            diff = np.abs(a - b)
+            worst = max(worst, float(np.maximum(diff - (s + 1) * (2 if wd else 1) * ulp, 0).max() / disp))
+            raw = max(raw, float(diff.max() / disp))
+            ulps = min(ulps, float(disp / ulp.max()))
+        rows.append((worst, raw, ulps))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------
+# VeLO's intermediate values of one step.
+
+def hook_velo(opt, cap):
+    cap.update({"on": False, "mlp": []})
+    rnn_fwd, mlp_fwd, feat = opt.rnn.forward, opt.network_stack.forward, opt.buffer_loss_fns.features
+
+    def rnn(x, state):
+        controls, lr_mult, st = rnn_fwd(x, state)
+        if cap["on"]:
+            cap["lstm_in"] = torch.flip(x, [0]).double().cpu().numpy()  # PyLO feeds the tensors in reverse
+            cap["lr_mult"] = torch.flip(lr_mult, [0]).double().cpu().numpy()
+        return controls, lr_mult, st
+
+    def mlp(x):
+        y = mlp_fwd(x)
+        if cap["on"]:
+            cap["mlp"].append(y.double().cpu().numpy())
+        return y
+
+    def features(state):
+        f = feat(state)
+        if cap["on"]:
+            cap["loss_features"] = f.double().cpu().numpy()
+        return f
+
+    opt.rnn.forward, opt.network_stack.forward, opt.buffer_loss_fns.features = rnn, mlp, features
+
+
+def compare_velo_trace(path, cap, init):
+    n = len(TENSORS)
+    sizes = [int(np.prod(s)) for _, s, _, _ in TENSORS]
+    t = np.fromfile(path, dtype=np.float32).astype(np.float64)
+    frac, lossf = t[:9], t[9:18]
+    at = 18
+    lstm_in = t[at:at + 30 * n].reshape(n, 30)
+    at += 30 * n
+    lr_mult = t[at:at + n]
+    at += n
+    per = []
+    for _ in range(3):
+        parts = []
+        for sz in sizes:
+            parts.append(t[at:at + sz])
+            at += sz
+        per.append(parts)
+    direction, magnitude, step = per
+
+    def rel(a, b):
+        return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+    out = {"loss_features_abs": float(np.abs(lossf - cap["loss_features"]).max()),
+           "fraction_abs": float(np.abs(frac - cap["lstm_in"][0, :9]).max()),
+           "lstm_inputs_abs": float(np.abs(lstm_in - cap["lstm_in"]).max()),
+           "lr_mult_rel": rel(lr_mult, cap["lr_mult"]), "direction_rel": 0.0, "magnitude_rel": 0.0, "step_rel": 0.0}
+    for i in range(n):
+        y = cap["mlp"][i].reshape(-1, 3)
+        scale = np.sqrt(np.mean(init[i].astype(np.float32) ** 2, dtype=np.float32) + np.float32(1e-9))
+        pylo_step = cap["lr_mult"][i] * scale * y[:, 0] * np.exp(y[:, 1] * 0.001) * 0.001
+        out["direction_rel"] = max(out["direction_rel"], rel(direction[i], y[:, 0]))
+        out["magnitude_rel"] = max(out["magnitude_rel"], rel(magnitude[i], y[:, 1]))
+        out["step_rel"] = max(out["step_rel"], rel(step[i], pylo_step))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+
+def emit(rec, sink):
+    line = json.dumps(rec)
+    print(line, flush=True)
+    if sink:
+        sink.write(line + "\n")
+
+
+def check_case(name, ci, c, spec, po, mods, data, d, w, sink, cpu):
+    """cpu: no GPU here; PyLO runs on the CPU and ours are the CPU references (controls included)."""
+    ctor, ours_opt, fixed, other_tie, _ = spec
+    init, grads, losses = data
+    ok = True
+    cap = {} if c.get("trace") else None
+    sets = our_sets(ours_opt, fixed, c, w)
+    theirs = run_pylo(ctor, po, mods, c, init, grads, losses, w, "cpu" if cpu else "cuda", cap)
+    runs = {}
+    if not cpu:
+        runs["gpu"] = run_ours(d, ours_opt, sets, f"{name}{ci}_gpu.bin")
+        runs["pylo_cpu"] = run_pylo(ctor, po, mods, c, init, grads, losses, w, "cpu")
+        if c.get("fast"):
+            runs["gpu_fast"] = run_ours(d, ours_opt, sets + ["small_fc_lopt.fast=true"], f"{name}{ci}_fast.bin")
+    if ci == 0 or cpu:
+        runs["ref"] = run_ours(d, ours_opt, sets, f"{name}{ci}_ref.bin", ref=True, trace=cap is not None)
+    if ci == 0:
+        runs["control"] = run_ours(d, ours_opt, sets + [other_tie], f"{name}{ci}_ctl.bin", ref=cpu)
+    for kind, traj in runs.items():
+        errs = errors(traj, theirs, init, c["wd"])
+        if errs is None:
+            emit({"check": "pylo_crosscheck", "optimizer": name, "case": c, "run": kind, "pass": False,
+                  "why": "a trajectory is not finite or does not move"}, sink)
+            ok = False
+            continue
+        for (tname, shape, _, _), (e, raw, ulps) in zip(TENSORS, errs):
+            if kind == "control":
+                if tname not in TIED:
+                    continue
+                passed = raw >= CONTROL_MIN  # the wrong tie rule must show
+            elif kind == "pylo_cpu":
+                passed = True  # the noise floor: reported, not judged
+            else:
+                passed = e <= (FAST_BOUND if kind == "gpu_fast" else EXACT_BOUND)
+            ok &= passed
+            emit({"check": "pylo_crosscheck", "optimizer": name, "case": {k: c[k] for k in ("lr", "wd", "num_steps")
+                  if k in c}, "run": kind, "tensor": tname, "shape": list(shape), "err": float(f"{e:.3g}"),
+                  "raw": float(f"{raw:.3g}"), "disp_ulps": float(f"{ulps:.3g}"), "pass": bool(passed)}, sink)
+    if cap is not None:
+        tr = compare_velo_trace(os.path.join(d, f"{name}{ci}_ref.bin.trace"), cap, init)
+        passed = all(v <= EXACT_BOUND for k, v in tr.items() if k.endswith("_rel")) and \
+            all(v <= 1e-5 for k, v in tr.items() if k.endswith("_abs"))
+        ok &= passed
+        emit({"check": "pylo_crosscheck_velo_step1", **{k: float(f"{v:.3g}") for k, v in tr.items()},
+              "pass": bool(passed)}, sink)
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pylo", required=True, help="path of a PyLO source checkout (the folder holding pylo/)")
+    ap.add_argument("--json", help="also write the JSON lines to this file")
+    ap.add_argument("--only", help="comma-separated subset of " + ",".join(OPTIMIZERS))
+    ap.add_argument("--cpu", action="store_true", help="no GPU: PyLO on the CPU against our CPU references")
+    ap.add_argument("--quick", action="store_true", help="leave out the > 1M-element tensor")
+    args = ap.parse_args()
+    if not args.cpu and not torch.cuda.is_available():
+        sys.exit("pylo_crosscheck: no GPU visible; run it on the GPU machine, or with --cpu against the CPU references.")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    if args.quick:
+        TENSORS[:] = [t for t in TENSORS if t[0] != "big"]
+    po, pm, mods = import_pylo(args.pylo)
+    names = args.only.split(",") if args.only else list(OPTIMIZERS)
+    ok, checked = True, 0
+    sink = open(args.json, "w") if args.json else None
+    with tempfile.TemporaryDirectory() as d:
+        w = os.path.join(d, "weights")
+        write_weights(pm, w)
+        data = make_data(d)
+        emit({"check": "pylo_crosscheck_setup", "torch": torch.__version__, "numpy": np.__version__,
+              "pylo_factored_dims": {m: {str(s): mods[m].factored_dims(torch.Size(s)) for _, s, _, _ in TENSORS}
+                                     for m in mods},
+              "steps": STEPS, "tensors": len(TENSORS)}, sink)
+        for name in names:
+            for ci, c in enumerate(OPTIMIZERS[name][4]):
+                ok &= check_case(name, ci, c, OPTIMIZERS[name], po, mods, data, d, w, sink, args.cpu)
+                checked += 1
+    if sink:
+        sink.close()
+    ok &= checked > 0
+    print(f"pylo_crosscheck: {'PASS' if ok else 'FAIL'} ({checked} cases)")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

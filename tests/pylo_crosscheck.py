@@ -12,10 +12,16 @@ first case of each optimizer its CPU reference), fp32 everywhere, TF32 off.
 Error of a run against PyLO's GPU run, per tensor, worst step: the largest elementwise difference beyond
 the rounding of p, max(0, |p_ours - p_pylo| - s r ulp(p)) after s steps (r = 1 rounding of p per step, 2
 with weight decay; each rounding differs by at most one ulp between two implementations), divided by the
-largest distance travelled, max |p_pylo - p_0|. The raw ratio (no allowance) is reported beside it:
-VeLO's step is ~1e-3 rms(p), so with small meta-weights p moves by only ~100 ulps per step and the raw
-ratio is dominated by rounding; the meta-weights here are scaled so that p moves 1e4-1e5 ulps, where the
-raw ratio is sharp too (disp_ulps in the output says how far each tensor moved).
+largest distance travelled, max |p_pylo - p_0|. The raw ratio (no allowance) is reported beside it, and
+disp_ulps, how many ulps of p the tensor travelled. VeLO's step is ~1e-3 rms(p): at lr 1, p travels only
+a few thousand ulps in 12 steps, so the raw ratio is dominated by rounding there and the allowance could
+hide an error up to s r / disp_ulps; hence a "sharp" case (VeLO at lr 100: p travels > 3e5 ulps) whose
+raw ratio must meet the bound too, and the comparison of one step's intermediate values below.
+
+PyLO decides tied axes with numpy's argsort, which numpy >= 2 on AVX-512 CPUs computes with an unstable
+sorting network: PyLO's small_fc_lopt then treats an equal-channel conv (8, 8, 3, 3) differently on
+different machines. Tensors where PyLO's dims on this machine differ from our (stable) rule are reported
+with a note ("pass": null) and not judged.
 
 Controls (the measure must be able to fail): ours with the other tie rule must differ on the tied shapes.
 VeLO also compares one step's intermediate values (loss features, LSTM inputs, lr_mult, per-element
@@ -118,7 +124,7 @@ def write_weights(pm, d):
     mlp.save_pretrained(os.path.join(d, "mulo"))
     rnn, vmlp = pm.VeLORNN(), pm.VeLOMLP()
     randomize(rnn, 2)
-    randomize(vmlp, 3, 3.0)
+    randomize(vmlp, 3, 1.0)
     rnn.save_pretrained(os.path.join(d, "VeLO_RNN"))
     vmlp.save_pretrained(os.path.join(d, "VeLO_MLP"))
 
@@ -156,7 +162,7 @@ OPTIMIZERS = {
     "velo": (velo_pylo, "velo", [], "velo.tie=argsort", [
         {"lr": 1.0, "wd": 0.0, "num_steps": 10000, "trace": True},
         {"lr": 1.0, "wd": 1e-3, "num_steps": 8},
-        {"lr": 2.5, "wd": 0.0, "num_steps": 100},
+        {"lr": 100.0, "wd": 0.0, "num_steps": 100, "sharp": True},
     ]),
 }
 
@@ -184,7 +190,11 @@ def hetero_grad(rng, shape, scale):
 def make_data(d):
     rng = np.random.default_rng(2024)
     init = [(0.05 * rng.standard_normal(s)).astype(np.float32) for _, s, _, _ in TENSORS]
-    grads = [[hetero_grad(rng, s, 0.01 * (3.0 if t == 4 else 1.0)) for _, s, _, _ in TENSORS] for t in range(STEPS)]
+    # A persistent gradient plus fresh noise, both with heterogeneous row and column scales: p travels
+    # steadily, so the distance it travels measures the step rather than its cancellations.
+    base = [hetero_grad(rng, s, 0.01) for _, s, _, _ in TENSORS]
+    grads = [[(b + hetero_grad(rng, s, 0.005)) * (3.0 if t == 4 else 1.0) for b, (_, s, _, _) in zip(base, TENSORS)]
+             for t in range(STEPS)]
     losses = np.array([4.0 - 0.1 * t + 0.05 * rng.standard_normal() for t in range(STEPS)], np.float32)
     losses[6] *= 8.0  # a spike
     with open(os.path.join(d, "manifest.txt"), "w") as f:
@@ -262,6 +272,30 @@ def errors(ours, theirs, init, wd):
             ulps = min(ulps, float(disp / ulp.max()))
         rows.append((worst, raw, ulps))
     return rows
+
+
+def our_dims(shape, swapped):
+    """Our rules (optim/lopt/lopt_common.h): numpy's stable argsort order, or PyLO VeLO's swapped ties."""
+    if len(shape) < 2:
+        return None
+    order = sorted(range(len(shape)), key=lambda i: (shape[i], i))
+    d1, d0 = order[-2], order[-1]
+    if swapped and shape[d1] == shape[d0] and not (len(shape) == 4 and (d1, d0) == (0, 1)):
+        d1, d0 = d0, d1
+    return d1, d0
+
+
+def tie_mismatches(name, mods):
+    """Tensors whose factored dims in PyLO, as its numpy computes them here, differ from our `pylo` rule."""
+    velo = name == "velo"
+    fd = mods["Velo_naive" if velo else "AdafacLO_naive"].factored_dims
+    out = {}
+    for tname, shape, _, _ in TENSORS:
+        theirs = fd(torch.Size(shape))
+        theirs = tuple(theirs) if theirs is not None else None
+        if theirs != our_dims(shape, velo):
+            out[tname] = theirs
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -355,6 +389,7 @@ def check_case(name, ci, c, spec, po, mods, data, d, w, sink, cpu):
         runs["ref"] = run_ours(d, ours_opt, sets, f"{name}{ci}_ref.bin", ref=True, trace=cap is not None)
     if ci == 0:
         runs["control"] = run_ours(d, ours_opt, sets + [other_tie], f"{name}{ci}_ctl.bin", ref=cpu)
+    differ = tie_mismatches(name, mods)
     for kind, traj in runs.items():
         errs = errors(traj, theirs, init, c["wd"])
         if errs is None:
@@ -363,18 +398,25 @@ def check_case(name, ci, c, spec, po, mods, data, d, w, sink, cpu):
             ok = False
             continue
         for (tname, shape, _, _), (e, raw, ulps) in zip(TENSORS, errs):
+            rec = {"check": "pylo_crosscheck", "optimizer": name,
+                   "case": {k: c[k] for k in ("lr", "wd", "num_steps") if k in c}, "run": kind, "tensor": tname,
+                   "shape": list(shape), "err": float(f"{e:.3g}"), "raw": float(f"{raw:.3g}"),
+                   "disp_ulps": float(f"{ulps:.3g}")}
             if kind == "control":
                 if tname not in TIED:
                     continue
                 passed = raw >= CONTROL_MIN  # the wrong tie rule must show
             elif kind == "pylo_cpu":
                 passed = True  # the noise floor: reported, not judged
+            elif tname in differ:
+                rec["note"] = ("PyLO's factored dims here are " + str(differ[tname]) + ": numpy's argsort did not "
+                               "keep the tied axes in order on this machine; we follow the stable order")
+                passed = None
             else:
-                passed = e <= (FAST_BOUND if kind == "gpu_fast" else EXACT_BOUND)
-            ok &= passed
-            emit({"check": "pylo_crosscheck", "optimizer": name, "case": {k: c[k] for k in ("lr", "wd", "num_steps")
-                  if k in c}, "run": kind, "tensor": tname, "shape": list(shape), "err": float(f"{e:.3g}"),
-                  "raw": float(f"{raw:.3g}"), "disp_ulps": float(f"{ulps:.3g}"), "pass": bool(passed)}, sink)
+                bound = FAST_BOUND if kind == "gpu_fast" else EXACT_BOUND
+                passed = e <= bound and (raw <= bound or not c.get("sharp"))
+            ok &= passed is not False
+            emit({**rec, "pass": passed}, sink)
     if cap is not None:
         tr = compare_velo_trace(os.path.join(d, f"{name}{ci}_ref.bin.trace"), cap, init)
         passed = all(v <= EXACT_BOUND for k, v in tr.items() if k.endswith("_rel")) and \

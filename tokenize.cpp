@@ -17,33 +17,6 @@
 #include "data/gpt2_tokenizer.h"
 #include "data/token_shards.h"
 
-namespace {
-struct ShardSink {
-  std::string dir, name;
-  int64_t shard_tokens, val_tokens;
-  std::vector<uint16_t> buf;
-  int index = 0;
-  int64_t total = 0;
-
-  int64_t capacity() const { return index == 0 ? val_tokens : shard_tokens; }
-  void flush() {
-    if (buf.empty()) return;
-    char file[64];
-    std::snprintf(file, sizeof file, "_%s_%06d.bin", index == 0 ? "val" : "train", index);
-    write_token_shard(dir + "/" + name + file, buf);
-    total += int64_t(buf.size());
-    buf.clear();
-    index++;
-  }
-  void add(const std::vector<int>& ids) {
-    for (int id : ids) {
-      buf.push_back(uint16_t(id));
-      if (int64_t(buf.size()) == capacity()) flush();
-    }
-  }
-};
-}  // namespace
-
 int main(int argc, char** argv) {
   std::vector<std::string> inputs;
   std::string out_dir, name = "data", format = "auto", tokenizer = "tokenizer/r50k_base.tiktoken";
@@ -66,7 +39,9 @@ int main(int argc, char** argv) {
       user_error("the output folder '", out_dir, "' does not exist or is not writable; create it first.");
     for (const auto& pattern : inputs) glob_files(pattern);  // every input pattern matches, before the slow work
     Gpt2Tokenizer tok(tokenizer);
-    ShardSink sink{out_dir, name, shard_tokens, val_tokens ? val_tokens : shard_tokens, {}, 0, 0};
+    // Shards get their final names only when every input has been read: an error part way (a bad line
+    // 3001) leaves no shards behind, and existing files in the folder are not touched.
+    ShardWriter sink(out_dir, name, shard_tokens, val_tokens ? val_tokens : shard_tokens);
     int64_t docs = 0;
     auto document = [&](const std::string& text) {
       std::vector<int> ids = {Gpt2Tokenizer::kEot};
@@ -95,11 +70,14 @@ int main(int argc, char** argv) {
           document(j.at("text").str);
         }
       }
-    sink.flush();
-    std::printf("tokenize: %lld documents, %lld tokens, %d shard(s) in %s\n", (long long)docs, (long long)sink.total,
-                sink.index, out_dir.c_str());
+    sink.commit();
+    std::printf("tokenize: %lld documents, %lld tokens, %d shard(s) in %s\n", (long long)docs, (long long)sink.tokens(),
+                sink.shards(), out_dir.c_str());
   } catch (const UserError& e) {
     std::fprintf(stderr, "tokenize: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {  // e.g. out of memory: still one line, and the shards are removed
+    std::fprintf(stderr, "tokenize: failed (%s).\n", e.what());
     return 1;
   }
   return 0;

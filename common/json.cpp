@@ -23,6 +23,47 @@ struct Parser {
     }
     return false;
   }
+  // The four hex digits of a \u escape (i is just past the 'u').
+  unsigned hex4() {
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++, i++) {
+      const char c = i < s.size() ? s[i] : '\0';
+      const int d = c >= '0' && c <= '9' ? c - '0' : (c | 32) >= 'a' && (c | 32) <= 'f' ? (c | 32) - 'a' + 10 : -1;
+      if (d < 0) fail("bad \\u escape without four hex digits");
+      v = v * 16 + unsigned(d);
+    }
+    return v;
+  }
+  // The code point of a \u escape. A UTF-16 surrogate pair (how Python's json.dumps writes characters
+  // beyond U+FFFF, e.g. "\ud83d\ude00" for U+1F600) combines into one code point; a lone surrogate is no
+  // character, and encoding it on its own would give invalid UTF-8 (CESU-8).
+  uint32_t code_point() {
+    const uint32_t hi = hex4();
+    if (hi < 0xD800 || hi > 0xDFFF) return hi;
+    if (hi <= 0xDBFF && s.compare(i, 2, "\\u") == 0) {
+      i += 2;
+      const uint32_t lo = hex4();
+      if (lo >= 0xDC00 && lo <= 0xDFFF) return 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+    }
+    fail("unpaired surrogate in a \\u escape");
+  }
+  static void append_utf8(uint32_t cp, std::string* out) {
+    if (cp < 0x80) {
+      *out += char(cp);
+    } else if (cp < 0x800) {
+      *out += char(0xC0 | (cp >> 6));
+      *out += char(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      *out += char(0xE0 | (cp >> 12));
+      *out += char(0x80 | ((cp >> 6) & 0x3F));
+      *out += char(0x80 | (cp & 0x3F));
+    } else {
+      *out += char(0xF0 | (cp >> 18));
+      *out += char(0x80 | ((cp >> 12) & 0x3F));
+      *out += char(0x80 | ((cp >> 6) & 0x3F));
+      *out += char(0x80 | (cp & 0x3F));
+    }
+  }
   std::string string() {
     if (s[i] != '"') fail("expected a string");
     i++;
@@ -42,15 +83,7 @@ struct Parser {
         case 'n': out += '\n'; break;
         case 'r': out += '\r'; break;
         case 't': out += '\t'; break;
-        case 'u': {
-          if (i + 4 > s.size()) fail("short \\u escape");
-          unsigned cp = unsigned(std::strtoul(s.substr(i, 4).c_str(), nullptr, 16));
-          i += 4;
-          if (cp < 0x80) out += char(cp);
-          else if (cp < 0x800) out += char(0xC0 | (cp >> 6)), out += char(0x80 | (cp & 0x3F));
-          else out += char(0xE0 | (cp >> 12)), out += char(0x80 | ((cp >> 6) & 0x3F)), out += char(0x80 | (cp & 0x3F));
-          break;
-        }
+        case 'u': append_utf8(code_point(), &out); break;
         default: fail("bad escape");
       }
     }

@@ -100,11 +100,11 @@ void SectionReader::fail(const std::string& section, const std::string& why) con
   user_error("'", path_, "': section '", section, "' ", why, ".");
 }
 
-SectionReader::SectionReader(std::string path) : path_(std::move(path)) {
-  f_ = std::fopen(path_.c_str(), "rb");
+SectionReader::SectionReader(std::string path) : path_(std::move(path)), f_(std::fopen(path_.c_str(), "rb")) {
   if (!f_) user_error("cannot open '", path_, "': ", std::strerror(errno), ".");
+  FILE* f = f_.get();
   auto need = [&](void* p, size_t n, const char* what) {
-    if (std::fread(p, 1, n, f_) != n) fail("", std::string("is truncated (ends inside ") + what + "); the file is incomplete or not a checkpoint");
+    if (std::fread(p, 1, n, f) != n) fail("", std::string("is truncated (ends inside ") + what + "); the file is incomplete or not a checkpoint");
   };
   char magic[8];
   uint32_t hdr[2];
@@ -122,11 +122,11 @@ SectionReader::SectionReader(std::string path) : path_(std::move(path)) {
     need(&name[0], len, "a section name");
     uint64_t nbytes;
     need(&nbytes, 8, "a section header");
-    Entry e{uint64_t(std::ftell(f_)), nbytes};
+    Entry e{uint64_t(std::ftell(f)), nbytes};
     uint32_t crc = 0;
     for (uint64_t left = nbytes; left > 0;) {
       size_t n = size_t(std::min<uint64_t>(left, buf.size()));
-      if (std::fread(buf.data(), 1, n, f_) != n) fail(name, "is truncated; the file is incomplete");
+      if (std::fread(buf.data(), 1, n, f) != n) fail(name, "is truncated; the file is incomplete");
       crc = crc32_update(crc, buf.data(), n);
       left -= n;
     }
@@ -136,7 +136,7 @@ SectionReader::SectionReader(std::string path) : path_(std::move(path)) {
     if (name == kEnd) {
       uint64_t count = 0;
       if (nbytes != 8) fail(name, "is malformed");
-      std::fseek(f_, long(e.offset), SEEK_SET);
+      std::fseek(f, long(e.offset), SEEK_SET);
       need(&count, 8, "the end marker");
       if (count != sections) fail("", "is corrupt (section count mismatch)");
       break;
@@ -145,10 +145,6 @@ SectionReader::SectionReader(std::string path) : path_(std::move(path)) {
     index_[name] = e;
     sections++;
   }
-}
-
-SectionReader::~SectionReader() {
-  if (f_) std::fclose(f_);
 }
 
 const SectionReader::Entry& SectionReader::entry(const std::string& name) const {
@@ -165,10 +161,10 @@ void SectionReader::read_pieces(const std::string& name, uint64_t nbytes, size_t
   if (e.nbytes != nbytes)
     fail(name, str_cat("holds ", e.nbytes, " bytes but ", nbytes, " were expected; it belongs to a different model or configuration"));
   std::vector<char> buf(std::min<uint64_t>(piece, std::max<uint64_t>(nbytes, 1)));
-  std::fseek(f_, long(e.offset), SEEK_SET);
+  std::fseek(f_.get(), long(e.offset), SEEK_SET);
   for (uint64_t done = 0; done < nbytes;) {
     size_t n = size_t(std::min<uint64_t>(nbytes - done, buf.size()));
-    if (std::fread(buf.data(), 1, n, f_) != n) fail(name, "could not be read (the file changed while open?)");
+    if (std::fread(buf.data(), 1, n, f_.get()) != n) fail(name, "could not be read (the file changed while open?)");
     fn(buf.data(), n, done);
     done += n;
   }

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,6 @@ class SectionWriter {
 class SectionReader {
  public:
   explicit SectionReader(std::string path);  // throws UserError naming the file and the problem
-  ~SectionReader();
   SectionReader(const SectionReader&) = delete;
   SectionReader& operator=(const SectionReader&) = delete;
 
@@ -73,8 +73,13 @@ class SectionReader {
 
  private:
   struct Entry { uint64_t offset, nbytes; };
+  struct Closer {
+    void operator()(FILE* f) const { std::fclose(f); }
+  };
   std::string path_;
-  FILE* f_ = nullptr;
+  // Owned by a member, not closed in ~SectionReader: when the constructor refuses a file (throws), the
+  // destructor never runs, but members are still destroyed, so the file is closed.
+  std::unique_ptr<FILE, Closer> f_;
   std::map<std::string, Entry> index_;
   const Entry& entry(const std::string& name) const;
 };

@@ -1,8 +1,10 @@
 #include "data/token_shards.h"
 
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -48,6 +50,28 @@ int64_t shard_tokens(std::ifstream& f, const std::string& path) {
                " bytes); the file is truncated or corrupt.");
   return n;
 }
+
+// UserError naming the first token >= vocab among t[0, n), which sit at position `first` of the shard.
+void check_vocab(const uint16_t* t, int64_t n, int64_t first, const std::string& path, int vocab) {
+  for (int64_t i = 0; i < n; i++)
+    if (t[i] >= vocab)
+      user_error("token shard '", path, "' has token ", t[i], " at position ", first + i, ", outside the vocabulary of ", vocab, ".");
+}
+
+// The loader checks this many tokens at each end of every shard when it is made. A shard written for
+// another vocabulary has out-of-range ids throughout, so its ends show it: 256 KB read per shard. All
+// tokens would mean reading the whole dataset at every start and resume (FineWeb-10B: 20 GB, tens of
+// seconds to minutes), so the rest are checked when a shard is loaded (read_token_shard).
+constexpr int64_t kCheckedEndTokens = 65536;
+
+// Checks tokens [from, from + n) of the shard open in `f`.
+void check_token_range(std::ifstream& f, const std::string& path, int64_t from, int64_t n, int vocab) {
+  if (n <= 0) return;
+  std::vector<uint16_t> t(static_cast<size_t>(n));
+  f.seekg(1024 + 2 * from);
+  if (!f.read(reinterpret_cast<char*>(t.data()), std::streamsize(2 * n))) user_error("cannot read token shard '", path, "'.");
+  check_vocab(t.data(), n, from, path, vocab);
+}
 }  // namespace
 
 std::vector<uint16_t> read_token_shard(const std::string& path, int vocab) {
@@ -55,9 +79,7 @@ std::vector<uint16_t> read_token_shard(const std::string& path, int vocab) {
   const int64_t n = shard_tokens(f, path);
   std::vector<uint16_t> t(static_cast<size_t>(n));
   if (n && !f.read(reinterpret_cast<char*>(t.data()), std::streamsize(2 * n))) user_error("cannot read token shard '", path, "'.");
-  for (int64_t i = 0; i < n; i++)
-    if (t[size_t(i)] >= vocab)
-      user_error("token shard '", path, "' has token ", t[size_t(i)], " at position ", i, ", outside the vocabulary of ", vocab, ".");
+  check_vocab(t.data(), n, 0, path, vocab);
   return t;
 }
 
@@ -69,6 +91,11 @@ std::vector<std::string> glob_files(const std::string& pattern) {
   globfree(&g);
   if (out.empty()) user_error("no files match '", pattern, "'; prepare data first (see the README).");
   std::sort(out.begin(), out.end());
+  for (const auto& f : out) {  // a folder would be read as an empty file (tokenize) or a short shard
+    struct stat st;
+    if (stat(f.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      user_error("'", f, "' is a folder, not a file; give a pattern that matches files, such as '", f, "/*'.");
+  }
   return out;
 }
 
@@ -78,13 +105,17 @@ TokenLoader::TokenLoader(std::vector<std::string> files, int B, int T, int rank,
   if (B < 1 || T < 1 || world < 1 || rank < 0 || rank >= world) user_error("bad loader geometry B=", B, " T=", T, ".");
   if (files_.empty()) user_error("the token loader needs at least one shard.");
   const int64_t per = int64_t(world) * B * T;
-  for (const auto& f : files_) {  // every header checked now; tokens when a shard is loaded
+  for (const auto& f : files_) {  // every shard checked now, before training starts (not when it is reached)
     std::ifstream in(f, std::ios::binary);
     const int64_t ntok = shard_tokens(in, f);
     const int64_t s = ntok > 0 ? (ntok - 1) / per : 0;
     if (s < 1)
       user_error("token shard '", f, "' has ", std::max<int64_t>(ntok, 0), " tokens, fewer than one batch needs (",
                  per + 1, " for B=", B, ", T=", T, ", ", world, " process(es)); use a smaller batch or longer shards.");
+    const int64_t head = std::min(ntok, kCheckedEndTokens), tail = std::max(head, ntok - kCheckedEndTokens);
+    check_token_range(in, f, 0, head, vocab);
+    check_token_range(in, f, tail, ntok - tail, vocab);
+    tokens_per_file_.push_back(ntok);
     samples_.push_back(s);
     total_samples_ += s;
   }
@@ -103,7 +134,13 @@ void TokenLoader::order_epoch(int64_t epoch) {
 void TokenLoader::load(int64_t shard) {
   const int64_t file = shard_order_[size_t(shard)];
   if (file != loaded_) {
-    tokens_ = read_token_shard(files_[size_t(file)], vocab_);
+    std::vector<uint16_t> t = read_token_shard(files_[size_t(file)], vocab_);
+    // The sample count came from the size checked at construction; a shard rewritten since (a new
+    // dataset prepared under a running job) would be read past its end.
+    if (int64_t(t.size()) != tokens_per_file_[size_t(file)])
+      user_error("token shard '", files_[size_t(file)], "' changed since the run started (", tokens_per_file_[size_t(file)],
+                 " tokens then, ", t.size(), " now); restore it or restart the run.");
+    tokens_ = std::move(t);
     loaded_ = file;
   }
   sample_order_.resize(size_t(samples_[size_t(file)]));
@@ -138,4 +175,44 @@ void TokenLoader::next(int32_t* inputs, int32_t* targets) {
     inputs[i] = src[i];
     targets[i] = src[i + 1];
   }
+}
+
+// ------------------------------------------------------------------------------------------ ShardWriter
+
+ShardWriter::ShardWriter(std::string dir, std::string name, int64_t shard_tokens, int64_t val_tokens)
+    : dir_(std::move(dir)), name_(std::move(name)), shard_tokens_(shard_tokens), val_tokens_(val_tokens) {
+  CHECK(shard_tokens_ >= 1 && val_tokens_ >= 1);
+}
+
+ShardWriter::~ShardWriter() {
+  if (!committed_)
+    for (const auto& f : written_) std::remove((f + ".partial").c_str());
+}
+
+void ShardWriter::add(const std::vector<int>& ids) {
+  for (int id : ids) {
+    CHECK(id >= 0 && id <= 65535);
+    buf_.push_back(uint16_t(id));
+    if (int64_t(buf_.size()) == (written_.empty() ? val_tokens_ : shard_tokens_)) flush();
+  }
+}
+
+void ShardWriter::flush() {
+  if (buf_.empty()) return;
+  const int index = int(written_.size());
+  char file[64];
+  std::snprintf(file, sizeof file, "_%s_%06d.bin", index == 0 ? "val" : "train", index);
+  written_.push_back(dir_ + "/" + name_ + file);
+  write_token_shard(written_.back() + ".partial", buf_);
+  total_ += int64_t(buf_.size());
+  buf_.clear();
+}
+
+void ShardWriter::commit() {
+  CHECK(!committed_);
+  flush();
+  for (const auto& f : written_)
+    if (std::rename((f + ".partial").c_str(), f.c_str()) != 0)
+      user_error("cannot rename '", f, ".partial' to '", f, "': ", std::strerror(errno), ".");
+  committed_ = true;
 }

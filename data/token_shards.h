@@ -2,10 +2,11 @@
 // followed by N uint16 GPT-2 tokens; shard 0 of a dataset is validation by convention.
 //
 // TokenLoader serves (B, T) batches like llm.c's loader: sample s of a shard is the B*T+1 tokens starting
-// at s*P*B*T + rank*B*T (P processes), inputs = the first B*T, targets = shifted by one. Shards are
-// validated when opened (magic, version, size, every token < vocab) and rejected with the file name and
-// the reason. With shuffling, shard order and sample order are permuted per epoch by a seeded generator,
-// so a run (and a resumed run) sees exactly the same batches.
+// at s*P*B*T + rank*B*T (P processes), inputs = the first B*T, targets = shifted by one. Every shard's
+// header (magic, version), size and the tokens at its two ends are checked when the loader is made, every
+// token < vocab when a shard is loaded; a bad shard is rejected with the file name and the reason. With
+// shuffling, shard order and sample order are permuted per epoch by a seeded generator, so a run (and a
+// resumed run) sees exactly the same batches.
 #pragma once
 #include <cstdint>
 #include <random>
@@ -17,14 +18,41 @@ constexpr int32_t kShardMagic = 20240520, kShardVersion = 1;
 void write_token_shard(const std::string& path, const std::vector<uint16_t>& tokens);  // atomic
 // Reads and validates a whole shard; UserError names the file and what is wrong.
 std::vector<uint16_t> read_token_shard(const std::string& path, int vocab);
-// Sorted files matching a glob pattern; UserError when none match.
+// Sorted files matching a glob pattern; UserError when none match or one of them is a folder.
 std::vector<std::string> glob_files(const std::string& pattern);
+
+// Writes a dataset's shards as llm.c's fineweb.py does: shard 0 ({name}_val_000000.bin) holds val_tokens
+// tokens, the others ({name}_train_000001.bin, ...) shard_tokens each, the last one the rest. Each full
+// shard is written at once, under "<final name>.partial"; commit() writes the last one and renames them
+// all. A writer destroyed without commit() (an error part way) removes the shards it wrote, so a failed
+// run leaves nothing behind and never touches existing files with the final names.
+class ShardWriter {
+ public:
+  ShardWriter(std::string dir, std::string name, int64_t shard_tokens, int64_t val_tokens);
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+  void add(const std::vector<int>& ids);
+  void commit();
+  int shards() const { return int(written_.size()); }
+  int64_t tokens() const { return total_; }
+
+ private:
+  void flush();
+  std::string dir_, name_;
+  int64_t shard_tokens_, val_tokens_, total_ = 0;
+  std::vector<uint16_t> buf_;
+  std::vector<std::string> written_;  // final names; the files are "<name>.partial" until commit()
+  bool committed_ = false;
+};
 
 class TokenLoader {
  public:
   struct Position {
     int64_t epoch = 0, shard = 0, sample = 0;  // next sample to serve
   };
+  // Checks every shard's header and size, and the tokens at both ends of each (see the .cpp), so a bad
+  // shard is refused here, before training starts; the rest of a shard's tokens when it is loaded.
   TokenLoader(std::vector<std::string> files, int B, int T, int rank, int world, int vocab, bool shuffle, uint64_t seed);
   // Fills inputs and targets (B*T each) with the next batch; wraps to a new epoch at the end.
   void next(int32_t* inputs, int32_t* targets);
@@ -36,7 +64,7 @@ class TokenLoader {
   void load(int64_t shard);  // the shard at position `shard` of this epoch's order
   void order_epoch(int64_t epoch);
   std::vector<std::string> files_;
-  std::vector<int64_t> samples_;  // per file
+  std::vector<int64_t> tokens_per_file_, samples_;  // as validated by the constructor
   int B_, T_, rank_, world_, vocab_;
   bool shuffle_;
   uint64_t seed_;

@@ -44,8 +44,15 @@ struct Reader {
     need(1);
     uint8_t t = b[i++];
     Value v;
-    auto arr = [&](size_t n) { v.kind = Value::Arr; for (size_t k = 0; k < n; k++) v.items.push_back(read()); };
+    // Every element takes at least one byte (a pair two): a count beyond the bytes left is refused
+    // before the loop, so a hostile count cannot make the reader build more values than the file has bytes.
+    auto arr = [&](size_t n) {
+      need(n);
+      v.kind = Value::Arr;
+      for (size_t k = 0; k < n; k++) v.items.push_back(read());
+    };
     auto map = [&](size_t n) {
+      need(2 * n);
       v.kind = Value::Map;
       for (size_t k = 0; k < n; k++) {
         Value key = read();
@@ -125,13 +132,13 @@ void flatten(Reader& r, const Reader::Value& v, const std::string& prefix, Tenso
   if (a.items[1].str != "float32" && a.items[1].str != "<f4")
     user_error("'", r.file, "': array '", prefix, "' has dtype ", a.items[1].str, " but float32 is required.");
   F32Tensor t;
-  uint64_t n = 1;
   for (const auto& d : a.items[0].items) {
+    if (d.kind != V::Int || d.ival < 0)
+      user_error("'", r.file, "': array '", prefix, "' has a bad shape (dimensions must be non-negative integers).");
     t.shape.push_back(d.ival);
-    n *= uint64_t(d.ival);
   }
-  if (a.items[2].str.size() != n * 4)
-    user_error("'", r.file, "': array '", prefix, "' has ", a.items[2].str.size(), " bytes for ", n, " float32 values.");
+  // Checked against the bytes present before anything is allocated: a shape of (2^62) is refused here.
+  const uint64_t n = float32_count(t.shape, a.items[2].str.size(), str_cat("'", r.file, "': array '", prefix, "'"));
   t.data.resize(size_t(n));
   if (n) std::memcpy(t.data.data(), a.items[2].str.data(), size_t(n * 4));
   (*out)[prefix] = std::move(t);

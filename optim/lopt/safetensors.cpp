@@ -1,5 +1,6 @@
 #include "optim/lopt/safetensors.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -7,6 +8,16 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "optim/param_table.h"
+
+namespace {
+// A JSON number that is a non-negative integer below 2^63 (it fits a shape's int64); false for anything
+// else (fractions, negatives, NaN, 1e28), so no out-of-range float->integer conversion ever happens.
+bool json_to_u64(const Json& v, uint64_t* out) {
+  if (v.type != Json::Number || !(v.num >= 0 && v.num < 9223372036854775808.0) || v.num != double(uint64_t(v.num))) return false;
+  *out = uint64_t(v.num);
+  return true;
+}
+}  // namespace
 
 TensorMap read_safetensors(const std::string& path) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
@@ -32,23 +43,40 @@ TensorMap read_safetensors(const std::string& path) {
     if (t.at("dtype").str != "F32")
       user_error("'", path, "': tensor '", name, "' has dtype ", t.at("dtype").str, " but float32 (F32) is required.");
     F32Tensor x;
-    uint64_t n = 1;
+    if (t.at("shape").type != Json::Array) user_error("'", path, "': tensor '", name, "' has a bad shape (not a list).");
     for (const auto& d : t.at("shape").arr) {
-      if (d.type != Json::Number || d.num < 0) user_error("'", path, "': tensor '", name, "' has a bad shape.");
-      x.shape.push_back(int64_t(d.num));
-      n *= uint64_t(d.num);
+      uint64_t v;
+      if (!json_to_u64(d, &v)) user_error("'", path, "': tensor '", name, "' has a bad shape (dimensions must be non-negative integers).");
+      x.shape.push_back(int64_t(v));
     }
     const auto& off = t.at("data_offsets").arr;
-    if (off.size() != 2 || off[0].num < 0 || off[1].num < off[0].num)
-      user_error("'", path, "': tensor '", name, "' has bad data offsets.");
-    uint64_t b = uint64_t(off[0].num), e = uint64_t(off[1].num);
+    uint64_t b = 0, e = 0;
+    if (off.size() != 2 || !json_to_u64(off[0], &b) || !json_to_u64(off[1], &e) || e < b)
+      user_error("'", path, "': tensor '", name, "' has bad data offsets (two non-negative integers, begin <= end).");
     if (e > data_size) user_error("'", path, "' is truncated: tensor '", name, "' ends at byte ", e, " of a ", data_size, "-byte data section.");
-    if (e - b != n * 4) user_error("'", path, "': tensor '", name, "' has ", e - b, " bytes for ", n, " float32 values.");
+    const uint64_t n = float32_count(x.shape, e - b, str_cat("'", path, "': tensor '", name, "'"));
     x.data.resize(size_t(n));
     if (n) std::memcpy(x.data.data(), data.data() + b, size_t(n * 4));
     out[name] = std::move(x);
   }
   return out;
+}
+
+uint64_t float32_count(const std::vector<int64_t>& shape, uint64_t nbytes, const std::string& what) {
+  // 4 * prod(shape) with overflow detection: (2^31, 2^31) must not wrap around to a small byte count.
+  uint64_t bytes = 4;
+  bool overflow = false;
+  if (std::count(shape.begin(), shape.end(), 0)) bytes = 0;
+  else
+    for (int64_t d : shape) {
+      CHECK(d > 0);
+      if (bytes > UINT64_MAX / uint64_t(d)) overflow = true;
+      else bytes *= uint64_t(d);
+    }
+  if (overflow || bytes != nbytes)
+    user_error(what, " has ", nbytes, " bytes of data but shape ", shape_str(shape), " needs ",
+               overflow ? std::string("2^64 or more") : std::to_string(bytes), " bytes; the file is corrupt.");
+  return bytes / 4;
 }
 
 void write_safetensors(const std::string& path, const TensorMap& tensors) {

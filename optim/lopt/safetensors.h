@@ -14,6 +14,10 @@ struct F32Tensor {
 using TensorMap = std::map<std::string, F32Tensor>;
 
 TensorMap read_safetensors(const std::string& path);
+// The number of float32 values in `shape` (dimensions >= 0) when they take exactly `nbytes` bytes; else a
+// UserError "<what> has N bytes of data but shape (...) needs M bytes". Never overflows, so a hostile
+// shape is refused before anything is allocated for it.
+uint64_t float32_count(const std::vector<int64_t>& shape, uint64_t nbytes, const std::string& what);
 // Writes tensors in name order (atomically: temporary file, then rename).
 void write_safetensors(const std::string& path, const TensorMap& tensors);
 // UserError unless `m` holds `name` with exactly `shape`; `file` names the source in the message.

@@ -170,9 +170,29 @@ if [ -f tokenizer/r50k_base.tiktoken ]; then
   printf '{"text": "a"}\n{"txt": "b"}\n' >"$tmp/bad.jsonl"
   case_ tokenize_jsonl_no_text  now "line 2 of '$tmp/bad.jsonl' has no string field \"text\"" \
     tokenize -i "$tmp/bad.jsonl" -o "$tmp"
+  printf '%s\n' '{"text": "a \ud83d\ude00 pair is fine"}' '{"text": "\uZZZZ"}' >"$tmp/escape.jsonl"
+  case_ tokenize_jsonl_bad_escape now "line 2 of '$tmp/escape.jsonl' is not valid JSON (bad \u escape" \
+    tokenize -i "$tmp/escape.jsonl" -o "$tmp"
+  printf '%s\n' '{"text": "\ud83d alone"}' >"$tmp/surrogate.jsonl"
+  case_ tokenize_jsonl_lone_surrogate now "line 1 of '$tmp/surrogate.jsonl' is not valid JSON (unpaired surrogate" \
+    tokenize -i "$tmp/surrogate.jsonl" -o "$tmp"
+  # An error at line 3001, after 3000 documents filled many 100-token shards: none of them may remain.
+  mkdir -p "$tmp/late"
+  { for _ in $(seq 3000); do echo '{"text": "a few words of text"}'; done; echo '{"text": 1}'; } >"$tmp/late.jsonl"
+  case_ tokenize_error_late     now "line 3001 of '$tmp/late.jsonl' has no string field" \
+    tokenize -i "$tmp/late.jsonl" -o "$tmp/late" -s 100
+  if [ -z "$(ls -A "$tmp/late")" ]; then
+    echo "PASS tokenize_error_leaves_no_shards"
+    pass=$((pass + 1))
+  else
+    echo "FAIL tokenize_error_leaves_no_shards: $(ls "$tmp/late" | wc -l) file(s) left in the output folder"
+    fail=$((fail + 1))
+  fi
 else
   skip_ tokenize_jsonl_no_text "tokenizer/r50k_base.tiktoken is missing; run scripts/download_tokenizer.sh"
 fi
+mkdir -p "$tmp/folder_input"
+case_ tokenize_input_folder     now "'$tmp/folder_input' is a folder, not a file" tokenize -i "$tmp/folder_input" -o "$tmp"
 
 # --- bench_optim ---
 case_ bench_unknown_flag        now "unknown flag '--bogus'"            bench_optim --bogus

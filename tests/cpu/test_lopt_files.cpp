@@ -99,3 +99,97 @@ TEST(VeloWeightsFiles, BadFilesAreRefused) {
   write_safetensors(d + "/VeLO_MLP/model.safetensors", m);
   expect_user_error([&] { load_velo_weights(d); }, "has shape (256, 30, 4) but (256, 4, 30) is expected");
 }
+
+namespace {
+// A safetensors file with one tensor whose header entry is `entry` (JSON) and `data_bytes` zero bytes.
+std::string safetensors_bytes(const std::string& entry, size_t data_bytes) {
+  const std::string header = "{\"a\":" + entry + "}";
+  uint64_t hlen = header.size();
+  return std::string(reinterpret_cast<const char*>(&hlen), 8) + header + std::string(data_bytes, '\0');
+}
+}  // namespace
+
+// Security review (issue 12): shapes and offsets that overflow, are not integers or do not fit the file
+// were an uncaught std::length_error (abort) or an out-of-range float->integer conversion.
+TEST(Safetensors, HostileShapesAndOffsetsAreRefused) {
+  const std::string d = make_temp_dir(), f = d + "/h.safetensors";
+  // The reviewer's reproducer, byte for byte: shape [2^62], data_offsets [0, 0].
+  const std::string repro =
+      "48000000000000007b2261223a7b226474797065223a22463332222c227368617065223a5b343631313638363031383432373338373930"
+      "345d2c22646174615f6f666673657473223a5b302c305d7d7d";
+  std::string bytes;
+  for (size_t k = 0; k < repro.size(); k += 2) bytes += char(std::stoi(repro.substr(k, 2), nullptr, 16));
+  write_file(f, bytes);
+  expect_user_error([&] { read_safetensors(f); }, "tensor 'a' has 0 bytes of data but shape (4611686018427387904,) needs 2^64 or more bytes");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,16]})", "but shape (2147483648, 2147483648) needs"},
+      {R"({"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,16]})", "needs 2^64 or more bytes"},
+      {R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,1e28]})", "bad data offsets"},
+      {R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,nan]})", "bad data offsets"},
+      {R"({"dtype":"F32","shape":[2,2],"data_offsets":[0.5,16]})", "bad data offsets"},
+      {R"({"dtype":"F32","shape":[2,2],"data_offsets":[8,0]})", "bad data offsets"},
+      {R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,"16"]})", "bad data offsets"},
+      {R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,24]})", "ends at byte 24 of a 16-byte data section"},
+      {R"({"dtype":"F32","shape":[2,3],"data_offsets":[0,16]})", "has 16 bytes of data but shape (2, 3) needs 24 bytes"},
+      {R"({"dtype":"F32","shape":[2.5,1.5],"data_offsets":[0,16]})", "has a bad shape"},
+      {R"({"dtype":"F32","shape":[-4],"data_offsets":[0,16]})", "has a bad shape"},
+      {R"({"dtype":"F32","shape":[1e300],"data_offsets":[0,16]})", "has a bad shape"},
+      {R"({"dtype":"F32","shape":[9223372036854775808],"data_offsets":[0,16]})", "has a bad shape"},  // 2^63
+      {R"({"dtype":"F32","shape":4,"data_offsets":[0,16]})", "has a bad shape"},
+  };
+  for (const auto& [entry, want] : cases) {
+    write_file(f, safetensors_bytes(entry, 16));
+    expect_user_error([&] { read_safetensors(f); }, want);
+  }
+  write_file(f, safetensors_bytes(R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,16]})", 16));  // the control
+  const TensorMap m = read_safetensors(f);
+  EXPECT_EQ(m.at("a").shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(m.at("a").data, std::vector<float>(4, 0.0f));
+}
+
+namespace {
+// A flax msgpack file {"w": ExtType 1 [shape, "float32", bin of `data_bytes` bytes]}; `shape` is msgpack.
+std::string flax_bytes(const std::string& shape, size_t data_bytes) {
+  std::string payload = "\x93" + shape + "\xa7" "float32" + "\xc6";
+  for (int k = 3; k >= 0; k--) payload += char((data_bytes >> (8 * k)) & 0xff);
+  payload += std::string(data_bytes, '\0');
+  std::string out = "\x81\xa1w\xc9";
+  for (int k = 3; k >= 0; k--) out += char((payload.size() >> (8 * k)) & 0xff);
+  return out + '\x01' + payload;
+}
+}  // namespace
+
+TEST(FlaxMsgpack, HostileShapesAreRefused) {
+  const std::string d = make_temp_dir(), f = d + "/params";
+  const std::string i64 = "\xd3", two_62 = std::string("\x40\0\0\0\0\0\0\0", 8);
+  write_file(f, flax_bytes("\x91" + i64 + two_62, 0));  // shape [2^62], no data
+  expect_user_error([&] { read_flax_arrays(f); }, "array 'w' has 0 bytes of data but shape (4611686018427387904,) needs 2^64 or more bytes");
+  write_file(f, flax_bytes("\x92" + i64 + two_62 + i64 + two_62, 16));  // [2^62, 2^62]: overflows 64 bits
+  expect_user_error([&] { read_flax_arrays(f); }, "needs 2^64 or more bytes");
+  write_file(f, flax_bytes("\x91\xff", 16));  // shape [-1]
+  expect_user_error([&] { read_flax_arrays(f); }, "array 'w' has a bad shape");
+  write_file(f, flax_bytes("\x91\xcb" + std::string("\x40\x10\0\0\0\0\0\0", 8), 16));  // shape [4.0]: not an int
+  expect_user_error([&] { read_flax_arrays(f); }, "array 'w' has a bad shape");
+  write_file(f, flax_bytes("\x92\x02\x03", 16));  // (2, 3) needs 24 bytes
+  expect_user_error([&] { read_flax_arrays(f); }, "has 16 bytes of data but shape (2, 3) needs 24 bytes");
+  write_file(f, flax_bytes("\x92\x02\x02", 16));  // the control: (2, 2) with 16 bytes loads
+  const TensorMap m = read_flax_arrays(f);
+  EXPECT_EQ(m.at("w").shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(m.at("w").data, std::vector<float>(4, 0.0f));
+}
+
+// JSONL from Python's json.dumps escapes non-BMP characters as UTF-16 surrogate pairs.
+TEST(Json, UnicodeEscapes) {
+  EXPECT_EQ(parse_json(R"("\ud83d\ude00")", "t").str, "\xf0\x9f\x98\x80");  // U+1F600, 4 UTF-8 bytes
+  EXPECT_EQ(parse_json(R"("a\uD834\uDD1Eb")", "t").str, "a\xf0\x9d\x84\x9e" "b");  // U+1D11E, upper-case hex
+  EXPECT_EQ(parse_json(R"("\u0041\u00e9\u20ac\uffff")", "t").str, "A\xc3\xa9\xe2\x82\xac\xef\xbf\xbf");
+  EXPECT_EQ(parse_json(R"("\u0000")", "t").str, std::string(1, '\0'));  // a real NUL stays one
+  expect_user_error([] { parse_json(R"({"text": "\uZZZZ"})", "line 7 of 'x.jsonl'"); },
+                    "line 7 of 'x.jsonl' is not valid JSON (bad \\u escape");
+  expect_user_error([] { parse_json(R"("\u12")", "t"); }, "bad \\u escape");
+  expect_user_error([] { parse_json(R"("\u+123")", "t"); }, "bad \\u escape");
+  expect_user_error([] { parse_json(R"("\ud83d")", "line 3 of 'y'"); }, "line 3 of 'y' is not valid JSON (unpaired surrogate");
+  expect_user_error([] { parse_json(R"("\ud83dx")", "t"); }, "unpaired surrogate");
+  expect_user_error([] { parse_json(R"("\ud83d\u0041")", "t"); }, "unpaired surrogate");
+  expect_user_error([] { parse_json(R"("\ude00\ud83d")", "t"); }, "unpaired surrogate");
+}

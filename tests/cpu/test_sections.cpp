@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <filesystem>
 
 #include "common/crc32.h"
 #include "common/sections.h"
@@ -83,4 +84,41 @@ TEST_F(SectionsTest, UncommittedWriteLeavesOldFileIntact) {
 
 TEST_F(SectionsTest, UnwritableFolderIsAClearError) {
   expect_user_error([&] { SectionWriter w(dir + "/no/such/dir/x.bin"); }, "cannot write");
+}
+
+// Security review (issue 12): every refused open used to leak its FILE* (the constructor threw after
+// fopen, so the destructor never ran): 2,000 refused files, 2,000 open descriptors.
+TEST_F(SectionsTest, RefusedFilesLeakNoDescriptors) {
+  auto open_fds = [] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) (void)e, n++;
+    return n;
+  };
+  write_sample();
+  const std::string good = read_file(path);
+  write_file(dir + "/magic.bin", "this is not a checkpoint at all, just text");
+  write_file(dir + "/cut.bin", good.substr(0, good.size() / 2));
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x10;
+  write_file(dir + "/crc.bin", flipped);
+  const int before = open_fds();
+  for (int k = 0; k < 200; k++)
+    for (const char* f : {"/magic.bin", "/cut.bin", "/crc.bin"})
+      expect_user_error([&] { SectionReader r(dir + f); }, dir + f);
+  EXPECT_EQ(open_fds(), before);
+}
+
+// Test folders (make_temp_dir) and the programs' scratch folders are TempDirs: removed with their contents.
+TEST(TempDirTest, RemovedWithContentsAtScopeExit) {
+  std::string path;
+  {
+    TempDir t("temp_dir_test_", testing::TempDir());
+    path = t.path();
+    EXPECT_EQ(path.rfind(testing::TempDir() + "temp_dir_test_", 0), 0u) << path;
+    std::filesystem::create_directories(path + "/sub/deeper");
+    write_file(path + "/sub/deeper/x.bin", std::string(1000, 'x'));
+    ASSERT_EQ(read_file(path + "/sub/deeper/x.bin").size(), 1000u);
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  expect_user_error([] { TempDir t("x_", testing::TempDir() + "no/such/folder"); }, "cannot create a temporary folder");
 }

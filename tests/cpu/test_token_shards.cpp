@@ -108,3 +108,78 @@ TEST(TokenLoader, TooSmallShardIsAClearError) {
   write_token_shard(d + "/tiny.bin", ramp(10));
   expect_user_error([&] { TokenLoader({d + "/tiny.bin"}, 4, 64, 0, 1, 50257, false, 0); }, "fewer than one batch needs");
 }
+
+// Security review (issue 12): a shard that changed size after the loader validated it was read past
+// the end of its buffer (the sample count was the old one).
+TEST(TokenLoader, ShardThatChangedSizeIsAClearError) {
+  const std::string d = make_temp_dir();
+  write_token_shard(d + "/a.bin", ramp(101));
+  write_token_shard(d + "/b.bin", ramp(101));
+  TokenLoader L({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0);
+  std::vector<int32_t> x(10), y(10);
+  for (int s = 0; s < 10; s++) L.next(x.data(), y.data());  // all of a.bin
+  write_token_shard(d + "/b.bin", ramp(21));  // still a valid shard, but 2 samples instead of 10
+  expect_user_error([&] { L.next(x.data(), y.data()); }, "token shard '" + d + "/b.bin' changed since");
+}
+
+// Every shard's header, size and (a sample of its) tokens are checked when the loader is made, so a bad
+// second shard stops the run before training starts instead of when it is reached.
+TEST(TokenLoader, BadLaterShardIsFoundAtConstruction) {
+  const std::string d = make_temp_dir();
+  write_token_shard(d + "/a.bin", ramp(101));
+  std::vector<uint16_t> bad = ramp(101);
+  bad[5] = 60000;
+  write_token_shard(d + "/b.bin", bad);
+  expect_user_error([&] { TokenLoader({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0); },
+                    "token shard '" + d + "/b.bin' has token 60000 at position 5");
+  bad = ramp(200000);  // the end of a long shard is checked too
+  bad[199990] = 50257;
+  write_token_shard(d + "/b.bin", bad);
+  expect_user_error([&] { TokenLoader({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0); },
+                    "has token 50257 at position 199990");
+  write_file(d + "/b.bin", read_file(d + "/a.bin").substr(0, 1100));  // truncated
+  expect_user_error([&] { TokenLoader({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0); },
+                    "token shard '" + d + "/b.bin' is 1100 bytes");
+}
+
+TEST(TokenShards, GlobMatchingAFolderIsAClearError) {
+  const std::string d = make_temp_dir();
+  expect_user_error([&] { glob_files(d); }, "'" + d + "' is a folder");
+  write_token_shard(d + "/a.bin", ramp(10));
+  EXPECT_EQ(glob_files(d + "/*.bin"), std::vector<std::string>{d + "/a.bin"});
+}
+
+// tokenize's output: shards appear under their final names only when the whole run succeeded.
+TEST(ShardWriter, CommitRenamesAllShards) {
+  const std::string d = make_temp_dir();
+  {
+    ShardWriter w(d, "x", 10, 5);
+    std::vector<int> ids(27);
+    for (int i = 0; i < 27; i++) ids[size_t(i)] = 100 + i;
+    w.add(ids);
+    EXPECT_EQ(glob_files(d + "/*").size(), 3u);  // val, train 1 and 2 written so far, all .partial
+    EXPECT_EQ(glob_files(d + "/*.partial").size(), 3u);
+    w.commit();
+    EXPECT_EQ(w.shards(), 4);
+    EXPECT_EQ(w.tokens(), 27);
+  }
+  EXPECT_EQ(glob_files(d + "/*"), (std::vector<std::string>{d + "/x_train_000001.bin", d + "/x_train_000002.bin",
+                                                            d + "/x_train_000003.bin", d + "/x_val_000000.bin"}));
+  EXPECT_EQ(read_token_shard(d + "/x_val_000000.bin", 50257), (std::vector<uint16_t>{100, 101, 102, 103, 104}));
+  EXPECT_EQ(read_token_shard(d + "/x_train_000003.bin", 50257), (std::vector<uint16_t>{125, 126}));
+}
+
+TEST(ShardWriter, FailedRunLeavesNothingBehind) {
+  const std::string d = make_temp_dir();
+  write_token_shard(d + "/x_val_000000.bin", ramp(3));  // a user's existing shard with a name the run would use
+  write_file(d + "/notes.txt", "keep me");
+  try {
+    ShardWriter w(d, "x", 10, 5);
+    w.add(std::vector<int>(42, 7));
+    user_error("bad input at line 3001.");  // what tokenize does on an error; the writer is never committed
+  } catch (const UserError&) {
+  }
+  EXPECT_EQ(glob_files(d + "/*"), (std::vector<std::string>{d + "/notes.txt", d + "/x_val_000000.bin"}));
+  EXPECT_EQ(read_token_shard(d + "/x_val_000000.bin", 50257), ramp(3));
+  EXPECT_EQ(read_file(d + "/notes.txt"), "keep me");
+}

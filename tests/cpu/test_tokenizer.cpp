@@ -2,7 +2,10 @@
 // 4.0.0, r50k_base, encode with no special tokens) for text that exercises every branch of the
 // pre-tokeniser: contractions, leading spaces, whitespace runs, numbers, punctuation, accents, CJK,
 // emoji (multi-token byte pieces), compatibility characters, and the literal "<|endoftext|>".
+#include <chrono>
 #include <fstream>
+#include <map>
+#include <random>
 
 #include "data/gpt2_tokenizer.h"
 #include "tests/test_util.h"
@@ -62,4 +65,71 @@ TEST(TokenizerFile, BadFilesAreRefused) {
   expect_user_error([&] { Gpt2Tokenizer t(d + "/bad.tiktoken"); }, "line 2");
   write_file(d + "/short.tiktoken", "IQ== 0\nIg== 1\n");
   expect_user_error([&] { Gpt2Tokenizer t(d + "/short.tiktoken"); }, "has 2 ranks");
+}
+
+// Security review (issue 12): a ranks file without one of the 256 single-byte tokens used to load and
+// then abort tokenize (std::out_of_range) on the first text containing that byte.
+TEST_F(Tokenizer, MissingSingleByteTokenIsRefusedAtLoad) {
+  const std::string d = make_temp_dir(), f = d + "/r50k.tiktoken";
+  std::string ranks = read_file(kTok);
+  ASSERT_EQ(ranks.substr(0, 7), "IQ== 0\n");  // rank 0 is the byte '!' (0x21)
+  write_file(f, "AAA= 0\n" + ranks.substr(7));  // rank 0 becomes the two bytes 00 00 instead
+  expect_user_error([&] { Gpt2Tokenizer t(f); }, "has no token for the byte 0x21");
+}
+
+namespace {
+// The textbook BPE (merge the lowest-ranked adjacent pair, leftmost first, until none is left), written
+// plainly: quadratic, but an independent check of the tokenizer's faster merge.
+std::vector<int> naive_encode(const std::map<std::string, int>& ranks, const std::string& text) {
+  std::vector<int> ids;
+  for (auto [a, b] : gpt2_pretokenize(text)) {
+    std::vector<std::string> parts;
+    for (size_t k = a; k < b; k++) parts.emplace_back(1, text[k]);
+    for (;;) {
+      int best = -1;
+      size_t at = 0;
+      for (size_t k = 0; k + 1 < parts.size(); k++) {
+        auto it = ranks.find(parts[k] + parts[k + 1]);
+        if (it != ranks.end() && (best < 0 || it->second < best)) best = it->second, at = k;
+      }
+      if (best < 0) break;
+      parts[at] += parts[at + 1];
+      parts.erase(parts.begin() + long(at) + 1);
+    }
+    for (const auto& p : parts) ids.push_back(ranks.at(p));
+  }
+  return ids;
+}
+}  // namespace
+
+TEST_F(Tokenizer, MergeOrderMatchesTextbookBpe) {
+  Gpt2Tokenizer tok(kTok);
+  std::map<std::string, int> ranks;
+  for (int id = 0; id < Gpt2Tokenizer::kEot; id++) ranks[tok.token_bytes(id)] = id;
+  const std::vector<std::string> alphabet = {"a", "b", "e", "n", "s", "t", "r", "i", "o", " ", ".", "'", "\xc3\xa9",
+                                             "\xe6\x97\xa5", "\xf0\x9f\x98\x80", "1", "0", "\n", "\xff"};
+  std::mt19937 rng(12);
+  for (int n = 0; n < 300; n++) {
+    std::string text;
+    const size_t len = 1 + rng() % 200;
+    for (size_t k = 0; k < len; k++) text += alphabet[rng() % (k % 7 == 0 ? alphabet.size() : 9)];
+    ASSERT_EQ(tok.encode(text), naive_encode(ranks, text)) << text;
+  }
+}
+
+// One 40 KB "word" took 46 s with a quadratic merge loop; the heap-ordered merge takes milliseconds.
+TEST_F(Tokenizer, LongWordEncodesFast) {
+  Gpt2Tokenizer tok(kTok);
+  std::mt19937 rng(3);
+  std::string random_word, repeated(40000, 'a');
+  for (int k = 0; k < 40000; k++) random_word += char('a' + rng() % 26);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<int> r = tok.encode(random_word), a = tok.encode(repeated);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 0.5);
+  EXPECT_EQ(tok.decode(r), random_word);
+  EXPECT_EQ(tok.decode(a), repeated);
+  // 40000 a's: "aa" merges first, then "aaaa" (the longest run of a's in r50k), leftmost first.
+  EXPECT_EQ(a, std::vector<int>(10000, 24794));
+  EXPECT_EQ(tok.token_bytes(24794), "aaaa");
 }

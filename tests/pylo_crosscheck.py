@@ -254,10 +254,12 @@ def run_pylo(ctor, po, mods, c, init, grads, losses, weights, device, capture=No
 
 def errors(ours, theirs, init, wd):
     """Per tensor: (beyond-rounding error, raw error, distance travelled in ulps), worst over steps; None if
-    either trajectory is not finite or a tensor did not move."""
+    either trajectory is not finite or a tensor did not move. The allowance uses the ulp of the largest
+    |p| an element has had so far: a difference made by rounding p near 0.1 stays when p later nears 0."""
     rows = []
     for i in range(len(TENSORS)):
         worst, raw, ulps = 0.0, 0.0, np.inf
+        pmax = np.abs(init[i].astype(np.float64))
         for s in range(STEPS):
             a, b = ours[s][i].astype(np.float64), theirs[s][i].astype(np.float64)
             if not (np.isfinite(a).all() and np.isfinite(b).all()):
@@ -265,7 +267,8 @@ def errors(ours, theirs, init, wd):
             disp = np.abs(b - init[i]).max()
             if disp <= 0:
                 return None
-            ulp = np.spacing(np.maximum(np.abs(a), np.abs(b)).astype(np.float32)).astype(np.float64)
+            pmax = np.maximum(pmax, np.maximum(np.abs(a), np.abs(b)))
+            ulp = np.spacing(pmax.astype(np.float32)).astype(np.float64)
             diff = np.abs(a - b)
             worst = max(worst, float(np.maximum(diff - (s + 1) * (2 if wd else 1) * ulp, 0).max() / disp))
             raw = max(raw, float(diff.max() / disp))

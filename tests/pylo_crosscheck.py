@@ -24,8 +24,9 @@ different machines. Tensors where PyLO's dims on this machine differ from our (s
 with a note ("pass": null) and not judged.
 
 Controls (the measure must be able to fail): ours with the other tie rule must differ on the tied shapes.
-VeLO also compares one step's intermediate values (loss features, LSTM inputs, lr_mult, per-element
-MLP outputs, the step) of PyLO with our CPU reference's. Exit status 1 if a bound is exceeded, a control
+VeLO also compares intermediate values of PyLO with our CPU reference's: at every step the loss features,
+the fraction features, the LSTM inputs and lr_mult of each tensor; at the first step also the per-element
+MLP outputs (direction, magnitude) and the step. Exit status 1 if a bound is exceeded, a control
 passes, or anything is missing or not finite.
 
 New optimizers (CELO2, ELO) join by adding an entry to OPTIMIZERS and their weight writer.
@@ -305,14 +306,13 @@ def tie_mismatches(name, mods):
 # VeLO's intermediate values of one step.
 
 def hook_velo(opt, cap):
-    cap.update({"on": False, "mlp": []})
+    cap.update({"on": False, "mlp": [], "lstm_in": [], "lr_mult": []})
     rnn_fwd, mlp_fwd, feat = opt.rnn.forward, opt.network_stack.forward, opt.buffer_loss_fns.features
 
     def rnn(x, state):
-        controls, lr_mult, st = rnn_fwd(x, state)
-        if cap["on"]:
-            cap["lstm_in"] = torch.flip(x, [0]).double().cpu().numpy()  # PyLO feeds the tensors in reverse
-            cap["lr_mult"] = torch.flip(lr_mult, [0]).double().cpu().numpy()
+        controls, lr_mult, st = rnn_fwd(x, state)  # every step; PyLO feeds the tensors in reverse
+        cap["lstm_in"].append(torch.flip(x, [0]).double().cpu().numpy())
+        cap["lr_mult"].append(torch.flip(lr_mult, [0]).double().cpu().numpy())
         return controls, lr_mult, st
 
     def mlp(x):
@@ -331,37 +331,39 @@ def hook_velo(opt, cap):
 
 
 def compare_velo_trace(path, cap, init):
+    """Step 1: everything; every step: the LSTM inputs and lr_mult of each tensor."""
     n = len(TENSORS)
     sizes = [int(np.prod(s)) for _, s, _, _ in TENSORS]
     t = np.fromfile(path, dtype=np.float32).astype(np.float64)
-    frac, lossf = t[:9], t[9:18]
-    at = 18
-    lstm_in = t[at:at + 30 * n].reshape(n, 30)
-    at += 30 * n
-    lr_mult = t[at:at + n]
-    at += n
-    per = []
-    for _ in range(3):
-        parts = []
-        for sz in sizes:
-            parts.append(t[at:at + sz])
-            at += sz
-        per.append(parts)
-    direction, magnitude, step = per
+    at = 0
+
+    def take(k):
+        nonlocal at
+        at += k
+        return t[at - k:at]
 
     def rel(a, b):
         return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-    out = {"loss_features_abs": float(np.abs(lossf - cap["loss_features"]).max()),
-           "fraction_abs": float(np.abs(frac - cap["lstm_in"][0, :9]).max()),
-           "lstm_inputs_abs": float(np.abs(lstm_in - cap["lstm_in"]).max()),
-           "lr_mult_rel": rel(lr_mult, cap["lr_mult"]), "direction_rel": 0.0, "magnitude_rel": 0.0, "step_rel": 0.0}
-    for i in range(n):
-        y = cap["mlp"][i].reshape(-1, 3)
-        scale = np.sqrt(np.mean(init[i].astype(np.float32) ** 2, dtype=np.float32) + np.float32(1e-9))
-        pylo_step = cap["lr_mult"][i] * scale * y[:, 0] * np.exp(y[:, 1] * 0.001) * 0.001
-        out["direction_rel"] = max(out["direction_rel"], rel(direction[i], y[:, 0]))
-        out["magnitude_rel"] = max(out["magnitude_rel"], rel(magnitude[i], y[:, 1]))
-        out["step_rel"] = max(out["step_rel"], rel(step[i], pylo_step))
+    out = {"loss_features_abs": 0.0, "fraction_abs": 0.0, "lstm_inputs_abs": 0.0, "lr_mult_rel": 0.0}
+    for s in range(STEPS):
+        frac, lossf, lstm_in, lr_mult = take(9), take(9), take(30 * n).reshape(n, 30), take(n)
+        out["fraction_abs"] = max(out["fraction_abs"], float(np.abs(frac - cap["lstm_in"][s][0, :9]).max()))
+        out["loss_features_abs"] = max(out["loss_features_abs"], float(np.abs(lossf - cap["lstm_in"][s][0, 9:18]).max()))
+        out["lstm_inputs_abs"] = max(out["lstm_inputs_abs"], float(np.abs(lstm_in - cap["lstm_in"][s]).max()))
+        out["lr_mult_rel"] = max(out["lr_mult_rel"], rel(lr_mult, cap["lr_mult"][s]))
+        worst = int(np.argmax(np.abs(lr_mult - cap["lr_mult"][s]) / np.maximum(np.abs(cap["lr_mult"][s]), 1e-30)))
+        out.setdefault("lr_mult_rel_by_step", []).append(
+            [TENSORS[worst][0], float(f"{abs(lr_mult[worst] / cap['lr_mult'][s][worst] - 1):.3g}")])
+        if s == 0:
+            direction, magnitude, step = ([take(sz) for sz in sizes] for _ in range(3))
+            out.update({"direction_rel": 0.0, "magnitude_rel": 0.0, "step_rel": 0.0})
+            for i in range(n):
+                y = cap["mlp"][i].reshape(-1, 3)
+                scale = np.sqrt(np.mean(init[i].astype(np.float32) ** 2, dtype=np.float32) + np.float32(1e-9))
+                pylo_step = cap["lr_mult"][0][i] * scale * y[:, 0] * np.exp(y[:, 1] * 0.001) * 0.001
+                out["direction_rel"] = max(out["direction_rel"], rel(direction[i], y[:, 0]))
+                out["magnitude_rel"] = max(out["magnitude_rel"], rel(magnitude[i], y[:, 1]))
+                out["step_rel"] = max(out["step_rel"], rel(step[i], pylo_step))
     return out
 
 
@@ -425,8 +427,8 @@ def check_case(name, ci, c, spec, po, mods, data, d, w, sink, cpu):
         passed = all(v <= EXACT_BOUND for k, v in tr.items() if k.endswith("_rel")) and \
             all(v <= 1e-5 for k, v in tr.items() if k.endswith("_abs"))
         ok &= passed
-        emit({"check": "pylo_crosscheck_velo_step1", **{k: float(f"{v:.3g}") for k, v in tr.items()},
-              "pass": bool(passed)}, sink)
+        emit({"check": "pylo_crosscheck_velo_intermediates",
+              **{k: v if isinstance(v, list) else float(f"{v:.3g}") for k, v in tr.items()}, "pass": bool(passed)}, sink)
     return ok
 
 

@@ -7,9 +7,9 @@
 //   DIR/grads.bin      S x the same layout
 //   DIR/losses.bin     S float32 training losses (optional; VeLO needs them)
 //   -> DIR/OUT         S x the same layout: parameters after each step (OUT: --out, default out_<opt>.bin)
-//   -> DIR/OUT.trace   with --ref --trace and VeLO: the first step's intermediate values, float32:
-//                      fraction (9), loss features (9), LSTM inputs (tensors x 30), lr_mult (tensors),
-//                      then direction, magnitude and step, each per element in the layout above
+//   -> DIR/OUT.trace   with --ref --trace and VeLO: each step's intermediate values, float32: fraction (9),
+//                      loss features (9), LSTM inputs (tensors x 30), lr_mult (tensors), and for the first
+//                      step only, then direction, magnitude and step, each per element in the layout above
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -68,14 +68,13 @@ void write_packed(std::ofstream& out, const ParamTable& t, const std::vector<flo
     out.write(reinterpret_cast<const char*>(flat.data() + ti.offset), std::streamsize(ti.numel * 4));
 }
 
-void write_trace(const std::string& path, const ParamTable& t, const VeloTrace& tr) {
-  std::ofstream out(path, std::ios::binary);
+void write_trace(std::ofstream& out, const ParamTable& t, const VeloTrace& tr, bool elements) {
   out.write(reinterpret_cast<const char*>(tr.fraction), sizeof tr.fraction);
   out.write(reinterpret_cast<const char*>(tr.loss_features), sizeof tr.loss_features);
   out.write(reinterpret_cast<const char*>(tr.lstm_in.data()), std::streamsize(tr.lstm_in.size() * 4));
   out.write(reinterpret_cast<const char*>(tr.lr_mult.data()), std::streamsize(tr.lr_mult.size() * 4));
-  for (const auto* v : {&tr.direction, &tr.magnitude, &tr.step}) write_packed(out, t, *v);
-  if (!out) user_error("writing '", path, "' failed.");
+  if (elements)
+    for (const auto* v : {&tr.direction, &tr.magnitude, &tr.step}) write_packed(out, t, *v);
 }
 
 struct Replay {
@@ -101,11 +100,14 @@ void run(const Replay& r) {
     const bool traced = r.trace && r.opt == "velo";
     auto o = traced ? make_ref_velo_traced(table, oo, load_velo_weights(oo.velo.weights), &tr) : make_ref_optimizer(r.opt, oo, table);
     std::vector<float> p = to_table(table, init.data());
+    std::ofstream trace_out;
+    if (traced) trace_out.open(out_path + ".trace", std::ios::binary);
     for (int s = 0; s < steps; s++) {
       o->step(p, to_table(table, grads.data() + size_t(s) * n), 1.0f, losses[size_t(s)]);
-      if (traced && s == 0) write_trace(out_path + ".trace", table, tr);
+      if (traced) write_trace(trace_out, table, tr, s == 0);
       write_packed(out, table, p);
     }
+    if (traced && !trace_out) user_error("writing '", out_path, ".trace' failed.");
   } else {
     Arena arena(table, false);
     auto load = [&](const float* src, bool g) {

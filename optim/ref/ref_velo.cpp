@@ -152,6 +152,7 @@ class RefVelo : public RefOptimizer {
     std::vector<float> controls(static_cast<size_t>(n_t * 256)), lr_mult(static_cast<size_t>(n_t));
     velo_lstm(w_, n_t, X.data(), h_.data(), c_.data(), controls.data(), lr_mult.data());
     if (trace_) {
+      std::copy(loss_.decay, loss_.decay + 10, trace_->loss_decays);
       std::copy(shared, shared + 9, trace_->fraction);
       std::copy(shared + 9, shared + 18, trace_->loss_features);
       trace_->lstm_in = X;

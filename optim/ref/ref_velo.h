@@ -28,6 +28,7 @@ void velo_lstm(const VeloWeights& w, int n, const float* X, float* h, float* c, 
 // One step's intermediate values, for comparing with other implementations (tests/pylo_crosscheck.py):
 // filled by every step of a reference VeLO made with a trace.
 struct VeloTrace {
+  float loss_decays[10];  // the loss EMAs' decays (velo.md 4.2), for implementations that round them differently
   float fraction[9], loss_features[9];
   std::vector<float> lstm_in;                     // tensors x 30
   std::vector<float> lr_mult;                     // tensors

@@ -7,9 +7,10 @@
 //   DIR/grads.bin      S x the same layout
 //   DIR/losses.bin     S float32 training losses (optional; VeLO needs them)
 //   -> DIR/OUT         S x the same layout: parameters after each step (OUT: --out, default out_<opt>.bin)
-//   -> DIR/OUT.trace   with --ref --trace and VeLO: each step's intermediate values, float32: fraction (9),
-//                      loss features (9), LSTM inputs (tensors x 30), lr_mult (tensors), and for the first
-//                      step only, then direction, magnitude and step, each per element in the layout above
+//   -> DIR/OUT.trace   with --ref --trace and VeLO: each step's intermediate values, float32: loss-EMA decays
+//                      (10), fraction (9), loss features (9), LSTM inputs (tensors x 30), lr_mult (tensors),
+//                      and for the first step only, then direction, magnitude and step, each per element in
+//                      the layout above
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -69,6 +70,7 @@ void write_packed(std::ofstream& out, const ParamTable& t, const std::vector<flo
 }
 
 void write_trace(std::ofstream& out, const ParamTable& t, const VeloTrace& tr, bool elements) {
+  out.write(reinterpret_cast<const char*>(tr.loss_decays), sizeof tr.loss_decays);
   out.write(reinterpret_cast<const char*>(tr.fraction), sizeof tr.fraction);
   out.write(reinterpret_cast<const char*>(tr.loss_features), sizeof tr.loss_features);
   out.write(reinterpret_cast<const char*>(tr.lstm_in.data()), std::streamsize(tr.lstm_in.size() * 4));

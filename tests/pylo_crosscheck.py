@@ -7,7 +7,9 @@ PATH/TO/pylo is a checkout of PyLO's source (its naive optimizers are plain Pyth
 is in this repository). The check writes random meta-weights with PyLO's own classes (save_pretrained),
 then replays the same parameters, gradients and losses through PyLO's naive optimizers (on the GPU, and
 on the CPU as the noise floor) and through ours (tests/tools/optim_replay: the GPU optimizer, and for the
-first case of each optimizer its CPU reference), fp32 everywhere, TF32 off.
+first case of each optimizer and every VeLO case its CPU reference), fp32, TF32 off. Like is compared with like:
+our GPU runs with PyLO's GPU run, our CPU reference with PyLO's CPU run; PyLO's own CPU-vs-GPU spread is
+reported as the noise floor.
 
 Error of a run against PyLO's GPU run, per tensor, worst step: the largest elementwise difference beyond
 the rounding of p, max(0, |p_ours - p_pylo| - s r ulp(p)) after s steps (r = 1 rounding of p per step, 2
@@ -373,7 +375,8 @@ def compare_velo_trace(path, cap, init):
         out["loss_features_abs"] = max(out["loss_features_abs"], float(d.max()))
         slack = loss_feature_rounding(cap["loss_state"][s], s + 1)
         out["loss_features_beyond_rounding"] = max(out["loss_features_beyond_rounding"], float(np.maximum(d - slack, 0).max()))
-        out["loss_features_slack"] = max(out["loss_features_slack"], float(slack.max()))
+        if d.max() >= out["loss_features_abs"]:  # the allowance where the largest difference is
+            out["loss_features_slack"] = float(slack[int(np.argmax(d))])
         other = np.abs(lstm_in - theirs)
         other[:, 9:18] = 0
         out["other_lstm_inputs_abs"] = max(out["other_lstm_inputs_abs"], float(other.max()))
@@ -437,7 +440,10 @@ def check_case(name, ci, c, spec, po, mods, data, d, w, sink, cpu):
         runs["control"] = run_ours(d, ours_opt, sets + [other_tie], f"{name}{ci}_ctl.bin", ref=cpu)
     differ = tie_mismatches(name, mods)
     for kind, traj in runs.items():
-        errs = errors(traj, theirs, init, c["wd"])
+        # Like against like: our CPU reference against PyLO on the CPU (on the GPU machine PyLO's own CPU and
+        # GPU runs differ by up to ~1e-5 in the sharp case), everything else against PyLO on the GPU.
+        against = "pylo_cpu" if kind == "ref" and not cpu else ("pylo_cpu" if cpu else "pylo_gpu")
+        errs = errors(traj, runs["pylo_cpu"] if kind == "ref" and not cpu else theirs, init, c["wd"])
         if errs is None:
             emit({"check": "pylo_crosscheck", "optimizer": name, "case": c, "run": kind, "pass": False,
                   "why": "a trajectory is not finite or does not move"}, sink)
@@ -445,7 +451,8 @@ def check_case(name, ci, c, spec, po, mods, data, d, w, sink, cpu):
             continue
         for (tname, shape, _, _), (e, raw, ulps) in zip(TENSORS, errs):
             rec = {"check": "pylo_crosscheck", "optimizer": name,
-                   "case": {k: c[k] for k in ("lr", "wd", "num_steps") if k in c}, "run": kind, "tensor": tname,
+                   "case": {k: c[k] for k in ("lr", "wd", "num_steps") if k in c}, "run": kind, "against": against,
+                   "tensor": tname,
                    "shape": list(shape), "err": float(f"{e:.3g}"), "raw": float(f"{raw:.3g}"),
                    "disp_ulps": float(f"{ulps:.3g}")}
             if kind == "control":

@@ -290,13 +290,16 @@ __global__ void __launch_bounds__(kThreads) af_finalize_clip(const AfTensor* __r
 }
 }  // namespace
 
-Adafactor::Adafactor(Arena& arena, const OptimOptions& opts) : Optimizer(arena, opts) {
+Adafactor::Adafactor(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned)
+    : Optimizer(arena, opts, owned) {
   const ParamTable& tab = arena.table();
   std::vector<AfTensor> ts;
   std::vector<Tile> tiles;
   std::vector<AfItem> items;
   int64_t nf = 0, nv = 0, nrp = 0, ncp = 0, nden = 0;
-  for (const auto& ti : tab.tensors()) {
+  for (int idx : owned_) {  // slot = position in owned_: the kernels' index into the tensor table
+    const TensorInfo& ti = tab[idx];
+    const int slot = int(ts.size());
     AfTensor t{};
     t.p_off = ti.offset;
     t.numel = ti.numel;
@@ -321,7 +324,7 @@ Adafactor::Adafactor(Arena& arena, const OptimOptions& opts) : Optimizer(arena, 
       ncp += int64_t(t.B) * t.row_tiles * t.C;
       t.den_off = nden;
       nden += t.B;
-      append_tiles(&tiles, ti.index, t.B, t.R, t.C, gr);
+      append_tiles(&tiles, slot, t.B, t.R, t.C, gr);
     } else {
       if (ti.numel >= (1ll << 31)) user_error("tensor '", ti.name, "' is too large for Adafactor (2^31 elements or more).");
       t.R = 1;
@@ -329,13 +332,13 @@ Adafactor::Adafactor(Arena& arena, const OptimOptions& opts) : Optimizer(arena, 
       t.B = 1;
       t.var_off = nv;
       nv += ti.numel;
-      append_tiles(&tiles, ti.index, 1, 1, t.C, plan_tile_grid(1, t.C, kTileElems, kTileElems));
+      append_tiles(&tiles, slot, 1, 1, t.C, plan_tile_grid(1, t.C, kTileElems, kTileElems));
     }
     t.tile_end = int32_t(tiles.size());
-    items.push_back({ti.index, AfItem::kAlpha, 0, 0});
+    items.push_back({slot, AfItem::kAlpha, 0, 0});
     for (int b = 0; t.factored && b < t.B; b++) {
-      items.push_back({ti.index, AfItem::kRows, b, 0});
-      for (int c0 = 0; c0 < t.C; c0 += 32) items.push_back({ti.index, AfItem::kCols, b, c0});
+      items.push_back({slot, AfItem::kRows, b, 0});
+      for (int c0 = 0; c0 < t.C; c0 += 32) items.push_back({slot, AfItem::kCols, b, c0});
     }
     ts.push_back(t);
   }

@@ -92,8 +92,8 @@ void AdamWCore::run(const AdamWScalars* d_scalars, cudaStream_t s) const {
   CUDA_CHECK_LAUNCH();
 }
 
-AdamW::AdamW(Arena& arena, const OptimOptions& opts)
-    : Optimizer(arena, opts), core_(arena, all_tensors(arena.table())), scalars_(1, "AdamW scalars") {}
+AdamW::AdamW(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned)
+    : Optimizer(arena, opts, owned), core_(arena, owned_), scalars_(1, "AdamW scalars") {}
 
 void AdamW::step(const StepInfo& info, cudaStream_t s) {
   adamw_begin_step<<<1, 1, 0, s>>>(d_step_.get(), opts_.adamw, opts_.schedule, info.d_grad_scale, scalars_.get());

@@ -22,7 +22,7 @@ class AdamWCore {
 
 class AdamW : public Optimizer {
  public:
-  AdamW(Arena& arena, const OptimOptions& opts);
+  AdamW(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned = {});
   std::string name() const override { return "adamw"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 

@@ -44,10 +44,11 @@ __global__ void __launch_bounds__(kFinal) finish_norm(const float* __restrict__ 
 }
 }  // namespace
 
-GradClipper::GradClipper(const Arena& arena, float max_norm) : arena_(arena), max_norm_(max_norm) {
+GradClipper::GradClipper(const Arena& arena, float max_norm, const std::vector<int>& owned)
+    : arena_(arena), max_norm_(max_norm) {
   std::vector<int64_t> same;
   for (const auto& t : arena.table().tensors()) same.push_back(t.offset);
-  auto c = plan_chunks(arena.table(), all_tensors(arena.table()), same, kChunk);
+  auto c = plan_chunks(arena.table(), owned.empty() ? all_tensors(arena.table()) : owned, same, kChunk);
   chunks_.alloc(c.size(), "grad-norm chunk map");
   chunks_.upload(c);
   partial_.alloc(c.size(), "grad-norm partials");

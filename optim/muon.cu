@@ -95,15 +95,15 @@ double adjust_ratio(const std::string& rule, int64_t rows, int64_t cols) {
 }
 }  // namespace
 
-std::vector<int> muon_owned(const ParamTable& t, bool muon) {
+std::vector<int> muon_owned(const ParamTable& t, const std::vector<int>& owned, bool muon) {
   std::vector<int> v;
-  for (const auto& ti : t.tensors())
-    if ((ti.resolved_owner() == Owner::Muon) == muon) v.push_back(ti.index);
+  for (int i : owned)
+    if ((t[i].resolved_owner() == Owner::Muon) == muon) v.push_back(i);
   return v;
 }
 
-Muon::Muon(Arena& arena, const OptimOptions& opts)
-    : Optimizer(arena, opts), muon_(muon_owned(arena.table(), true)), adamw_(muon_owned(arena.table(), false)),
+Muon::Muon(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned)
+    : Optimizer(arena, opts, owned), muon_(muon_owned(arena.table(), owned_, true)), adamw_(muon_owned(arena.table(), owned_, false)),
       aux_(arena, adamw_) {
   const ParamTable& tab = arena.table();
   // Group the Muon tensors by their 2-D shape so each group sits back to back at a fixed stride.

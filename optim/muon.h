@@ -25,7 +25,7 @@ struct MuonScalars {
 
 class Muon : public Optimizer {
  public:
-  Muon(Arena& arena, const OptimOptions& opts);
+  Muon(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned = {});
   std::string name() const override { return "muon"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 
@@ -44,4 +44,5 @@ class Muon : public Optimizer {
   std::unique_ptr<NewtonSchulz> ns_;
 };
 
-std::vector<int> muon_owned(const ParamTable& t, bool muon);
+// Of the tensors `owned`, those Muon orthogonalises (muon = true) or leaves to its AdamW.
+std::vector<int> muon_owned(const ParamTable& t, const std::vector<int>& owned, bool muon);

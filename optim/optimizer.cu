@@ -1,12 +1,23 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
+
 #include "optim/adafactor.h"
 #include "optim/adamw.h"
 #include "optim/lopt/small_fc_lopt.h"
 #include "optim/lopt/velo.h"
 #include "optim/muon.h"
 
-Optimizer::Optimizer(Arena& arena, const OptimOptions& opts) : arena_(arena), opts_(opts) {
+std::vector<int> owned_tensors(const ParamTable& t, std::vector<int> owned) {
+  if (owned.empty()) return all_tensors(t);
+  std::sort(owned.begin(), owned.end());
+  for (size_t k = 0; k < owned.size(); k++)
+    CHECK(owned[k] >= 0 && owned[k] < t.size() && (k == 0 || owned[k] != owned[k - 1]));
+  return owned;
+}
+
+Optimizer::Optimizer(Arena& arena, const OptimOptions& opts, std::vector<int> owned)
+    : arena_(arena), opts_(opts), owned_(owned_tensors(arena.table(), std::move(owned))) {
   d_step_.alloc(1, "step counter");
   d_step_.zero();
 }
@@ -24,6 +35,7 @@ void Optimizer::save_state(SectionWriter& w) const {
   w.put_string("optim.name", name());
   uint64_t fp = arena_.table().fingerprint();
   w.put("optim.fingerprint", &fp, sizeof fp);
+  w.put_vector("optim.owned", owned_);
   const size_t piece = size_t(64) << 20;
   std::vector<char> host(piece);
   auto dump = [&](const std::string& name, const void* dptr, size_t bytes) {
@@ -48,6 +60,11 @@ void Optimizer::load_state(const SectionReader& r) {
   r.read("optim.fingerprint", &fp, sizeof fp);
   if (fp != arena_.table().fingerprint())
     user_error("'", r.path(), "' was saved for a different model (parameter names or shapes differ).");
+  // Written since optimizers own subsets; older files hold the state of every tensor.
+  const std::vector<int> saved_owned = r.has("optim.owned") ? r.get_vector<int>("optim.owned") : all_tensors(arena_.table());
+  if (saved_owned != owned_)
+    user_error("'", r.path(), "' holds optimizer state for ", saved_owned.size(), " tensors, not the ", owned_.size(),
+               " this run steps; resume with the same number of GPUs and sharding.");
   auto bufs = state_buffers();
   bufs.insert(bufs.begin(), StateBuffer{"counter", d_step_.get(), sizeof(int64_t)});
   for (const auto& b : bufs)  // check everything before overwriting anything
@@ -61,12 +78,14 @@ void Optimizer::load_state(const SectionReader& r) {
     });
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena) {
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena,
+                                          const std::vector<int>& owned) {
   validate_options(name, opts);
-  if (name == "adamw") return std::make_unique<AdamW>(arena, opts);
-  if (name == "adafactor") return std::make_unique<Adafactor>(arena, opts);
-  if (name == "muon") return std::make_unique<Muon>(arena, opts);
-  if (name == "small_fc_lopt") return std::make_unique<SmallFcLopt>(arena, opts, load_small_fc_weights(opts.small_fc.weights));
-  if (name == "velo") return std::make_unique<Velo>(arena, opts, load_velo_weights(opts.velo.weights));
+  if (name == "adamw") return std::make_unique<AdamW>(arena, opts, owned);
+  if (name == "adafactor") return std::make_unique<Adafactor>(arena, opts, owned);
+  if (name == "muon") return std::make_unique<Muon>(arena, opts, owned);
+  if (name == "small_fc_lopt")
+    return std::make_unique<SmallFcLopt>(arena, opts, load_small_fc_weights(opts.small_fc.weights), owned);
+  if (name == "velo") return std::make_unique<Velo>(arena, opts, load_velo_weights(opts.velo.weights), owned);
   user_error("unknown optimizer '", name, "'.");  // unreachable: validate_options checked the name
 }

@@ -21,9 +21,11 @@ struct StepInfo {
   const float* d_grad_scale = nullptr;  // gradients are multiplied by *d_grad_scale (clipping); null = 1
 };
 
+// Every optimizer steps the tensors it owns: all of them (the default), or a subset - a rank's shard
+// when the step is split across GPUs. It keeps state for those tensors only and leaves the others alone.
 class Optimizer {
  public:
-  Optimizer(Arena& arena, const OptimOptions& opts);
+  Optimizer(Arena& arena, const OptimOptions& opts, std::vector<int> owned);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -39,6 +41,7 @@ class Optimizer {
   int64_t steps_done() const;  // synchronous; for logging and tests, not for the step itself
 
   const OptimOptions& options() const { return opts_; }
+  const std::vector<int>& owned() const { return owned_; }  // table indices, ascending
 
  protected:
   struct StateBuffer {
@@ -50,8 +53,13 @@ class Optimizer {
 
   Arena& arena_;
   OptimOptions opts_;
+  std::vector<int> owned_;
   DeviceBuffer<int64_t> d_step_;  // updates applied so far; advanced on the device by each step
 };
 
-// adamw | adafactor | muon. Validates the name and the hyperparameters first (UserError).
-std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena);
+// adamw | adafactor | muon | small_fc_lopt | velo over the tensors `owned` (table indices; empty = all).
+// Validates the name and the hyperparameters first (UserError).
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena,
+                                          const std::vector<int>& owned = {});
+// The tensors of `owned`, checked (in range, no repeats) and sorted; empty = every tensor of the table.
+std::vector<int> owned_tensors(const ParamTable& t, std::vector<int> owned);

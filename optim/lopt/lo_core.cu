@@ -199,16 +199,28 @@ __global__ void __launch_bounds__(kThreads) lo_f1b(const int2* __restrict__ grou
 }
 }  // namespace
 
-LoCore::LoCore(const Arena& a, TieRule tie, bool mup, int chunk_elems) : arena(a) {
+// Chunks over `tensors` (table indices) whose .tensor names the slot (position in `owned`) instead.
+static std::vector<Chunk> slot_chunks(const ParamTable& tab, const std::vector<int>& owned, const std::vector<int>& tensors,
+                                      const std::vector<int64_t>& soff, int chunk_elems) {
+  std::vector<int> slot_of(size_t(tab.size()), -1);
+  for (size_t k = 0; k < owned.size(); k++) slot_of[size_t(owned[k])] = int(k);
+  std::vector<Chunk> c = plan_chunks(tab, tensors, soff, chunk_elems);
+  for (auto& x : c) x.tensor = slot_of[size_t(x.tensor)];
+  return c;
+}
+
+LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool mup, int chunk_elems) : arena(a) {
   const ParamTable& tab = a.table();
   std::vector<int64_t> soff;
-  state_elems = plan_state_offsets(tab, all_tensors(tab), &soff);
+  state_elems = plan_state_offsets(tab, owned, &soff);
   std::vector<Tile> tiles;
   std::vector<LoItem> items;
   std::vector<int2> groups;
   int64_t nr = 0, nc = 0, nv = 0, nrp = 0, ncp = 0;
-  auto chunk_list = plan_chunks(tab, all_tensors(tab), soff, chunk_elems);
-  for (const auto& ti : tab.tensors()) {
+  auto chunk_list = slot_chunks(tab, owned, owned, soff, chunk_elems);
+  for (int idx : owned) {
+    const TensorInfo& ti = tab[idx];
+    const int slot = int(host_tensors.size());
     LoTensor t{};
     t.p_off = ti.offset;
     t.numel = ti.numel;
@@ -247,14 +259,14 @@ LoCore::LoCore(const Arena& a, TieRule tie, bool mup, int chunk_elems) : arena(a
         nrp += int64_t(gr.col_tiles) * t.na;
         t.colpart_off = ncp;
         ncp += int64_t(gr.row_tiles) * t.nb;
-        append_tiles(&tiles, ti.index, 1, t.na, t.nb, gr);
-        for (int64_t r = 0; r < t.na; r += kThreads) items.push_back({ti.index, LoItem::kRows, r});
-        for (int64_t c = 0; c < t.nb; c += 32) items.push_back({ti.index, LoItem::kCols, c});
+        append_tiles(&tiles, slot, 1, t.na, t.nb, gr);
+        for (int64_t r = 0; r < t.na; r += kThreads) items.push_back({slot, LoItem::kRows, r});
+        for (int64_t c = 0; c < t.nb; c += 32) items.push_back({slot, LoItem::kCols, c});
       } else {
-        for (int64_t e = 0; e < t.r_len; e += kThreads) items.push_back({ti.index, LoItem::kNdR, e});
-        for (int64_t e = 0; e < t.c_len; e += kThreads) items.push_back({ti.index, LoItem::kNdC, e});
+        for (int64_t e = 0; e < t.r_len; e += kThreads) items.push_back({slot, LoItem::kNdR, e});
+        for (int64_t e = 0; e < t.c_len; e += kThreads) items.push_back({slot, LoItem::kNdC, e});
       }
-      for (int64_t gi = 0; gi < t.g_len; gi++) groups.push_back({ti.index, int(gi)});
+      for (int64_t gi = 0; gi < t.g_len; gi++) groups.push_back({slot, int(gi)});
     } else {
       t.v_off = nv;
       nv += ti.numel;
@@ -265,8 +277,8 @@ LoCore::LoCore(const Arena& a, TieRule tie, bool mup, int chunk_elems) : arena(a
   // in fast mode they are all that the exact kernel runs.
   std::vector<int> flat_tensors;
   for (int i = 0; i < int(host_tensors.size()); i++)
-    if (!host_tensors[size_t(i)].tile2d) flat_tensors.push_back(i);
-  const std::vector<Chunk> flat_list = plan_chunks(tab, flat_tensors, soff, kFlatChunk);
+    if (!host_tensors[size_t(i)].tile2d) flat_tensors.push_back(owned[size_t(i)]);
+  const std::vector<Chunk> flat_list = slot_chunks(tab, owned, flat_tensors, soff, kFlatChunk);
   // Work of passes B and C, in table order; tiles row-major so neighbouring blocks read neighbouring bytes.
   std::vector<LoWork> host_work;
   std::vector<LoSideItem> side;

@@ -71,7 +71,8 @@ struct LoItem {
 
 class LoCore {
  public:
-  LoCore(const Arena& arena, TieRule tie, bool mup, int chunk_elems);
+  // Over the tensors `owned` (table indices, ascending); slot k of every device table is owned[k].
+  LoCore(const Arena& arena, const std::vector<int>& owned, TieRule tie, bool mup, int chunk_elems);
 
   // Launches pass A, F1 and F1b. grad_scale: device pointer or null; clip > 0 clamps g to [-clip, clip].
   void factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);

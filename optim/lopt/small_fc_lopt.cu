@@ -717,8 +717,9 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC) sf_pass_c_fast(const L
 }
 }  // namespace
 
-SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w)
-    : Optimizer(arena, opts), core_(arena, parse_tie_rule(opts.small_fc.tie, kSmallFcPyloTie), opts.small_fc.mup, kChunk) {
+SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, const std::vector<int>& owned)
+    : Optimizer(arena, opts, owned),
+      core_(arena, owned_, parse_tie_rule(opts.small_fc.tie, kSmallFcPyloTie), opts.small_fc.mup, kChunk) {
   SmallFcDecays sd = small_fc_decays();
   for (int k = 0; k < 3; k++) dec_.m[k] = sd.m[k], dec_.f[k] = sd.f[k];
   dec_.v = sd.v;

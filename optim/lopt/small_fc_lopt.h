@@ -11,7 +11,7 @@
 
 class SmallFcLopt : public Optimizer {
  public:
-  SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w);
+  SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, const std::vector<int>& owned = {});
   std::string name() const override { return "small_fc_lopt"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 

@@ -432,8 +432,9 @@ std::vector<float> with_bias_cols(const std::vector<float>& w, const std::vector
 }
 }  // namespace
 
-Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w)
-    : Optimizer(arena, opts), core_(arena, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk), n_(core_.n_tensors) {
+Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned)
+    : Optimizer(arena, opts, owned), core_(arena, owned_, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk),
+      n_(core_.n_tensors) {
   const float nom[3] = {0.9f, 0.99f, 0.999f};
   for (int k = 0; k < 3; k++) dec_.m[k] = dec_.f[k] = nom[k];
   dec_.v = 0.999f;

@@ -16,7 +16,7 @@ struct VeloLossState {  // velo.md 4.2, on the device
 
 class Velo : public Optimizer {
  public:
-  Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w);
+  Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned = {});
   ~Velo() override;
   std::string name() const override { return "velo"; }
   void step(const StepInfo& info, cudaStream_t s) override;

@@ -268,6 +268,68 @@ TEST_F(Gpu, SaveLoadContinuesBitForBit) {
   }
 }
 
+// An optimizer that owns a subset of the tensors (a rank's shard, later) steps exactly those, bit for bit as
+// the same optimizer over an arena of only those tensors, and leaves the others untouched; the grad-norm
+// clipper measures the subset alike; a state file of the subset is refused by an optimizer of all tensors.
+TEST_F(Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
+  const std::string dir = make_temp_dir();
+  const ParamTable full = mixed_table(false);
+  ParamTable sub;
+  std::vector<int> owned;
+  for (const auto& ti : full.tensors())
+    if (ti.index % 3 != 1) owned.push_back(ti.index), sub.add(static_cast<const TensorSpec&>(ti));
+  auto extract = [&](const std::vector<float>& flat) {  // the owned tensors, laid out as `sub` lays them out
+    std::vector<float> out(size_t(sub.total_elems()), 0.0f);
+    for (size_t k = 0; k < owned.size(); k++)
+      std::copy_n(flat.begin() + full[owned[k]].offset, full[owned[k]].numel, out.begin() + sub[int(k)].offset);
+    return out;
+  };
+  for (const std::string name : {"adamw", "adafactor", "muon", "small_fc_lopt", "velo"}) {
+    SCOPED_TRACE(name);
+    const OptimOptions o = resume_options();
+    Arena a(full, false), b(sub, false);
+    const std::vector<float> p0 = init_params(full, 21);
+    upload(a, p0, false);
+    upload(b, extract(p0), false);
+    auto oa = make_optimizer(name, o, a, owned), ob = make_optimizer(name, o, b);
+    GradClipper ca(a, 0.5f, owned), cb(b, 0.5f);
+    DeviceBuffer<float> d_loss(1, "loss");
+    for (int s = 0; s < 6; s++) {
+      const std::vector<float> g = make_grads(full, uint32_t(40 + s));
+      upload(a, g, true);
+      upload(b, extract(g), true);
+      const float loss = synthetic_loss(s);
+      d_loss.upload(&loss, 1);
+      ca.run(0);
+      cb.run(0);
+      StepInfo ia, ib;
+      ia.d_loss = ib.d_loss = d_loss.get();
+      ia.d_grad_scale = ca.d_scale(), ib.d_grad_scale = cb.d_scale();
+      oa->step(ia, 0);
+      ob->step(ib, 0);
+    }
+    float na = 0, nb = 0;
+    CUDA_CHECK(cudaMemcpy(&na, ca.d_norm(), 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&nb, cb.d_norm(), 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(na, nb);
+    const std::vector<float> pa = a.get_params_flat(), pb = b.get_params_flat(), want = extract(pa);
+    ASSERT_EQ(std::memcmp(want.data(), pb.data(), want.size() * 4), 0) << "the owned tensors differ";
+    EXPECT_NE(std::memcmp(want.data(), extract(p0).data(), want.size() * 4), 0) << "the owned tensors did not move";
+    for (const auto& ti : full.tensors())
+      if (ti.index % 3 == 1)
+        EXPECT_EQ(std::memcmp(&pa[size_t(ti.offset)], &p0[size_t(ti.offset)], size_t(ti.numel) * 4), 0) << ti.name << " moved";
+    EXPECT_LT(oa->state_bytes(), make_optimizer(name, o, a)->state_bytes());
+    const std::string path = dir + "/" + name + ".state";
+    {
+      SectionWriter w(path);
+      oa->save_state(w);
+      w.commit();
+    }
+    expect_user_error([&] { make_optimizer(name, o, a)->load_state(SectionReader(path)); }, "holds optimizer state for");
+    make_optimizer(name, o, a, owned)->load_state(SectionReader(path));
+  }
+}
+
 TEST_F(Gpu, BadStateFilesAreRefused) {
   const std::string dir = make_temp_dir(), path = dir + "/adamw.state";
   ParamTable table = mixed_table(false);

@@ -11,12 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <filesystem>
 #include <sstream>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/cli.h"
 #include "common/cuda_check.h"
 #include "common/cuda_graph.h"
+#include "common/temp_dir.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prefetcher.h"
 #include "data/token_shards.h"
@@ -35,7 +37,7 @@ struct Args {
   std::string train = "data/kjv/kjv_train_*.bin", val = "data/kjv/kjv_val_*.bin", model = "d12", qkv = "separate";
   std::string optimizer = "adamw", schedule = "cosine", log, ckpt_dir, resume, tokenizer = "tokenizer/r50k_base.tiktoken";
   std::string precision = "bf16";
-  std::string lopt_weights, lopt_weights_small_fc;
+  std::string lopt_weights;
   int B = 8, T = 1024, val_every = 100, val_batches = 10, sample_every = 200, sample_tokens = 64, ckpt_every = 0;
   int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
   double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0, dropout = 0.0;
@@ -52,7 +54,8 @@ Gpt2Shape model_shape(const Args& a) {
   return s;
 }
 
-OptimOptions optimizer_options(const Args& a) {
+// The optimizers' settings before the schedule and --set: train_gpt2's defaults and the flags.
+OptimOptions base_options(const Args& a) {
   OptimOptions o;
   o.adamw.beta2 = 0.95;  // GPT-2 pretraining practice (llm.c); --set adamw.beta2=... overrides
   o.adamw.lr = a.lr, o.adamw.weight_decay = a.wd;
@@ -62,12 +65,71 @@ OptimOptions optimizer_options(const Args& a) {
   if (a.lr_given) o.small_fc.lr = a.lr, o.velo.lr = a.lr;           // learned optimizers: 1 = as meta-trained
   o.velo.num_steps = a.steps;
   if (!a.lopt_weights.empty()) o.small_fc.weights = o.velo.weights = a.lopt_weights;
-  if (!a.lopt_weights_small_fc.empty()) o.small_fc.weights = a.lopt_weights_small_fc;
+  return o;
+}
+
+OptimOptions optimizer_options(const Args& a) {
+  OptimOptions o = base_options(a);
   o.schedule = a.schedule == "constant" ? make_schedule("constant", 0, a.steps, 0, 0.2)
                                         : make_schedule(a.schedule, std::max<int64_t>(a.warmup, a.schedule == "warmup"), a.steps,
                                                         a.final_frac, 0.2);
   for (const auto& s : a.sets) set_option(o, s);
   return o;
+}
+
+bool is_learned(const std::string& optimizer) { return optimizer == "velo" || optimizer == "small_fc_lopt"; }
+
+// Every flag's range, before any file or GPU work: one sentence per mistake. A flag that the other
+// flags make pointless (-u with a constant schedule) is refused too, rather than ignored.
+void check_flags(const Args& a) {
+  if (a.B < 1 || a.T < 2 || a.steps < 1) user_error("-b must be >= 1, -t >= 2 and -x >= 1.");
+  if (a.total_batch < 0)
+    user_error("-d must be 0 (one micro-batch of -b * -t tokens) or a positive multiple of -b * -t (got ", a.total_batch, ").");
+  if (!(a.clip >= 0)) user_error("-g (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", a.clip, ").");
+  if (!(a.wd >= 0)) user_error("-c (weight decay) must be >= 0 (got ", a.wd, ").");
+  if (a.val_every < 0) user_error("-v (validate every N steps) must be >= 0, where 0 means never (got ", a.val_every, ").");
+  if (a.val_batches < 1) user_error("-m (validation batches) must be >= 1 (got ", a.val_batches, ").");
+  if (a.sample_every < 0) user_error("-k (sample every N steps) must be >= 0, where 0 means never (got ", a.sample_every, ").");
+  if (a.sample_tokens < 1) user_error("-z (tokens per sample) must be >= 1 (got ", a.sample_tokens, ").");
+  if (a.ckpt_every < 0) user_error("-n (checkpoint every N steps) must be >= 0, where 0 means only at the end (got ", a.ckpt_every, ").");
+  if (a.warmup < -1) user_error("-u (warmup steps) must be >= 0, or -1 for the default (got ", a.warmup, ").");
+  if (a.schedule == "warmup" && a.warmup == 0) user_error("-s warmup needs -u >= 1 warmup steps (or -1 for the default).");
+  if (a.schedule == "constant" && a.warmup > 0)
+    user_error("-u ", a.warmup, " has no effect with -s constant, which has no warmup; use -s warmup, cosine or wsd, or leave out -u.");
+  if (!(a.final_frac >= 0 && a.final_frac <= 1)) user_error("-q (final LR fraction) must be in [0, 1] (got ", a.final_frac, ").");
+  if ((a.schedule == "constant" || a.schedule == "warmup") && a.final_frac != 0)
+    user_error("-q ", a.final_frac, " has no effect with -s ", a.schedule, ", which does not decay; use -s cosine or wsd, or leave out -q.");
+  if (a.precision != "bf16" && a.precision != "fp32") user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
+  if (!(a.dropout >= 0 && a.dropout < 1)) user_error("--dropout must be at least 0 and below 1 (got ", a.dropout, ").");
+  if (a.cuda_graph && std::getenv("GPT2_PROFILE") && std::string(std::getenv("GPT2_PROFILE")) == "1")
+    user_error("GPT2_PROFILE=1 times each kernel on the host and cannot run inside --cuda-graph; use one or the other.");
+}
+
+// The optimizer's name, --set options and learned-optimizer weights, before any GPU work.
+void check_optimizer(const Args& a, const OptimOptions& o) {
+  check_optimizer_name(a.optimizer);
+  check_options_apply(a.sets, {a.optimizer});
+  validate_options(a.optimizer, o);
+  if (!is_learned(a.optimizer)) return;
+  const std::string& given = a.optimizer == "velo" ? o.velo.weights : o.small_fc.weights;
+  if (a.lopt_random && !given.empty())
+    user_error("--lopt-random replaces the weights given by --lopt-weights or --set ", a.optimizer, ".weights; use one or the other.");
+  if (!a.lopt_random) check_lopt_weights(a.optimizer, o);  // read now: a missing file is found before the GPU check
+}
+
+// Makes the checkpoint folder and writes a file in it, so that a path that is a file, or a folder that
+// cannot be written, is refused at start and not at the first checkpoint, possibly hours later.
+void prepare_ckpt_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) user_error("--ckpt-dir '", dir, "' is a file, not a folder; choose a folder.");
+  fs::create_directories(dir, ec);
+  if (ec) user_error("cannot create the checkpoint folder '", dir, "' (", ec.message(), "); choose another --ckpt-dir.");
+  std::string probe = dir + "/.train_gpt2_write_test_XXXXXX";
+  const int fd = mkstemp(&probe[0]);
+  if (fd < 0) user_error("cannot write in the checkpoint folder '", dir, "' (", std::strerror(errno), "); choose another --ckpt-dir.");
+  close(fd);
+  unlink(probe.c_str());
 }
 
 // targets.md's count (the one llm.c's MFU figures use): 6 per parameter plus 6 * L * C * T for attention.
@@ -115,8 +177,17 @@ class PinnedBatches {
   int32_t* p_ = nullptr;
 };
 
-void save_checkpoint(const std::string& path, const Gpt2Shape& s, const Gpt2Net& model, const Arena& arena, const Optimizer& opt, int64_t step,
-                     const TokenLoader::Position& pos, const std::mt19937_64& rng) {
+// What a checkpoint holds besides the model and the optimizer state: the steps done, where the data
+// continues, the sampling generator and the dropout counter.
+struct RunState {
+  int64_t step;
+  TokenLoader::Position data;
+  std::mt19937_64 rng;
+  uint64_t dropout_counter;
+};
+
+void save_checkpoint(const std::string& path, const Gpt2Shape& s, const Gpt2Net& model, const Arena& arena, const Optimizer& opt,
+                     const RunState& run) {
   CUDA_CHECK(cudaDeviceSynchronize());
   SectionWriter w(path);
   const int32_t shape[6] = {s.layers, s.channels, s.heads, s.vocab, s.max_seq, s.separate_qkv};
@@ -125,14 +196,77 @@ void save_checkpoint(const std::string& path, const Gpt2Shape& s, const Gpt2Net&
   w.put_vector("model.params", p);
   w.put_string("model.kernels", model.kernel_choices());
   opt.save_state(w);
-  w.put_i64("train.step", step);
-  w.put_i64("train.dropout_counter", int64_t(model.dropout_counter()));
-  const int64_t lp[3] = {pos.epoch, pos.shard, pos.sample};
+  w.put_i64("train.step", run.step);
+  w.put_i64("train.dropout_counter", int64_t(run.dropout_counter));
+  const int64_t lp[3] = {run.data.epoch, run.data.shard, run.data.sample};
   w.put("train.loader", lp, sizeof lp);
   std::ostringstream r;
-  r << rng;
+  r << run.rng;
   w.put_string("train.sample_rng", r.str());
   w.commit();
+}
+
+// Reads the host side of a checkpoint before the GPU check: the model must be the one of the flags, and
+// the data position must exist in this dataset (train is moved there). Returns the steps done.
+int64_t resume_host(const SectionReader& r, const std::string& path, const Gpt2Shape& shape, TokenLoader& train, std::mt19937_64& rng) {
+  int32_t sh[6];
+  r.read("model.shape", sh, sizeof sh);
+  if (sh[0] != shape.layers || sh[1] != shape.channels || sh[2] != shape.heads || sh[3] != shape.vocab || sh[5] != shape.separate_qkv)
+    user_error("'", path, "' holds a different model; resume with the same -e and --qkv.");
+  if (r.size("model.params") != uint64_t(gpt2_param_table(shape).total_elems()) * sizeof(float))
+    user_error("'", path, "' has parameters of another size.");
+  int64_t lp[3];
+  r.read("train.loader", lp, sizeof lp);
+  train.seek({lp[0], lp[1], lp[2]});
+  std::istringstream rs(r.get_string("train.sample_rng"));
+  rs >> rng;
+  return r.get_i64("train.step");
+}
+
+// The device side: parameters, kernel choices, optimizer state, dropout counter.
+void resume_device(const SectionReader& r, const ParamTable& table, Arena& arena, Gpt2Net& model, Optimizer& opt) {
+  std::vector<float> p = r.get_vector<float>("model.params");
+  for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
+  // the kernel variants of the run that wrote the checkpoint (absent in older checkpoints: keep ours)
+  const std::string kernels = r.has("model.kernels") ? r.get_string("model.kernels") : "";
+  if (!kernels.empty() && !model.kernel_choices().empty()) model.set_kernel_choices(kernels);
+  opt.load_state(r);
+  if (r.has("train.dropout_counter")) model.set_dropout_counter(uint64_t(r.get_i64("train.dropout_counter")));
+}
+
+// A bad shard found when the loader reaches it, part way through a run (the loader checks only each
+// shard's ends at start): train_gpt2 saves the run's progress before it stops on one.
+struct DataError : UserError {
+  using UserError::UserError;
+};
+
+// Runs a read of the data loaders, turning their errors into DataError.
+template <class F>
+auto read_data(F fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const UserError& e) {
+    throw DataError(e.what());
+  }
+}
+
+// The message for a data error once the state at the start of the failed step is saved at `path`.
+std::string data_error_saved(const std::string& error, int64_t step, const std::string& path) {
+  const std::string what = !error.empty() && error.back() == '.' ? error.substr(0, error.size() - 1) : error;
+  return str_cat(what, "; the ", step, " steps done are saved in ", path, ": fix the data and resume with -r ", path, ".");
+}
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+// --lopt-random: random meta-weights written to a temporary folder only now, after every check, and
+// removed as soon as the optimizer has read them (when this function returns).
+std::unique_ptr<Optimizer> make_train_optimizer(const Args& a, const OptimOptions& oo, Arena& arena) {
+  OptimOptions o = oo;
+  std::unique_ptr<TempDir> random_weights;
+  if (a.lopt_random && is_learned(a.optimizer)) random_weights = write_random_lopt_weights({a.optimizer}, o, uint64_t(a.seed));
+  return make_optimizer(a.optimizer, o, arena);
 }
 }  // namespace
 
@@ -149,11 +283,11 @@ int main(int argc, char** argv) {
   cli.add('l', "lr", &a.lr, "learning rate (AdamW; Muon's AdamW part; for learned optimizers only if given)");
   cli.add('c', "wd", &a.wd, "AdamW weight decay (matrices and embeddings only)");
   cli.add('s', "schedule", &a.schedule, "constant | warmup | cosine | wsd");
-  cli.add('u', "warmup", &a.warmup, "warmup steps (-1 = min(100, steps / 10))");
+  cli.add('u', "warmup", &a.warmup, "warmup steps (-1 = min(100, steps / 10); not with -s constant)");
   cli.add('q', "final-lr-frac", &a.final_frac, "LR at the end of cosine / wsd, as a fraction");
   cli.add('x', "steps", &a.steps, "optimizer steps");
   cli.add('b', "batch", &a.B, "micro-batch size");
-  cli.add('t', "seq", &a.T, "sequence length");
+  cli.add('t', "seq", &a.T, "sequence length (at most the model's context, 1024)");
   cli.add('d', "total-batch", &a.total_batch, "tokens per step (0 = b*t; else a multiple of b*t: gradient accumulation)");
   cli.add('g', "clip", &a.clip, "global grad-norm clip (0 = off)");
   cli.add('v', "val-every", &a.val_every, "validate every N steps (0 = never)");
@@ -165,45 +299,46 @@ int main(int argc, char** argv) {
   cli.add('r', "resume", &a.resume, "checkpoint file to resume from");
   cli.add(0, "log", &a.log, "JSON-lines log file (one line per step)");
   cli.add(0, "tokenizer", &a.tokenizer, "r50k_base.tiktoken for decoding samples");
-  cli.add(0, "lopt-weights", &a.lopt_weights, "learned-optimizer weights folder or file");
-  cli.add(0, "lopt-random", &a.lopt_random, "random meta-weights of the published shapes (throughput tests only: they do not train well)");
+  cli.add(0, "lopt-weights", &a.lopt_weights, "learned-optimizer weights folder or file (velo, small_fc_lopt; no effect on the others)");
+  cli.add(0, "lopt-random", &a.lopt_random,
+          "random meta-weights of the published shapes for velo / small_fc_lopt (throughput tests only: they do not train well)");
   cli.add(0, "cuda-graph", &a.cuda_graph, "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
   cli.add(0, "seed", &a.seed, "initialisation and sampling seed");
-  cli.add(0, "set", &a.sets, "optimizer option key=value (repeatable), e.g. --set adamw.beta2=0.99");
+  cli.add(0, "set", &a.sets, "optimizer option key=value (repeatable), e.g. --set adamw.beta2=0.99; the keys are below");
+  cli.set_epilogue(options_help(base_options(a)));  // the values train_gpt2 starts from, before -l, -c and --set
   try {
     for (int i = 1; i < argc; i++) a.lr_given |= std::string(argv[i]) == "-l" || std::string(argv[i]).rfind("--lr", 0) == 0;
     if (!cli.parse(argc, argv)) return 0;
-    if (a.B < 1 || a.T < 2 || a.steps < 1) user_error("-b must be >= 1, -t >= 2 and -x >= 1.");
-    if (a.precision != "bf16" && a.precision != "fp32") user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
-    if (!(a.dropout >= 0 && a.dropout < 1)) user_error("--dropout must be at least 0 and below 1 (got ", a.dropout, ").");
-    if (a.cuda_graph && std::getenv("GPT2_PROFILE") && std::string(std::getenv("GPT2_PROFILE")) == "1")
-      user_error("GPT2_PROFILE=1 times each kernel on the host and cannot run inside --cuda-graph; use one or the other.");
+    // Every input is checked before the GPU check: a mistake costs no GPU time and shows on any machine.
+    check_flags(a);
     if (a.warmup < 0) a.warmup = std::min<int64_t>(100, a.steps / 10);
     const int64_t micro = int64_t(a.B) * a.T;
     if (a.total_batch == 0) a.total_batch = micro;
     if (a.total_batch % micro) user_error("-d (", a.total_batch, ") must be a multiple of -b * -t (", micro, ").");
+    if (a.total_batch / micro > INT32_MAX) user_error("-d (", a.total_batch, ") asks for more than ", INT32_MAX, " micro-batches per step.");
     const int accum = int(a.total_batch / micro);
-    if (a.lopt_random) {
-      char tmpl[] = "/tmp/train_gpt2_lopt_XXXXXX";
-      if (!mkdtemp(tmpl)) user_error("cannot create a temporary folder for random learned-optimizer weights.");
-      a.lopt_weights = tmpl;
-      save_small_fc_weights(a.lopt_weights + "/mulo", random_small_fc_weights(uint64_t(a.seed)));
-      save_velo_weights_pylo(a.lopt_weights, random_velo_weights(uint64_t(a.seed)));
-      a.lopt_weights_small_fc = a.lopt_weights + "/mulo";
-    }
     const Gpt2Shape shape = model_shape(a);
+    if (a.T > shape.max_seq) user_error("-t (", a.T, ") must be at most the model's context length (", shape.max_seq, ").");
     const OptimOptions oo = optimizer_options(a);
-    validate_options(a.optimizer, oo);
+    check_optimizer(a, oo);
     TokenLoader train(glob_files(a.train), a.B, a.T, 0, 1, shape.vocab, true, uint64_t(a.seed));
     std::unique_ptr<TokenLoader> val;
     if (!a.val.empty() && a.val_every > 0) val = std::make_unique<TokenLoader>(glob_files(a.val), a.B, a.T, 0, 1, shape.vocab, false, 0);
     std::unique_ptr<Gpt2Tokenizer> tok;
     if (std::FILE* f = std::fopen(a.tokenizer.c_str(), "r")) std::fclose(f), tok = std::make_unique<Gpt2Tokenizer>(a.tokenizer);
-    // The checkpoint is opened (and its checksums verified) before any GPU work: a wrong path or a
-    // corrupt file fails at once.
+    // The checkpoint is opened (and its checksums verified) and its model and data position checked
+    // now: a wrong path, a corrupt file or another model's checkpoint fails at once.
+    std::mt19937_64 rng(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
     std::unique_ptr<SectionReader> resume;
-    if (!a.resume.empty()) resume = std::make_unique<SectionReader>(a.resume);
-    if (!cuda_device_available()) user_error("train_gpt2 needs a CUDA GPU and none is visible.");
+    int64_t step0 = 0;
+    if (!a.resume.empty()) {
+      resume = std::make_unique<SectionReader>(a.resume);
+      step0 = resume_host(*resume, a.resume, shape, train, rng);
+    }
+    if (!a.ckpt_dir.empty()) prepare_ckpt_dir(a.ckpt_dir);
+    std::unique_ptr<std::FILE, FileCloser> log(a.log.empty() ? nullptr : std::fopen(a.log.c_str(), "a"));
+    if (!a.log.empty() && !log) user_error("cannot open the log file '", a.log, "'.");
+    if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
 
     ParamTable table = gpt2_param_table(shape);
     Arena arena(table, a.precision == "bf16");
@@ -211,35 +346,12 @@ int main(int argc, char** argv) {
     for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
     std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, arena, a.B, a.T);
     const uint64_t dropout_seed = uint64_t(a.seed) + 2;
-    auto opt = make_optimizer(a.optimizer, oo, arena);
+    std::unique_ptr<Optimizer> opt = make_train_optimizer(a, oo, arena);
     GradClipper clipper(arena, float(a.clip));
-    std::mt19937_64 rng(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
-    int64_t step0 = 0;
     if (resume) {
-      const SectionReader& r = *resume;
-      int32_t sh[6];
-      r.read("model.shape", sh, sizeof sh);
-      if (sh[0] != shape.layers || sh[1] != shape.channels || sh[2] != shape.heads || sh[3] != shape.vocab || sh[5] != shape.separate_qkv)
-        user_error("'", a.resume, "' holds a different model; resume with the same -e and --qkv.");
-      std::vector<float> p = r.get_vector<float>("model.params");
-      if (int64_t(p.size()) != table.total_elems()) user_error("'", a.resume, "' has parameters of another size.");
-      for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
-      // the kernel variants of the run that wrote the checkpoint (absent in older checkpoints: keep ours)
-      const std::string kernels = r.has("model.kernels") ? r.get_string("model.kernels") : "";
-      if (!kernels.empty() && !model->kernel_choices().empty()) model->set_kernel_choices(kernels);
-      opt->load_state(r);
-      step0 = r.get_i64("train.step");
-      if (r.has("train.dropout_counter")) model->set_dropout_counter(uint64_t(r.get_i64("train.dropout_counter")));
-      int64_t lp[3];
-      r.read("train.loader", lp, sizeof lp);
-      train.seek({lp[0], lp[1], lp[2]});
-      std::istringstream rs(r.get_string("train.sample_rng"));
-      rs >> rng;
+      resume_device(*resume, table, arena, *model, *opt);
       std::printf("resumed from %s at step %lld\n", a.resume.c_str(), (long long)step0);
     }
-    if (!a.ckpt_dir.empty()) mkdir(a.ckpt_dir.c_str(), 0755);
-    std::FILE* log = a.log.empty() ? nullptr : std::fopen(a.log.c_str(), "a");
-    if (!a.log.empty() && !log) user_error("cannot open the log file '", a.log, "'.");
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
 
@@ -261,13 +373,17 @@ int main(int argc, char** argv) {
     double ema_ms = 0;
     std::unique_ptr<Gpt2Net> sampler;
     BatchPrefetcher batches(train, micro);
-    auto checkpoint = [&](int64_t step) {
-      if (a.ckpt_dir.empty()) return;
+    uint64_t dropout_counter = model->dropout_counter();  // re-read after each step only with dropout on: it advances only then
+    auto state = [&](int64_t step) { return RunState{step, batches.position(), rng, dropout_counter}; };
+    auto checkpoint = [&](const RunState& run) -> std::string {
+      if (a.ckpt_dir.empty()) return "";
       char name[64];
-      std::snprintf(name, sizeof name, "/model_%08lld.bin", (long long)step);
-      save_checkpoint(a.ckpt_dir + name, shape, *model, arena, *opt, step, batches.position(), rng);
+      std::snprintf(name, sizeof name, "/model_%08lld.bin", (long long)run.step);
+      save_checkpoint(a.ckpt_dir + name, shape, *model, arena, *opt, run);
       std::printf("checkpoint %s%s\n", a.ckpt_dir.c_str(), name);
+      return a.ckpt_dir + name;
     };
+    auto next_batch = [&] { return read_data([&] { return batches.next(); }); };
     // A step on stream s, in two parts: the micro-batches with accumulation, then clipping and the
     // optimizer (timed apart). With --cuda-graph each part is captured once and replayed; a capture
     // needs a stream of its own (not the legacy default stream, which the rest of the program uses) and
@@ -283,7 +399,7 @@ int main(int argc, char** argv) {
         if (from_staged) {
           model->set_batch(staged.x(mi), staged.y(mi), s);
         } else {
-          const BatchPrefetcher::Batch b = batches.next();
+          const BatchPrefetcher::Batch b = next_batch();
           model->set_batch(b.x, b.y, s);
           batches.release(s);
         }
@@ -300,12 +416,12 @@ int main(int argc, char** argv) {
       if (a.clip > 0) info.d_grad_scale = clipper.d_scale();
       opt->step(info, s);
     };
-    for (int64_t step = step0; step < a.steps; step++) {
+    auto run_step = [&](int64_t step) {
       if (val && (step % a.val_every == 0 || step + 1 == a.steps)) {
-        val->seek({});
+        read_data([&] { val->seek({}); });
         model->set_dropout(0.0f, 0);  // evaluation: no dropout
         for (int i = 0; i < a.val_batches; i++) {
-          val->next(x.data(), y.data());
+          read_data([&] { val->next(x.data(), y.data()); });
           model->set_batch(x.data(), y.data(), 0);
           model->forward(0);
           model->loss_and_dlogits(1.0f, 0);
@@ -313,10 +429,10 @@ int main(int argc, char** argv) {
         }
         CUDA_CHECK(cudaMemcpy(host, val_loss.get(), 4, cudaMemcpyDeviceToHost));
         std::printf("step %lld | val loss %.4f\n", (long long)step, host[0]);
-        if (log) std::fprintf(log, "{\"step\":%lld,\"val_loss\":%.6f}\n", (long long)step, host[0]), std::fflush(log);
+        if (log) std::fprintf(log.get(), "{\"step\":%lld,\"val_loss\":%.6f}\n", (long long)step, host[0]), std::fflush(log.get());
       }
       if (a.sample_every > 0 && step > step0 && step % a.sample_every == 0) {
-        if (!sampler) sampler = make_gpt2(a.precision, shape, arena, 1, std::min(a.T, a.sample_tokens + 1));
+        if (!sampler) sampler = make_gpt2(a.precision, shape, arena, 1, int(std::min<int64_t>(a.T, int64_t(a.sample_tokens) + 1)));
         std::printf("--- sample ---\n%s\n--------------\n", sample_text(*sampler, shape, tok.get(), a.sample_tokens, rng).c_str());
       }
       model->set_dropout(float(a.dropout), dropout_seed);
@@ -327,7 +443,7 @@ int main(int argc, char** argv) {
       CUDA_CHECK(cudaEventRecord(e0, st));
       if (graph_grads) {
         for (int mi = 0; mi < accum; mi++) {  // the previous replay has finished reading the staging buffers
-          const BatchPrefetcher::Batch b = batches.next();
+          const BatchPrefetcher::Batch b = next_batch();
           std::memcpy(staged.x(mi), b.x, size_t(micro) * sizeof(int32_t));
           std::memcpy(staged.y(mi), b.y, size_t(micro) * sizeof(int32_t));
           batches.release(st);
@@ -355,18 +471,30 @@ int main(int argc, char** argv) {
                   (long long)step + 1, (long long)a.steps, host[0], lr, host[1], ms, opt_ms, tps, 100 * mfu,
                   ema_ms * double(a.steps - step - 1) / 60000.0);
       if (log)
-        std::fprintf(log, "{\"step\":%lld,\"loss\":%.6f,\"lr_scale\":%.6f,\"grad_norm\":%.5f,\"ms\":%.3f,\"opt_ms\":%.3f,\"tok_per_s\":%.1f,\"mfu\":%.4f}\n",
+        std::fprintf(log.get(),
+                     "{\"step\":%lld,\"loss\":%.6f,\"lr_scale\":%.6f,\"grad_norm\":%.5f,\"ms\":%.3f,\"opt_ms\":%.3f,\"tok_per_s\":%.1f,\"mfu\":%.4f}\n",
                      (long long)step + 1, host[0], lr, host[1], ms, opt_ms, tps, mfu),
-            std::fflush(log);
-      if (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0) checkpoint(step + 1);
+            std::fflush(log.get());
+    };
+    for (int64_t step = step0; step < a.steps; step++) {
+      const RunState start = state(step);
+      try {
+        run_step(step);
+      } catch (const DataError& e) {
+        // The failed step's micro-batches changed only gradients, which a checkpoint does not keep, so the
+        // state at its start is the run's progress. Nothing to keep when this run has done no step.
+        if (a.ckpt_dir.empty() || step == step0) throw;
+        user_error(data_error_saved(e.what(), step, checkpoint(start)));
+      }
+      if (a.dropout > 0) dropout_counter = model->dropout_counter();
+      if (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0) checkpoint(state(step + 1));
       if (g_stop) {
         std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
-        checkpoint(step + 1);
+        checkpoint(state(step + 1));
         return 0;
       }
     }
-    checkpoint(a.steps);
-    if (log) std::fclose(log);
+    checkpoint(state(a.steps));
     if (st) CUDA_CHECK(cudaStreamDestroy(st));
   } catch (const UserError& e) {
     std::fprintf(stderr, "train_gpt2: %s\n", e.what());

@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     std::stringstream ss(models);
     for (std::string spec; std::getline(ss, spec, ',');)
       if (!spec.empty()) list.push_back(parse_model(spec));
-    if (!cuda_device_available()) user_error("bench_gpt2_ops needs a CUDA GPU and none is visible.");
+    if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("{\"bench\":\"gpt2_ops\",\"gpu\":\"%s\"}\n", prop.name);

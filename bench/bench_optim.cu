@@ -6,8 +6,6 @@
 // step must move (per optimizer, below) over the measured device-to-device copy bandwidth, so
 // pct_of_floor = 100 * floor_ms / median_ms. "launches" counts the kernels of one step, read from a
 // CUDA graph capture of it.
-#include <stdlib.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -102,29 +100,28 @@ int main(int argc, char** argv) {
   cli.add('w', "warmup", &warmup, "untimed steps first");
   cli.add('b', "bf16", &bf16, "also refresh a bf16 copy of the parameters in each step");
   cli.add('c', "clip", &clip, "include global grad-norm clipping (2 extra launches, +4 B/param)");
-  cli.add('s', "set", &sets, "optimizer option key=value (repeatable), e.g. --set muon.ns_steps=5");
+  cli.add('s', "set", &sets, "optimizer option key=value (repeatable), e.g. --set muon.ns_steps=5; the keys are below");
+  cli.set_epilogue(options_help(OptimOptions()) +
+                   "without small_fc_lopt.weights / velo.weights, the learned optimizers run on random meta-weights of the published shapes.\n");
   try {
     if (!cli.parse(argc, argv)) return 0;
     if (steps < 1 || warmup < 0) user_error("--steps must be >= 1 and --warmup >= 0.");
+    std::vector<std::string> names;  // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement
+    for (const auto& o : split(opts)) names.push_back(o == "small_fc_lopt:fast" ? "small_fc_lopt" : o);
+    if (names.empty() || split(models).empty()) user_error("--opts and --models each need at least one name.");
+    for (const auto& name : names) check_optimizer_name(name);
     OptimOptions oo;
     for (const auto& s : sets) set_option(oo, s);
-    // Learned optimizers without --set *.weights=...: random meta-weights of the published shapes (the
-    // step time does not depend on their values), written to a temporary folder.
-    if (oo.small_fc.weights.empty() || oo.velo.weights.empty()) {
-      char tmpl[] = "/tmp/bench_optim_weights_XXXXXX";
-      const std::string dir = mkdtemp(tmpl) ? tmpl : ".";
-      if (oo.small_fc.weights.empty()) {
-        save_small_fc_weights(dir + "/mulo", random_small_fc_weights(1));
-        oo.small_fc.weights = dir + "/mulo";
-      }
-      if (oo.velo.weights.empty()) {
-        save_velo_weights_pylo(dir, random_velo_weights(2));
-        oo.velo.weights = dir;
-      }
-    }
-    for (const auto& o : split(opts)) validate_options(o == "small_fc_lopt:fast" ? "small_fc_lopt" : o, oo);
+    check_options_apply(sets, names);
+    for (const auto& name : names) validate_options(name, oo);
+    // Weights given with --set are read now, so a wrong path fails before the GPU check.
+    if (!oo.small_fc.weights.empty()) check_lopt_weights("small_fc_lopt", oo);
+    if (!oo.velo.weights.empty()) check_lopt_weights("velo", oo);
     for (const auto& model : split(models)) model_table_by_name(model);  // names first, then the GPU
-    if (!cuda_device_available()) user_error("bench_optim needs a CUDA GPU and none is visible.");
+    if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
+    // Learned optimizers without weights: random meta-weights of the published shapes (the step time does
+    // not depend on their values) in a temporary folder, removed at the end (the optimizers read it when made).
+    const std::unique_ptr<TempDir> random_weights = write_random_lopt_weights(names, oo, 1);
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const double bw = copy_bandwidth();

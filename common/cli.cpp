@@ -1,11 +1,62 @@
 #include "common/cli.h"
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "common/error.h"
+
+namespace {
+// strtod over the whole text; false when it is not a number ("", "abc", "1x", "nan").
+bool read_double(const std::string& v, double* x) {
+  char* end = nullptr;
+  errno = 0;
+  *x = std::strtod(v.c_str(), &end);
+  return !v.empty() && *end == '\0' && !std::isnan(*x);
+}
+
+[[noreturn]] void out_of_range(const std::string& what, const std::string& v, bool large, const std::string& range) {
+  user_error(what, " is too ", large ? "large" : "small", ": got '", v, "' (it takes ", range, ").");
+}
+}  // namespace
+
+double parse_number(const std::string& what, const std::string& v) {
+  double x;
+  if (!read_double(v, &x)) user_error(what, " needs a number, got '", v, "'.");
+  // An overflow (1e400) gives an infinity with ERANGE; "inf" gives one without. An underflow (1e-320,
+  // 1e-400) gives the nearest double (a denormal or 0), which is kept like any other rounding.
+  if (std::isinf(x) && errno == ERANGE) out_of_range(what, v, x > 0, "numbers up to about 1.8e308 in magnitude");
+  if (std::isinf(x)) user_error(what, " needs a finite number, got '", v, "'.");
+  return x;
+}
+
+float parse_float(const std::string& what, const std::string& v) {
+  const float x = float(parse_number(what, v));
+  if (std::isinf(x)) out_of_range(what, v, x > 0, "numbers up to about 3.4e38 in magnitude, a 32-bit float");
+  return x;
+}
+
+int64_t parse_integer(const std::string& what, const std::string& v, int64_t lo, int64_t hi) {
+  const std::string range = str_cat("integers from ", lo, " to ", hi);
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  int64_t r;
+  if (!v.empty() && *end == '\0') {  // plain digits, read exactly (a double would round beyond 2^53)
+    if (errno == ERANGE) out_of_range(what, v, n > 0, range);
+    r = n;
+  } else {  // a whole number in another form: 1e6, 2.0
+    double x;
+    if (!read_double(v, &x)) user_error(what, " needs a number, got '", v, "'.");
+    if (x != std::floor(x) || (std::isinf(x) && errno != ERANGE)) user_error(what, " needs an integer, got '", v, "'.");
+    if (x >= 0x1p63 || x < -0x1p63) out_of_range(what, v, x > 0, range);
+    r = int64_t(x);
+  }
+  if (r < lo || r > hi) out_of_range(what, v, r > hi, range);
+  return r;
+}
 
 void Cli::push(char s, const std::string& l, Kind k, void* t, const std::string& help, std::string deflt) {
   for (const auto& f : flags_) CHECK((s == 0 || f.s != s) && f.l != l);
@@ -24,31 +75,17 @@ void Cli::add(char s, const std::string& l, std::vector<std::string>* t, const s
 }
 
 void Cli::set(const Flag& f, const std::string& v) const {
-  std::string name = "--" + f.l;
-  auto number = [&](bool integer) {
-    char* end = nullptr;
-    errno = 0;
-    double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x))
-      user_error("flag ", name, " needs a number, got '", v, "'.");
-    if (integer && (x != std::floor(x) || std::fabs(x) > 9e18)) user_error("flag ", name, " needs an integer, got '", v, "'.");
-    return x;
-  };
+  const std::string what = "flag --" + f.l;
   switch (f.kind) {
     case Kind::Str: *static_cast<std::string*>(f.target) = v; break;
-    case Kind::Int: {
-      double x = number(true);
-      if (std::fabs(x) > 2147483647.0) user_error("flag ", name, " is out of range: ", v, ".");
-      *static_cast<int*>(f.target) = int(x);
-      break;
-    }
-    case Kind::I64: *static_cast<int64_t*>(f.target) = int64_t(number(true)); break;
-    case Kind::Dbl: *static_cast<double*>(f.target) = number(false); break;
-    case Kind::Flt: *static_cast<float*>(f.target) = float(number(false)); break;
+    case Kind::Int: *static_cast<int*>(f.target) = int(parse_integer(what, v, INT32_MIN, INT32_MAX)); break;
+    case Kind::I64: *static_cast<int64_t*>(f.target) = parse_integer(what, v, INT64_MIN, INT64_MAX); break;
+    case Kind::Dbl: *static_cast<double*>(f.target) = parse_number(what, v); break;
+    case Kind::Flt: *static_cast<float*>(f.target) = parse_float(what, v); break;
     case Kind::Bool:
       if (v == "1" || v == "true") *static_cast<bool*>(f.target) = true;
       else if (v == "0" || v == "false") *static_cast<bool*>(f.target) = false;
-      else user_error("flag ", name, " needs 0 or 1, got '", v, "'.");
+      else user_error(what, " needs 0 or 1, got '", v, "'.");
       break;
     case Kind::Multi: static_cast<std::vector<std::string>*>(f.target)->push_back(v); break;
   }
@@ -78,9 +115,10 @@ bool Cli::parse(int argc, char** argv) {
       for (const auto& x : flags_)
         if (x.l == name) f = &x;
     }
-    if (!f) user_error("unknown flag '", a, "'; run ", program_, " --help to list the flags.");
+    // The messages do not name the program: the program prefixes every message with its name.
+    if (!f) user_error("unknown flag '", a, "'; run with --help to list the flags.");
     if (!has_value) {
-      if (i + 1 >= argc) user_error("flag '", a, "' needs a value; run ", program_, " --help.");
+      if (i + 1 >= argc) user_error("flag '", a, "' needs a value; run with --help to see what it takes.");
       value = argv[++i];
     }
     set(*f, value);
@@ -100,5 +138,6 @@ std::string Cli::help() const {
   std::string left = "  -h, --help";
   left.resize(28, ' ');
   out += left + " this text\n";
+  if (!epilogue_.empty()) out += "\n" + epilogue_;
   return out;
 }

@@ -19,6 +19,8 @@ class Cli {
   void add(char short_name, const std::string& long_name, bool* target, const std::string& help);  // 0/1/true/false
   // Repeatable flag: every occurrence appends its value.
   void add(char short_name, const std::string& long_name, std::vector<std::string>* target, const std::string& help);
+  // Text printed after the flags in --help (e.g. the keys a --set flag takes).
+  void set_epilogue(std::string text) { epilogue_ = std::move(text); }
 
   // Returns false when --help / -h was given (help already printed to stdout).
   bool parse(int argc, char** argv);
@@ -35,6 +37,15 @@ class Cli {
   };
   void push(char s, const std::string& l, Kind k, void* t, const std::string& help, std::string deflt);
   void set(const Flag& f, const std::string& value) const;
-  std::string program_, summary_;
+  std::string program_, summary_, epilogue_;
   std::vector<Flag> flags_;
 };
+
+// Number parsing shared by the flags and the optimizer options; `what` names the value in messages
+// ("flag --lr", "option adamw.lr"). A value too small for a double (1e-320, 1e-400) is accepted as the
+// nearest double, denormal or 0, as any decimal is rounded; one beyond the double range (1e400) is
+// refused as too large. Integers are read exactly (not through a double), "1e6" is accepted, and one
+// outside [lo, hi] is refused as too large or too small, with the range.
+double parse_number(const std::string& what, const std::string& text);
+float parse_float(const std::string& what, const std::string& text);
+int64_t parse_integer(const std::string& what, const std::string& text, int64_t lo, int64_t hi);

@@ -1,11 +1,14 @@
 #include "optim/options.h"
 
-#include <cerrno>
-#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <iomanip>
+#include <sstream>
 
+#include "common/cli.h"
 #include "common/error.h"
+#include "optim/lopt/lopt_weights.h"
 
 namespace {
 struct Entry {
@@ -14,27 +17,27 @@ struct Entry {
   std::function<std::string()> get;
 };
 
-double parse_double(const std::string& key, const std::string& v) {
-  char* end = nullptr;
-  errno = 0;
-  double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x))
-    user_error("option ", key, " needs a finite number, got '", v, "'.");
-  return x;
+// The shortest text that reads back as exactly x, so --help shows what will be used (0.1, not
+// 0.10000000000000001; 0.00061234567, not 0.000612346).
+std::string number_text(double x) {
+  std::string t;
+  for (int digits = 6; digits <= 17; digits++) {
+    std::ostringstream os;
+    os << std::setprecision(digits) << x;
+    t = os.str();
+    if (std::strtod(t.c_str(), nullptr) == x) break;
+  }
+  return t;
 }
 
 std::vector<Entry> table(OptimOptions& o) {
   std::vector<Entry> t;
   auto num = [&](const std::string& k, double* p, const char* help) {
-    t.push_back({k, help, [k, p](const std::string& v) { *p = parse_double(k, v); },
-                 [p] { return str_cat(*p); }});
+    t.push_back({k, help, [k, p](const std::string& v) { *p = parse_number("option " + k, v); },
+                 [p] { return number_text(*p); }});
   };
   auto integer = [&](const std::string& k, int* p, const char* help) {
-    t.push_back({k, help, [k, p](const std::string& v) {
-                   double x = parse_double(k, v);
-                   if (x != std::floor(x) || std::fabs(x) > 1e9) user_error("option ", k, " needs an integer, got '", v, "'.");
-                   *p = int(x);
-                 },
+    t.push_back({k, help, [k, p](const std::string& v) { *p = int(parse_integer("option " + k, v, INT32_MIN, INT32_MAX)); },
                  [p] { return str_cat(*p); }});
   };
   auto boolean = [&](const std::string& k, bool* p, const char* help) {
@@ -86,11 +89,7 @@ std::vector<Entry> table(OptimOptions& o) {
   num("velo.lr", &o.velo.lr, "multiplier of VeLO's step (1 = VeLO)");
   num("velo.wd", &o.velo.weight_decay, "decoupled weight decay after the step (x lr)");
   t.push_back({"velo.num_steps", "planned number of updates (fraction-of-training and loss features)",
-               [&o](const std::string& v) {
-                 double x = parse_double("velo.num_steps", v);
-                 if (x != std::floor(x) || x > 9e15) user_error("option velo.num_steps needs an integer, got '", v, "'.");
-                 o.velo.num_steps = int64_t(x);
-               },
+               [&o](const std::string& v) { o.velo.num_steps = parse_integer("option velo.num_steps", v, INT64_MIN, INT64_MAX); },
                [&o] { return std::to_string(o.velo.num_steps); }});
   text("velo.weights", &o.velo.weights, "folder with VeLO_RNN/ and VeLO_MLP/, or a JAX params file (default weights)");
   text("velo.tie", &o.velo.tie,
@@ -119,6 +118,61 @@ void set_option(OptimOptions& o, const std::string& kv) {
   for (auto& e : table(o))
     if (e.key == key) return e.set(value);
   user_error("unknown optimizer option '", key, "'; run with --help to list them.");
+}
+
+// An option's first component is the optimizer that reads it (muon.aux.* is Muon's AdamW for the
+// tensors Muon does not take, so it belongs to muon); the names are those of optimizer_names().
+std::string option_optimizer(const std::string& key) { return key.substr(0, key.find('.')); }
+
+void check_options_apply(const std::vector<std::string>& sets, const std::vector<std::string>& selected) {
+  for (const auto& kv : sets) {
+    const std::string owner = option_optimizer(kv.substr(0, kv.find('=')));
+    bool used = false;
+    for (const auto& name : selected) used |= name == owner;
+    if (used) continue;
+    std::string list;
+    for (const auto& name : selected) list += (list.empty() ? "" : ", ") + name;
+    user_error("option ", kv, " is for ", owner, ", which is not the optimizer selected (", list, "); remove it or choose -o ", owner, ".");
+  }
+}
+
+std::string options_help(const OptimOptions& o) {
+  std::string out = "optimizer options (--set key=value; each applies to the optimizer it starts with):\n";
+  for (const auto& line : describe_options(o)) {
+    const size_t gap = line.find("  ");  // "key=value  help": the help in a column, as the flags have it
+    if (gap == std::string::npos) {
+      out += "  " + line + "\n";
+      continue;
+    }
+    std::string left = "  " + line.substr(0, gap);
+    if (left.size() < 34) left.resize(34, ' ');
+    out += left + " " + line.substr(gap + 2) + "\n";
+  }
+  return out;
+}
+
+std::unique_ptr<TempDir> write_random_lopt_weights(const std::vector<std::string>& optimizers, OptimOptions& o, uint64_t seed) {
+  bool small_fc = false, velo = false;
+  for (const auto& name : optimizers) {
+    small_fc |= name == "small_fc_lopt" && o.small_fc.weights.empty();
+    velo |= name == "velo" && o.velo.weights.empty();
+  }
+  if (!small_fc && !velo) return nullptr;
+  auto dir = std::make_unique<TempDir>("lopt_random_weights_");
+  if (small_fc) {
+    o.small_fc.weights = dir->path() + "/mulo";
+    save_small_fc_weights(o.small_fc.weights, random_small_fc_weights(seed));
+  }
+  if (velo) {
+    o.velo.weights = dir->path();
+    save_velo_weights_pylo(o.velo.weights, random_velo_weights(seed));
+  }
+  return dir;
+}
+
+void check_lopt_weights(const std::string& name, const OptimOptions& o) {
+  if (name == "small_fc_lopt") load_small_fc_weights(o.small_fc.weights);
+  if (name == "velo") load_velo_weights(o.velo.weights);
 }
 
 std::vector<std::string> describe_options(const OptimOptions& o) {

@@ -1,9 +1,12 @@
 // Hyperparameters of every optimizer, with torch's defaults, settable by "key=value" strings (CLI
 // --opt flags, test scripts) through one table that also prints the help, so the two cannot drift.
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "common/temp_dir.h"
 #include "optim/lopt/lopt_common.h"
 #include "optim/schedule.h"
 
@@ -42,8 +45,23 @@ struct OptimOptions {
 void set_option(OptimOptions& o, const std::string& key_eq_value);
 // Every key with its current value and a one-line description (for --help).
 std::vector<std::string> describe_options(const OptimOptions& o);
+// describe_options as a --help section (Cli::set_epilogue), with a heading.
+std::string options_help(const OptimOptions& o);
+// The optimizer an option key belongs to: its first component ("muon" for muon.aux.lr).
+std::string option_optimizer(const std::string& key);
+// Refuses a "key=value" option whose optimizer is not one of `selected`: it would have no effect, and an
+// expert who sets muon.lr with -o adamw expects it to matter. Call after set_option accepted them all.
+void check_options_apply(const std::vector<std::string>& sets, const std::vector<std::string>& selected);
 // Range checks for the named optimizer; UserError names the bad hyperparameter and its allowed range.
 void validate_options(const std::string& optimizer, const OptimOptions& o);
+// Reads the meta-weights a learned optimizer (small_fc_lopt, velo) will load, so that a missing or wrong
+// file is refused before any GPU work; does nothing for the other optimizers.
+void check_lopt_weights(const std::string& optimizer, const OptimOptions& o);
+// Random meta-weights of the published shapes (for timing; they do not train well) for each learned
+// optimizer in `optimizers` whose weights are not set in `o`, which then names them. They are written to
+// a temporary folder ($TMPDIR) that is removed with the returned object: keep it until the optimizers are
+// made, which read the files. Null when no optimizer needs them.
+std::unique_ptr<TempDir> write_random_lopt_weights(const std::vector<std::string>& optimizers, OptimOptions& o, uint64_t seed);
 // The optimizer names the factory knows, for messages.
 const std::vector<std::string>& optimizer_names();
 void check_optimizer_name(const std::string& name);

@@ -17,7 +17,17 @@ for w in $what; do
   case $w in
     tests)
       ./build/test_cpu --gtest_brief=1 2>&1 | tee "$OUT/test_cpu.log" | tail -n 3 || status=1
-      ./build/test_gpu 2>&1 | tee "$OUT/test_gpu.log" | grep -E "^\[ info|FAILED|PASSED|SKIPPED|Failure|error" || status=1 ;;
+      ./build/test_gpu 2>&1 | tee "$OUT/test_gpu.log" | grep -E "^\[ info|FAILED|PASSED|SKIPPED|Failure|error" || status=1
+      # The GPU tests skip themselves when the program cannot use a GPU, and a suite of skips passes. Here
+      # nvidia-smi sees a GPU, so a run with no passed test or with any skipped one is a failure.
+      if nvidia-smi -L > /dev/null 2>&1; then
+        gpu_passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$OUT/test_gpu.log" | tail -n 1)
+        gpu_skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\},.*/\1/p' "$OUT/test_gpu.log" | tail -n 1)
+        if [ "${gpu_passed:-0}" -eq 0 ] || [ "${gpu_skipped:-0}" -gt 0 ]; then
+          echo "GPU suite: ${gpu_passed:-0} tests passed and ${gpu_skipped:-0} skipped although nvidia-smi sees a GPU"
+          status=1
+        fi
+      fi ;;
     crosscheck)
       PYTHONUNBUFFERED=1 python3 tests/torch_crosscheck.py 2>&1 | tee "$OUT/crosscheck.jsonl" || status=1 ;;
     gpt2crosscheck)

@@ -2,24 +2,29 @@
 # CLI error tests for the programs (CPU suite; needs no GPU): each case runs a program with bad input
 # and checks that it
 #   - exits with a non-zero status that is not a crash (not >= 128, i.e. no signal) and not a hang,
-#   - writes exactly one line to stderr, "<program>: <one sentence ending in '.'>",
+#   - writes exactly one line to stderr, "<program>: <one sentence ending in '.'>", naming the program
+#     only in that prefix,
 #   - and that the line names what is wrong (contains the expected text).
+# Every check of train_gpt2 / bench_optim runs before their "needs a CUDA GPU" check, so every case
+# gives its real message on any machine. The programs' temporary folders go to a scratch $TMPDIR, which
+# must be empty at the end; nothing new named after a program may appear in the system's /tmp either.
 # Prints one line per case (PASS/FAIL/SKIP name) and exits non-zero if any case fails.
 #
 #   make test-cpu                        (builds the programs first, then runs this)
 #   bash tests/cli/test_cli_errors.sh    (programs in the repository root; BIN_DIR=... to use others)
-#
-# Cases marked "gpu_late" are checks that train_gpt2 / bench_optim make only after their "needs a
-# CUDA GPU" check. On a machine without a GPU (no working `nvidia-smi -L`) such a case also passes
-# when the program stops at the GPU check instead, with a note that the real check was not reached;
-# on a GPU machine it must give the proper message. Once the programs check the GPU after these
-# errors, the notes disappear by themselves.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BIN_DIR=${BIN_DIR:-.}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_cli_errors.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+# Folders the programs leave in the shared temporary folder (programs that ignore $TMPDIR) are found by
+# comparing its listing before and after.
+shared_tmp=${TMPDIR:-/tmp}
+program_tmp_entries() { (cd "$shared_tmp" && ls -d bench_optim* bench_gpt2_ops* train_gpt2* tokenize* lopt_* 2>/dev/null | sort); }
+shared_before=$(program_tmp_entries)
+export TMPDIR="$tmp/tmpdir"
+mkdir "$TMPDIR"
 
 has_gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then has_gpu=1; fi
@@ -28,14 +33,13 @@ run_limit=${CLI_TEST_TIMEOUT:-120}
 timeout_cmd=()
 if command -v timeout >/dev/null 2>&1; then timeout_cmd=(timeout -k 5 "$run_limit"); fi
 
-pass=0 fail=0 skip=0 gpu_notes=0
+pass=0 fail=0 skip=0
 
-# case NAME KIND EXPECTED PROGRAM ARGS...
-#   KIND: now (checked before any GPU check) or gpu_late (see above).
+# case NAME EXPECTED PROGRAM ARGS...
 #   EXPECTED: text the stderr line must contain (fixed string).
 case_() {
-  local name=$1 kind=$2 want=$3 prog=$4
-  shift 4
+  local name=$1 want=$2 prog=$3
+  shift 3
   local exe="$BIN_DIR/$prog"
   if [ ! -x "$exe" ]; then
     echo "FAIL $name: $exe is missing; build it first (make $prog)"
@@ -62,13 +66,9 @@ case_() {
     why="stderr line does not start with '$prog: '"
   elif [[ "$line" != *. ]]; then
     why="stderr line is not one sentence ending in '.'"
+  elif [[ "${line#"$prog: "}" =~ (^|[^A-Za-z0-9_])$prog([^A-Za-z0-9_]|$) ]]; then  # as a word: not download_tokenizer.sh
+    why="stderr line names $prog again after its prefix"
   elif [[ "$line" != *"$want"* ]]; then
-    if [ "$kind" = gpu_late ] && [ "$has_gpu" -eq 0 ] && [[ "$line" == *"needs a CUDA GPU"* ]]; then
-      echo "PASS $name (note: no GPU here and $prog checks for one first, so the check for this error was not reached)"
-      pass=$((pass + 1))
-      gpu_notes=$((gpu_notes + 1))
-      return
-    fi
     why="stderr does not contain '$want'"
   fi
   if [ -n "$why" ]; then
@@ -115,71 +115,127 @@ write_shard "$tmp/small/data_train_000001.bin" 20240520 1 4 4
 printf 'not a shard' >"$tmp/short.bin"
 mkdir -p "$tmp/short" && mv "$tmp/short.bin" "$tmp/short/data_train_000001.bin"
 
-# A tiny, fast configuration for the cases that get as far as the data (GPU machine): no validation,
-# no samples, one step.
+# A tiny, fast configuration for the cases that get as far as the data: no validation, no samples,
+# one step.
 small=(-e tiny -b 1 -t 8 -x 1 -v 0 -k 0 -j "")
+good=(-i "$tmp/good/*.bin")
+printf 'a file' >"$tmp/afile"
 
-# --- train_gpt2: flags (checked before the GPU check) ---
-case_ train_unknown_flag        now "unknown flag '--bogus'"            train_gpt2 --bogus
-case_ train_unknown_short_flag  now "unknown flag '-Q'"                 train_gpt2 -Q 1
-case_ train_missing_value       now "flag '-b' needs a value"           train_gpt2 -b
-case_ train_nonnumeric_int      now "flag --batch needs a number, got 'abc'" train_gpt2 -b abc
-case_ train_fractional_int      now "flag --batch needs an integer, got '1.5'" train_gpt2 -b 1.5
-case_ train_int_overflow        now "flag --batch is out of range"      train_gpt2 -b 99999999999
-case_ train_empty_long_value    now "flag --steps needs a number, got ''" train_gpt2 --steps=
-case_ train_nonnumeric_double   now "flag --lr needs a number, got 'x'" train_gpt2 -l x
-case_ train_bad_bool            now "flag --lopt-random needs 0 or 1"   train_gpt2 --lopt-random maybe
-case_ train_batch_zero          now "-b must be >= 1"                   train_gpt2 -b 0
-case_ train_seq_one             now "-t >= 2"                           train_gpt2 -t 1
-case_ train_steps_zero          now "-x >= 1"                           train_gpt2 -x 0
-case_ train_bad_precision       now "--precision must be bf16 or fp32 (got 'fp8')" train_gpt2 --precision fp8
-case_ train_bad_dropout         now "--dropout must be at least 0 and below 1 (got 1)" train_gpt2 --dropout 1
-case_ train_total_batch         now "-d (17) must be a multiple of -b * -t (16)" train_gpt2 -b 2 -t 8 -d 17
+# --- train_gpt2: flags ---
+case_ train_unknown_flag          "unknown flag '--bogus'; run with --help" train_gpt2 --bogus
+case_ train_unknown_short_flag    "unknown flag '-Q'"                  train_gpt2 -Q 1
+case_ train_missing_value         "flag '-b' needs a value"            train_gpt2 -b
+case_ train_nonnumeric_int        "flag --batch needs a number, got 'abc'" train_gpt2 -b abc
+case_ train_fractional_int        "flag --batch needs an integer, got '1.5'" train_gpt2 -b 1.5
+case_ train_int_overflow          "flag --batch is too large: got '99999999999' (it takes integers from -2147483648 to 2147483647)" \
+  train_gpt2 -b 99999999999
+case_ train_int64_overflow        "flag --steps is too large: got '1e19' (it takes integers from -9223372036854775808 to 9223372036854775807)" \
+  train_gpt2 -x 1e19
+case_ train_empty_long_value      "flag --steps needs a number, got ''" train_gpt2 --steps=
+case_ train_nonnumeric_double     "flag --lr needs a number, got 'x'"  train_gpt2 -l x
+case_ train_double_overflow       "flag --lr is too large: got '1e400'" train_gpt2 -l 1e400
+case_ train_infinite_double       "flag --lr needs a finite number, got 'inf'" train_gpt2 -l inf
+# 1e-320 is below the smallest normal double: accepted (as a denormal), so the next mistake is reported.
+case_ train_double_underflow_ok   "-b must be >= 1"                    train_gpt2 -l 1e-320 -b 0
+case_ train_bad_bool              "flag --lopt-random needs 0 or 1"    train_gpt2 --lopt-random maybe
+case_ train_batch_zero            "-b must be >= 1"                    train_gpt2 -b 0
+case_ train_seq_one               "-t >= 2"                            train_gpt2 -t 1
+case_ train_seq_beyond_context    "-t (2048) must be at most the model's context length (1024)" train_gpt2 -t 2048
+case_ train_steps_zero            "-x >= 1"                            train_gpt2 -x 0
+case_ train_bad_precision         "--precision must be bf16 or fp32 (got 'fp8')" train_gpt2 --precision fp8
+case_ train_bad_dropout           "--dropout must be at least 0 and below 1 (got 1)" train_gpt2 --dropout 1
+case_ train_total_batch           "-d (17) must be a multiple of -b * -t (16)" train_gpt2 -b 2 -t 8 -d 17
+case_ train_total_batch_negative  "-d must be 0 (one micro-batch of -b * -t tokens) or a positive multiple of -b * -t (got -8)" \
+  train_gpt2 -b 1 -t 8 -d -8
+case_ train_total_batch_huge      "-d (9000000000000000000) asks for more than 2147483647 micro-batches per step" \
+  train_gpt2 -b 1 -t 2 -d 9000000000000000000
+case_ train_clip_negative         "-g (grad-norm clip) must be >= 0, where 0 turns clipping off (got -1)" train_gpt2 -g -1
+case_ train_wd_negative           "-c (weight decay) must be >= 0 (got -1)" train_gpt2 -c -1
+case_ train_val_every_negative    "-v (validate every N steps) must be >= 0" train_gpt2 -v -1
+case_ train_val_batches_zero      "-m (validation batches) must be >= 1 (got 0)" train_gpt2 -m 0
+case_ train_sample_every_negative "-k (sample every N steps) must be >= 0" train_gpt2 -k -5
+case_ train_sample_tokens_negative "-z (tokens per sample) must be >= 1 (got -5)" train_gpt2 -z -5
+case_ train_ckpt_every_negative   "-n (checkpoint every N steps) must be >= 0" train_gpt2 -n -1
+case_ train_warmup_negative       "-u (warmup steps) must be >= 0, or -1 for the default (got -5)" train_gpt2 -u -5
+case_ train_warmup_constant       "-u 5 has no effect with -s constant" train_gpt2 -s constant -u 5
+case_ train_warmup_schedule_zero  "-s warmup needs -u >= 1"            train_gpt2 -s warmup -u 0
+case_ train_final_frac_range      "-q (final LR fraction) must be in [0, 1] (got 2)" train_gpt2 -q 2
+case_ train_final_frac_constant   "-q 0.5 has no effect with -s constant" train_gpt2 -s constant -q 0.5
 
-# --- train_gpt2: checks made after the GPU check today ---
-case_ train_unknown_optimizer   now      "unknown optimizer 'foo'"      train_gpt2 -o foo
-case_ train_unknown_model       now      "unknown GPT-2 size 'd99'"     train_gpt2 -e d99
-case_ train_bad_qkv             now      "--qkv must be separate or fused (got 'bad')" train_gpt2 --qkv bad
-case_ train_bad_option          now      "unknown optimizer option 'adamw.nosuch'"              train_gpt2 --set adamw.nosuch=1
-case_ train_glob_no_files       now      "no files match '$tmp/none/*.bin'" train_gpt2 "${small[@]}" -i "$tmp/none/*.bin"
-case_ train_val_glob_no_files   now      "no files match '$tmp/none/*val*.bin'" \
-  train_gpt2 -e tiny -b 1 -t 8 -x 1 -k 0 -v 1 -i "$tmp/good/*.bin" -j "$tmp/none/*val*.bin"
-case_ train_shard_bad_magic     now      "has magic 12345678 instead of 20240520" train_gpt2 "${small[@]}" -i "$tmp/badmagic/*.bin"
-case_ train_shard_bad_version   now      "has version 7"                train_gpt2 "${small[@]}" -i "$tmp/badversion/*.bin"
-case_ train_shard_truncated     now      "truncated or corrupt"         train_gpt2 "${small[@]}" -i "$tmp/truncated/*.bin"
-case_ train_shard_short_header  now      "shorter than its 1024-byte header" train_gpt2 "${small[@]}" -i "$tmp/short/*.bin"
-case_ train_shard_too_small     now      "fewer than one batch needs"   train_gpt2 "${small[@]}" -i "$tmp/small/*.bin"
-case_ train_velo_no_weights     gpu_late "weights not found at '$tmp/no_weights" \
-  train_gpt2 "${small[@]}" -i "$tmp/good/*.bin" -o velo --lopt-weights "$tmp/no_weights"
-case_ train_resume_missing      now      "$tmp/none.bin"                train_gpt2 "${small[@]}" -i "$tmp/good/*.bin" -r "$tmp/none.bin"
+# --- train_gpt2: optimizer, model, data, checkpoints ---
+case_ train_unknown_optimizer     "unknown optimizer 'foo'"            train_gpt2 -o foo
+case_ train_unknown_model         "unknown GPT-2 size 'd99'"           train_gpt2 -e d99
+case_ train_bad_qkv               "--qkv must be separate or fused (got 'bad')" train_gpt2 --qkv bad
+case_ train_bad_option            "unknown optimizer option 'adamw.nosuch'; run with --help to list them" train_gpt2 --set adamw.nosuch=1
+case_ train_other_optimizer_option "option muon.lr=-5 is for muon, which is not the optimizer selected (adamw); remove it or choose -o muon" \
+  train_gpt2 --set muon.lr=-5
+case_ train_option_range          "muon.lr must be >= 0 (got -5)"      train_gpt2 -o muon --set muon.lr=-5
+case_ train_option_int_overflow   "option muon.ns_steps is too large: got '1e10'" train_gpt2 -o muon --set muon.ns_steps=1e10
+case_ train_glob_no_files         "no files match '$tmp/none/*.bin'"   train_gpt2 "${small[@]}" -i "$tmp/none/*.bin"
+case_ train_val_glob_no_files     "no files match '$tmp/none/*val*.bin'" \
+  train_gpt2 -e tiny -b 1 -t 8 -x 1 -k 0 -v 1 "${good[@]}" -j "$tmp/none/*val*.bin"
+case_ train_shard_bad_magic       "has magic 12345678 instead of 20240520" train_gpt2 "${small[@]}" -i "$tmp/badmagic/*.bin"
+case_ train_shard_bad_version     "has version 7"                      train_gpt2 "${small[@]}" -i "$tmp/badversion/*.bin"
+case_ train_shard_truncated       "truncated or corrupt"               train_gpt2 "${small[@]}" -i "$tmp/truncated/*.bin"
+case_ train_shard_short_header    "shorter than its 1024-byte header"  train_gpt2 "${small[@]}" -i "$tmp/short/*.bin"
+case_ train_shard_too_small       "fewer than one batch needs"         train_gpt2 "${small[@]}" -i "$tmp/small/*.bin"
+case_ train_velo_no_weights       "VeLO weights not found at '$tmp/no_weights'" \
+  train_gpt2 "${small[@]}" "${good[@]}" -o velo --lopt-weights "$tmp/no_weights"
+case_ train_small_fc_no_weights   "small_fc_lopt (μLO) weights not found at '$tmp/no_weights'" \
+  train_gpt2 "${small[@]}" "${good[@]}" -o small_fc_lopt --set small_fc_lopt.weights="$tmp/no_weights"
+case_ train_lopt_random_and_weights "--lopt-random replaces the weights given by --lopt-weights" \
+  train_gpt2 "${small[@]}" "${good[@]}" -o velo --lopt-random 1 --lopt-weights "$tmp/no_weights"
+case_ train_resume_missing        "$tmp/none.bin"                      train_gpt2 "${small[@]}" "${good[@]}" -r "$tmp/none.bin"
 printf 'not a checkpoint at all' >"$tmp/garbage.bin"
-case_ train_resume_corrupt      now      "is not a checkpoint/state file" train_gpt2 "${small[@]}" -i "$tmp/good/*.bin" -r "$tmp/garbage.bin"
+case_ train_resume_corrupt        "is not a checkpoint/state file"     train_gpt2 "${small[@]}" "${good[@]}" -r "$tmp/garbage.bin"
+case_ train_ckpt_dir_is_file      "--ckpt-dir '$tmp/afile' is a file, not a folder" \
+  train_gpt2 "${small[@]}" "${good[@]}" --ckpt-dir "$tmp/afile"
+case_ train_ckpt_dir_under_file   "cannot create the checkpoint folder '$tmp/afile/ckpt' (Not a directory)" \
+  train_gpt2 "${small[@]}" "${good[@]}" --ckpt-dir "$tmp/afile/ckpt"
+if [ "$(id -u)" -ne 0 ]; then
+  mkdir -p "$tmp/readonly" && chmod 555 "$tmp/readonly"
+  case_ train_ckpt_dir_unwritable "cannot write in the checkpoint folder '$tmp/readonly'" \
+    train_gpt2 "${small[@]}" "${good[@]}" --ckpt-dir "$tmp/readonly"
+  chmod 755 "$tmp/readonly"
+else
+  skip_ train_ckpt_dir_unwritable "running as root, who may write anywhere"
+fi
+case_ train_log_unwritable        "cannot open the log file '$tmp/afile/log.jsonl'" \
+  train_gpt2 "${small[@]}" "${good[@]}" --log "$tmp/afile/log.jsonl"
+if [ "$has_gpu" -eq 0 ]; then
+  # A valid command stops at the GPU check, whose message names the program once, and leaves no folder
+  # of random weights behind (--lopt-random writes them only after the GPU check).
+  case_ train_no_gpu              "needs a CUDA GPU and none is visible" \
+    train_gpt2 "${small[@]}" "${good[@]}" -o velo --lopt-random 1 --ckpt-dir "$tmp/ckpt"
+else
+  skip_ train_no_gpu "a GPU is visible"
+fi
 
 # --- tokenize (no GPU involved) ---
-case_ tokenize_unknown_flag     now "unknown flag '--bogus'"            tokenize --bogus
-case_ tokenize_missing_value    now "flag '-o' needs a value"           tokenize -i README.md -o
-case_ tokenize_nonnumeric_int   now "flag --shard-tokens needs a number, got 'x'" tokenize -s x
-case_ tokenize_no_args          now "give input files with -i and an output folder with -o" tokenize
-case_ tokenize_shard_tokens_zero now "--shard-tokens must be >= 1"      tokenize -i README.md -o "$tmp" -s 0
-case_ tokenize_bad_format       now "--format must be auto, text or jsonl" tokenize -i README.md -o "$tmp" -f xml
-case_ tokenize_missing_input    now "$tmp/missing.txt"                  tokenize -i "$tmp/missing.txt" -o "$tmp"
-case_ tokenize_missing_tokenizer now "cannot open the GPT-2 tokenizer '$tmp/none.tiktoken'" \
+case_ tokenize_unknown_flag       "unknown flag '--bogus'"             tokenize --bogus
+case_ tokenize_missing_value      "flag '-o' needs a value"            tokenize -i README.md -o
+case_ tokenize_nonnumeric_int     "flag --shard-tokens needs a number, got 'x'" tokenize -s x
+case_ tokenize_no_args            "give input files with -i and an output folder with -o" tokenize
+case_ tokenize_shard_tokens_zero  "--shard-tokens must be >= 1"        tokenize -i README.md -o "$tmp" -s 0
+case_ tokenize_bad_format         "--format must be auto, text or jsonl" tokenize -i README.md -o "$tmp" -f xml
+case_ tokenize_missing_input      "$tmp/missing.txt"                   tokenize -i "$tmp/missing.txt" -o "$tmp"
+case_ tokenize_missing_tokenizer  "cannot open the GPT-2 tokenizer '$tmp/none.tiktoken'" \
   tokenize -i README.md -o "$tmp" -k "$tmp/none.tiktoken"
-case_ tokenize_bad_output_dir  now "the output folder '$tmp/no/such/dir' does not exist" tokenize -i README.md -o "$tmp/no/such/dir"
+case_ tokenize_bad_output_dir     "the output folder '$tmp/no/such/dir' does not exist" tokenize -i README.md -o "$tmp/no/such/dir"
 if [ -f tokenizer/r50k_base.tiktoken ]; then
   printf '{"text": "a"}\n{"txt": "b"}\n' >"$tmp/bad.jsonl"
-  case_ tokenize_jsonl_no_text  now "line 2 of '$tmp/bad.jsonl' has no string field \"text\"" \
+  case_ tokenize_jsonl_no_text    "line 2 of '$tmp/bad.jsonl' has no string field \"text\"" \
     tokenize -i "$tmp/bad.jsonl" -o "$tmp"
   printf '%s\n' '{"text": "a \ud83d\ude00 pair is fine"}' '{"text": "\uZZZZ"}' >"$tmp/escape.jsonl"
-  case_ tokenize_jsonl_bad_escape now "line 2 of '$tmp/escape.jsonl' is not valid JSON (bad \u escape" \
+  case_ tokenize_jsonl_bad_escape "line 2 of '$tmp/escape.jsonl' is not valid JSON (bad \u escape" \
     tokenize -i "$tmp/escape.jsonl" -o "$tmp"
   printf '%s\n' '{"text": "\ud83d alone"}' >"$tmp/surrogate.jsonl"
-  case_ tokenize_jsonl_lone_surrogate now "line 1 of '$tmp/surrogate.jsonl' is not valid JSON (unpaired surrogate" \
+  case_ tokenize_jsonl_lone_surrogate "line 1 of '$tmp/surrogate.jsonl' is not valid JSON (unpaired surrogate" \
     tokenize -i "$tmp/surrogate.jsonl" -o "$tmp"
   # An error at line 3001, after 3000 documents filled many 100-token shards: none of them may remain.
   mkdir -p "$tmp/late"
   { for _ in $(seq 3000); do echo '{"text": "a few words of text"}'; done; echo '{"text": 1}'; } >"$tmp/late.jsonl"
-  case_ tokenize_error_late     now "line 3001 of '$tmp/late.jsonl' has no string field" \
+  case_ tokenize_error_late       "line 3001 of '$tmp/late.jsonl' has no string field" \
     tokenize -i "$tmp/late.jsonl" -o "$tmp/late" -s 100
   if [ -z "$(ls -A "$tmp/late")" ]; then
     echo "PASS tokenize_error_leaves_no_shards"
@@ -192,19 +248,54 @@ else
   skip_ tokenize_jsonl_no_text "tokenizer/r50k_base.tiktoken is missing; run scripts/download_tokenizer.sh"
 fi
 mkdir -p "$tmp/folder_input"
-case_ tokenize_input_folder     now "'$tmp/folder_input' is a folder, not a file" tokenize -i "$tmp/folder_input" -o "$tmp"
+case_ tokenize_input_folder       "'$tmp/folder_input' is a folder, not a file" tokenize -i "$tmp/folder_input" -o "$tmp"
 
-# --- bench_optim ---
-case_ bench_unknown_flag        now "unknown flag '--bogus'"            bench_optim --bogus
-case_ bench_nonnumeric_int      now "flag --steps needs a number, got 'x'" bench_optim -n x
-case_ bench_steps_zero          now "--steps must be >= 1"              bench_optim -n 0
-case_ bench_unknown_optimizer   now      "unknown optimizer 'foo'"      bench_optim -o adamw,foo
-case_ bench_bad_option          now      "unknown optimizer option 'adamw.nosuch'" bench_optim --set adamw.nosuch=1
-case_ bench_unknown_model       now      "unknown model 'foo'"          bench_optim -m foo -o adamw
-case_ opsbench_unknown_model    now      "unknown model 'gpt2-9m'"      bench_gpt2_ops -m gpt2-124m,gpt2-9m
-case_ opsbench_bad_seq          now      "need --seq a multiple of 64"  bench_gpt2_ops -t 100
+# --- bench_optim, bench_gpt2_ops ---
+case_ bench_unknown_flag          "unknown flag '--bogus'"             bench_optim --bogus
+case_ bench_nonnumeric_int        "flag --steps needs a number, got 'x'" bench_optim -n x
+case_ bench_steps_too_large       "flag --steps is too large: got '1e10'" bench_optim -n 1e10
+case_ bench_steps_zero            "--steps must be >= 1"               bench_optim -n 0
+case_ bench_no_optimizer          "--opts and --models each need at least one name" bench_optim -o ,
+case_ bench_unknown_optimizer     "unknown optimizer 'foo'"            bench_optim -o adamw,foo
+case_ bench_bad_option            "unknown optimizer option 'adamw.nosuch'" bench_optim --set adamw.nosuch=1
+case_ bench_other_optimizer_option "option muon.lr=0.1 is for muon, which is not the optimizer selected (adamw, adafactor)" \
+  bench_optim -o adamw,adafactor --set muon.lr=0.1
+case_ bench_option_range          "adafactor.d must be >= 1 (got 0.5)" bench_optim -o adamw,adafactor --set adafactor.d=0.5
+case_ bench_velo_no_weights       "VeLO weights not found at '$tmp/no_weights'" \
+  bench_optim -o velo --set velo.weights="$tmp/no_weights"
+case_ bench_unknown_model         "unknown model 'foo'"                bench_optim -m foo -o adamw
+case_ opsbench_unknown_model      "unknown model 'gpt2-9m'"            bench_gpt2_ops -m gpt2-124m,gpt2-9m
+case_ opsbench_bad_seq            "need --seq a multiple of 64"        bench_gpt2_ops -t 100
+if [ "$has_gpu" -eq 0 ]; then
+  case_ bench_no_gpu              "needs a CUDA GPU and none is visible" bench_optim -o small_fc_lopt,velo -m gpt2-124m
+  case_ opsbench_no_gpu           "needs a CUDA GPU and none is visible" bench_gpt2_ops -m gpt2-124m
+else
+  skip_ bench_no_gpu "a GPU is visible"
+fi
 
-summary="cli errors: $pass passed, $fail failed, $skip skipped"
-if [ "$gpu_notes" -gt 0 ]; then summary+=" ($gpu_notes passed only up to the GPU check: no GPU here)"; fi
-echo "$summary"
+# --- --help lists the optimizer options that --set takes (its "unknown option" message points there) ---
+for prog in train_gpt2 bench_optim; do
+  if "$BIN_DIR/$prog" --help >"$tmp/help" 2>&1 &&
+    grep -q '^  adamw.lr=' "$tmp/help" && grep -q '^  muon.aux.beta2=' "$tmp/help" && grep -q '^  velo.num_steps=' "$tmp/help"; then
+    echo "PASS ${prog}_help_lists_options"
+    pass=$((pass + 1))
+  else
+    echo "FAIL ${prog}_help_lists_options: $prog --help does not list the keys of --set (adamw.lr, muon.aux.beta2, velo.num_steps)"
+    fail=$((fail + 1))
+  fi
+done
+
+# --- temporary folders: none may remain, in the scratch $TMPDIR or in the shared one ---
+left=$(ls -A "$TMPDIR")
+new_shared=$(comm -13 <(printf '%s\n' "$shared_before") <(program_tmp_entries) | sed '/^$/d')
+if [ -z "$left" ] && [ -z "$new_shared" ]; then
+  echo "PASS no_temporary_folders_left"
+  pass=$((pass + 1))
+else
+  echo "FAIL no_temporary_folders_left: left in \$TMPDIR: ${left:-none}; new in $shared_tmp: ${new_shared:-none}" | tr '\n' ' '
+  echo
+  fail=$((fail + 1))
+fi
+
+echo "cli errors: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -58,6 +58,12 @@ struct LoSideItem {
   int64_t first;
 };
 
+// Written on the device by each step's first kernel; read by the passes (no host round trip).
+struct LoStepScalars {
+  float grad_scale;  // the clip coefficient (1 without clipping)
+  float lr;          // the lr multiplier times the schedule's factor for this step
+};
+
 struct LoDecays {
   float m[3], v, f[3];
 };

@@ -25,18 +25,17 @@
 
 namespace {
 constexpr int kThreads = 256, kChunk = 4096, kF = 28;
+// The published weights as uploaded (torch nn.Linear, (out, in) row-major): W0 (32 x 39) | b0 (32) |
+// W1 (32 x 32) | b1 (32) | W2 (2 x 32) | b2 (2).
+constexpr int kSrcW0 = 0, kSrcB0 = 32 * 39, kSrcW1 = kSrcB0 + 32, kSrcB1 = kSrcW1 + 1024, kSrcW2 = kSrcB1 + 32;
 // Per-step folded weights in `mlp_`: W0[:, :28] transposed (28 x 32) | b0 + W0[:, 28:] tau (32) |
 // W1 transposed (32 x 32) | b1 (32) | W2 (2 x 32) | b2 (2)
 constexpr int kW0 = 0, kB0 = 28 * 32, kW1 = kB0 + 32, kB1 = kW1 + 1024, kW2 = kB1 + 32, kB2 = kW2 + 64;
 constexpr int kMlpFloats = kB2 + 2;
 
-struct SfScalars {
-  float grad_scale, lr;
-};
-
 // Counter, schedule, and this step's folded weights (one block).
 __global__ void sf_begin(int64_t* step, double lr, LrSchedule sched, const float* gscale, const float* w, float* mlp,
-                         float* scalars) {
+                         LoStepScalars* scalars) {
   const int64_t t = *step;
   __shared__ float tau[11];
   if (threadIdx.x < 11) {
@@ -46,22 +45,21 @@ __global__ void sf_begin(int64_t* step, double lr, LrSchedule sched, const float
   __syncthreads();
   for (int idx = threadIdx.x; idx < 28 * 32; idx += blockDim.x) {
     const int k = idx / 32, o = idx % 32;
-    mlp[kW0 + idx] = w[o * 39 + k];
+    mlp[kW0 + idx] = w[kSrcW0 + o * 39 + k];
   }
   if (threadIdx.x < 32) {
     const int o = threadIdx.x;
-    float b = w[32 * 39 + o];
-    for (int j = 0; j < 11; j++) b += w[o * 39 + 28 + j] * tau[j];
+    float b = w[kSrcB0 + o];
+    for (int j = 0; j < 11; j++) b += w[kSrcW0 + o * 39 + 28 + j] * tau[j];
     mlp[kB0 + o] = b;
-    mlp[kB1 + o] = w[32 * 39 + 32 + 1024 + o];
+    mlp[kB1 + o] = w[kSrcB1 + o];
   }
-  const float* w1 = w + 32 * 39 + 32;
-  for (int idx = threadIdx.x; idx < 1024; idx += blockDim.x) mlp[kW1 + idx] = w1[(idx % 32) * 32 + idx / 32];
-  for (int idx = threadIdx.x; idx < 66; idx += blockDim.x) mlp[kW2 + idx] = w[32 * 39 + 32 + 1024 + 32 + idx];
+  for (int idx = threadIdx.x; idx < 1024; idx += blockDim.x) mlp[kW1 + idx] = w[kSrcW1 + (idx % 32) * 32 + idx / 32];
+  for (int idx = threadIdx.x; idx < 66; idx += blockDim.x) mlp[kW2 + idx] = w[kSrcW2 + idx];  // W2 and b2
   __syncthreads();
   if (threadIdx.x == 0) {
-    scalars[0] = read_grad_scale(gscale);
-    scalars[1] = float(lr * sched.factor(t));
+    scalars->grad_scale = read_grad_scale(gscale);
+    scalars->lr = float(lr * sched.factor(t));
     *step = t + 1;
   }
 }
@@ -112,10 +110,10 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoWork* __restrict
                                                         float4* __restrict__ state, float4* __restrict__ diag,
                                                         const float4* __restrict__ rrec, const float4* __restrict__ crec,
                                                         const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-                                                        double* __restrict__ partial, const float* __restrict__ sc, LoDecays d) {
+                                                        double* __restrict__ partial, const LoStepScalars* __restrict__ sc, LoDecays d) {
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
-  const float gs = sc[0];
+  const float gs = sc->grad_scale;
   float acc[kF];
 #pragma unroll
   for (int k = 0; k < kF; k++) acc[k] = 0.0f;
@@ -320,7 +318,7 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
                                                const float4* __restrict__ rrec, const float4* __restrict__ crec,
                                                const float4* __restrict__ rfac, const float4* __restrict__ cfac,
                                                const float* __restrict__ norm, const float* __restrict__ mlp,
-                                               const float* __restrict__ sc, float exp_mult, float step_mult, float wd,
+                                               const LoStepScalars* __restrict__ sc, float exp_mult, float step_mult, float wd,
                                                SfExactSmem<kT>& sm) {
   const LoTensor t = ts[c.tensor];
   for (int idx = threadIdx.x; idx < 28 * 32; idx += kT)
@@ -329,7 +327,7 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
   if (threadIdx.x < 32) sm.b0[threadIdx.x] = mlp[kB0 + threadIdx.x], sm.b1[threadIdx.x] = mlp[kB1 + threadIdx.x];
   for (int idx = threadIdx.x; idx < 66; idx += kT) sm.w2[idx] = mlp[kW2 + idx];
   __syncthreads();
-  const float gs = sc[0], lr = sc[1] * t.scale, wdf = t.decay ? wd : 0.0f;
+  const float gs = sc->grad_scale, lr = sc->lr * t.scale, wdf = t.decay ? wd : 0.0f;
   float* x = &sm.xs[0][threadIdx.x];  // x[k * kT]
   for (int e = threadIdx.x; e < c.n; e += kT) {
     SfElem el;
@@ -360,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, 2) sf_pass_c_exact(const Chunk* __re
                                                             const float4* __restrict__ diag, const float4* __restrict__ rrec,
                                                             const float4* __restrict__ crec, const float4* __restrict__ rfac,
                                                             const float4* __restrict__ cfac, const float* __restrict__ norm,
-                                                            const float* __restrict__ mlp, const float* __restrict__ sc,
+                                                            const float* __restrict__ mlp, const LoStepScalars* __restrict__ sc,
                                                             float exp_mult, float step_mult, float wd) {
   __shared__ SfExactSmem<kThreads> sm;
   sf_exact_chunk<kThreads>(chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm, mlp, sc, exp_mult,
@@ -557,7 +555,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC) sf_pass_c_fast(const L
                                                                const uint32_t* __restrict__ side_a,
                                                                const uint32_t* __restrict__ side_b,
                                                                const float* __restrict__ norm, const float* __restrict__ mlp,
-                                                               const float* __restrict__ sc, float exp_mult, float step_mult,
+                                                               const LoStepScalars* __restrict__ sc, float exp_mult, float step_mult,
                                                                float wd, const Chunk* __restrict__ exact_chunks, int n_exact,
                                                                const float4* __restrict__ diag, const float4* __restrict__ rrec,
                                                                const float4* __restrict__ crec) {
@@ -595,7 +593,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC) sf_pass_c_fast(const L
     b1c[nt] = make_float4(lo, hi, lo, hi);
   }
   const float4 b2c = make_float4(mlp[kB2], mlp[kB2 + 1], mlp[kB2], mlp[kB2 + 1]);
-  const float gs = sc[0], lr = sc[1] * t.scale, wdf = t.decay ? wd : 0.0f;
+  const float gs = sc->grad_scale, lr = sc->lr * t.scale, wdf = t.decay ? wd : 0.0f;
   const float mag2 = exp_mult * 1.44269504f;  // exp(m * exp_mult) = exp2(m * mag2)
   const float lrs = lr * step_mult, keep = 1.0f - wdf * lr;  // p' = (p - lrs * dir * exp(..)) * keep
   const LoSides sd = lo_sides(t, rfac, cfac);
@@ -731,7 +729,7 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
   mlp_.alloc(kMlpFloats, "small_fc_lopt folded weights");
   partial_.alloc(core_.work.size() * kF, "small_fc_lopt partial sums");
   norm_.alloc(size_t(core_.n_tensors) * 32, "small_fc_lopt normalisers");
-  scalars_.alloc(2, "small_fc_lopt scalars");
+  scalars_.alloc(1, "small_fc_lopt scalars");
   if (opts.small_fc.fast) {
     side_a_.alloc(size_t(core_.side_a_len) * kSideWords, "small_fc_lopt row-side layer-1 shares");
     side_b_.alloc(size_t(core_.side_b_len), "small_fc_lopt column-side features");
@@ -742,7 +740,7 @@ void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   const SmallFcOptions& h = opts_.small_fc;
   sf_begin<<<1, 256, 0, s>>>(d_step_.get(), h.lr, opts_.schedule, info.d_grad_scale, weights_.get(), mlp_.get(), scalars_.get());
   CUDA_CHECK_LAUNCH();
-  core_.factor_passes(scalars_.get(), 0.0f, dec_, s);
+  core_.factor_passes(&scalars_.get()->grad_scale, 0.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
   sf_pass_b<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), core_.state.get(),
                                       core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(),

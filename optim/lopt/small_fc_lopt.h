@@ -29,5 +29,5 @@ class SmallFcLopt : public Optimizer {
   DeviceBuffer<float> side_a_;
   DeviceBuffer<uint4> side_b_;    // fast mode: per column of tile2d tensors, its 6 features in bf16
   DeviceBuffer<float> norm_;      // per tensor: 28 normalisers
-  DeviceBuffer<float> scalars_;   // grad scale, lr * schedule
+  DeviceBuffer<LoStepScalars> scalars_;
 };

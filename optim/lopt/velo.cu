@@ -18,10 +18,18 @@
 namespace {
 constexpr int kChunk = 4096, kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
 constexpr int kUnrollC = 4;                          // pass C rows in flight per thread (registers)
+// Row lengths of the hypernetwork's GEMM operands. Biases ride along as a constant-1 input column, and
+// rows are padded to a multiple of 4 floats (16 bytes) for cuBLAS's vector loads:
+//   kLdUH: LSTM input [U (512) | h (512) | 1 | 3 pad]       kLdHX: LSTM output [h_new (512) | 1 | 3 pad]
+//   kCS:   output GEMM rows per tensor: 256 controls + lr_mult (unpadded: only cuBLAS reads them back)
 constexpr int kLdUH = 1028, kLdHX = 516, kCS = 257;
+// A tensor's MLP (theta, 159 floats, interpolated from the 256 candidates): W0 (4 x 30) | b0 (4) |
+// W1 (4 x 4) | b1 (4) | W2 (3 x 4: direction, magnitude, unused) | b2 (3).
+constexpr int kThB0 = 120, kThW1 = 124, kThB1 = 140, kThW2 = 144, kThB2 = 156, kTheta = 159;
+static_assert(kThW1 % 4 == 0 && kThW2 % 4 == 0 && kThB2 % 4 == 0, "velo_head reads these 16 bytes at a time");
 
 __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, int64_t num_steps, double lr, LrSchedule sched,
-                           const float* gscale, float* scalars) {
+                           const float* gscale, VeloScalars* scalars) {
   const int64_t t = *step;
   const float L = *loss;
   VeloLossState& b = *lb;
@@ -39,15 +47,15 @@ __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, 
   b.it++;
   const float tau[9] = {0.03f, 0.1f, 0.2f, 0.4f, 0.6f, 0.8f, 0.9f, 1.0f, 1.1f};
   const float frac = float(double(t) / double(num_steps));
-  for (int j = 0; j < 9; j++) scalars[2 + j] = tanhf(10.0f * (frac - tau[j]));
+  for (int j = 0; j < 9; j++) scalars->lstm_shared[j] = tanhf(10.0f * (frac - tau[j]));
   float cm[10];
   for (int j = 0; j < 10; j++) cm[j] = b.means[j] / (1.0f - powf(b.decay[j], float(b.it)));
   for (int j = 0; j < 9; j++) {
     float num = cm[j] - b.running_min[j], den = fmaxf(1e-8f, cm[j + 1] - b.running_min[j]);
-    scalars[11 + j] = b.it <= 2 ? 0.0f : fminf(1.0f, fmaxf(-1.0f, num / den - 1.0f));
+    scalars->lstm_shared[9 + j] = b.it <= 2 ? 0.0f : fminf(1.0f, fmaxf(-1.0f, num / den - 1.0f));
   }
-  scalars[0] = read_grad_scale(gscale);
-  scalars[1] = float(lr * sched.factor(t));
+  scalars->step.grad_scale = read_grad_scale(gscale);
+  scalars->step.lr = float(lr * sched.factor(t));
   *step = t + 1;
 }
 
@@ -98,11 +106,11 @@ __global__ void __launch_bounds__(kLoThreads) velo_pass_b(const LoWork* __restri
                                                           float4* __restrict__ state, float4* __restrict__ diag,
                                                           const float4* __restrict__ rrec, const float4* __restrict__ crec,
                                                           const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-                                                          double* __restrict__ partial, const float* __restrict__ sc,
+                                                          double* __restrict__ partial, const VeloScalars* __restrict__ sc,
                                                           LoDecays d) {
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
-  const float gs = sc[0];
+  const float gs = sc->step.grad_scale;
   float acc[kS];
 #pragma unroll
   for (int k = 0; k < kS; k++) acc[k] = 0.0f;
@@ -158,7 +166,7 @@ __device__ __forceinline__ float velo_la(double x) {
 // One block of 1024 threads per tensor: normalisers, param scale, and the LSTM input row.
 __global__ void __launch_bounds__(1024) velo_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial,
                                                    const float4* __restrict__ rrec, const float4* __restrict__ crec,
-                                                   const float* __restrict__ sc, float* __restrict__ norm,
+                                                   const VeloScalars* __restrict__ sc, float* __restrict__ norm,
                                                    float* __restrict__ x) {
   const LoTensor t = ts[blockIdx.x];
   __shared__ double S[kS], side[12];
@@ -177,7 +185,7 @@ __global__ void __launch_bounds__(1024) velo_norms(const LoTensor* __restrict__ 
   if (k == kF) norm[blockIdx.x * 32 + kF] = sqrtf(float(S[2] / n) + 1e-9f);
   if (k != 0) return;
   float* row = x + blockIdx.x * 32;
-  for (int j = 0; j < 18; j++) row[j] = sc[2 + j];
+  for (int j = 0; j < 18; j++) row[j] = sc->lstm_shared[j];
   const double nm = 1.0 / sqrt(fmax(1e-9, S[2] / n));
   const double mean_v = nm * S[kF + 6] / n, ev2 = nm * nm * S[kF + 7] / n;
   row[18] = velo_la(mean_v);
@@ -244,7 +252,7 @@ __global__ void __launch_bounds__(256) velo_side(const LoSideItem* __restrict__ 
   const LoTensor t = ts[it.tensor];
   const bool use_r = (it.side == 1) == lo_b_is_r(t);       // is this side's vector R?
   const int ch0 = use_r ? 15 : 18, ch1 = use_r ? 21 : 24;  // channels of val_k and of rsqrt(val_k + 1e-8)
-  const float* th = theta + int64_t(it.tensor) * 159;
+  const float* th = theta + int64_t(it.tensor) * kTheta;
   __shared__ float wsh[6][4];
   if (threadIdx.x < 24) {
     const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = j < 3 ? ch0 + j : ch1 + j - 3;
@@ -258,7 +266,7 @@ __global__ void __launch_bounds__(256) velo_side(const LoSideItem* __restrict__ 
   float h[4];
 #pragma unroll
   for (int o = 0; o < 4; o++) {
-    float a = it.side == 0 ? th[120 + o] : 0.0f;
+    float a = it.side == 0 ? th[kThB0 + o] : 0.0f;
 #pragma unroll
     for (int j = 0; j < 6; j++) a = fmaf(wsh[j][o], f[j], a);
     h[o] = a;
@@ -281,8 +289,8 @@ __device__ __forceinline__ void velo_head(const float (*h0)[4], const float4* th
   float h2[U][4];
 #pragma unroll
   for (int o = 0; o < 4; o++) {
-    const float4 w = lds4(&th[31 + o]);  // th[124 + 4 o ..]
-    const float b = reinterpret_cast<const float*>(th)[140 + o];
+    const float4 w = lds4(&th[kThW1 / 4 + o]);  // W1 row o
+    const float b = reinterpret_cast<const float*>(th)[kThB1 + o];
 #pragma unroll
     for (int u = 0; u < U; u++) {
       float a = b;
@@ -293,7 +301,7 @@ __device__ __forceinline__ void velo_head(const float (*h0)[4], const float4* th
       h2[u][o] = fmaxf(a, 0.0f);
     }
   }
-  const float4 wd = lds4(&th[36]), wm = lds4(&th[37]), b = lds4(&th[39]);  // th[144..151], th[156..157]
+  const float4 wd = lds4(&th[kThW2 / 4]), wm = lds4(&th[kThW2 / 4 + 1]), b = lds4(&th[kThB2 / 4]);  // W2 rows 0, 1; b2
 #pragma unroll
   for (int u = 0; u < U; u++) {
     float d = b.x, m = b.y;
@@ -313,15 +321,15 @@ __global__ void __launch_bounds__(kLoThreads, 2) velo_pass_c(const LoWork* __res
                                                              const float4* __restrict__ cfac, const float4* __restrict__ side_a,
                                                              const float4* __restrict__ side_b, const float* __restrict__ norm,
                                                              const float* __restrict__ theta, const float* __restrict__ cs,
-                                                             const float* __restrict__ sc, float wd) {
+                                                             const VeloScalars* __restrict__ sc, float wd) {
   __shared__ __align__(16) float th[160];
   __shared__ float4 w0[32];  // flat: 4 rows x 32 (normaliser folded, zero padded)
   __shared__ float4 we[18];  // tile: the 4 first-layer weights of each per-element feature, normaliser folded
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
-  const float* tht = theta + int64_t(w.tensor) * 159;
+  const float* tht = theta + int64_t(w.tensor) * kTheta;
   const float* nt = norm + w.tensor * 32;
-  for (int k = threadIdx.x; k < 160; k += kLoThreads) th[k] = k < 159 ? tht[k] : 0.0f;
+  for (int k = threadIdx.x; k < 160; k += kLoThreads) th[k] = k < kTheta ? tht[k] : 0.0f;
   if (threadIdx.x < 128) {
     const int o = threadIdx.x / 32, k = threadIdx.x % 32;
     reinterpret_cast<float*>(w0)[threadIdx.x] = k < kF ? tht[o * 30 + k] * nt[k] : 0.0f;
@@ -331,7 +339,7 @@ __global__ void __launch_bounds__(kLoThreads, 2) velo_pass_c(const LoWork* __res
     reinterpret_cast<float*>(we)[threadIdx.x] = tht[o * 30 + ch] * nt[ch];
   }
   __syncthreads();
-  const float gs = sc[0], lr = sc[1], wdf = t.decay ? wd : 0.0f;
+  const float gs = sc->step.grad_scale, lr = sc->step.lr, wdf = t.decay ? wd : 0.0f;
   const float mult = cs[int64_t(w.tensor) * kCS + 256] * 0.001f * nt[kF];  // lr_mult * 1e-3 * rms(p)
   auto update = [&](int64_t at, float pv, float dir, float mag) {
     const float stp = mult * dir * expf(0.001f * mag);
@@ -397,7 +405,7 @@ __global__ void __launch_bounds__(kLoThreads, 2) velo_pass_c(const LoWork* __res
       float h[4];
 #pragma unroll
       for (int o = 0; o < 4; o++) {
-        float a = th[120 + o];
+        float a = th[kThB0 + o];
 #pragma unroll
         for (int q = 0; q < 8; q++) {  // 32 weights a row (30 + 2 zero pads), 16 bytes at a time
           const float4 wq = w0[o * 8 + q];
@@ -477,12 +485,12 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   z_.alloc(size_t(n_) * 2048, "VeLO gates");
   hx_.alloc(size_t(n_) * kLdHX, "VeLO LSTM output");
   cs_.alloc(size_t(n_) * kCS, "VeLO controls");
-  theta_.alloc(size_t(n_) * 159, "VeLO per-tensor MLPs");
+  theta_.alloc(size_t(n_) * kTheta, "VeLO per-tensor MLPs");
   partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
   side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
   side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
   norm_.alloc(size_t(n_) * 32, "VeLO normalisers");
-  scalars_.alloc(20, "VeLO scalars");
+  scalars_.alloc(1, "VeLO scalars");
 }
 
 Velo::~Velo() {
@@ -495,7 +503,7 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   velo_begin<<<1, 1, 0, s>>>(d_step_.get(), loss_.get(), info.d_loss, h.num_steps, h.lr, opts_.schedule, info.d_grad_scale,
                              scalars_.get());
   CUDA_CHECK_LAUNCH();
-  core_.factor_passes(scalars_.get(), 1000.0f, dec_, s);
+  core_.factor_passes(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
   velo_pass_b<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
                                         core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(),
@@ -516,8 +524,8 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   gemm_rows(blas_, n_, kCS, kLdHX, w_out_.get(), kLdHX, hx_.get(), kLdHX, cs_.get(), kCS);
   {  // theta (n x 159) = controls (n x 256) * cand (256 x 159) * 100/256
     const float alpha = 100.0f / 256.0f, beta = 0.0f;
-    CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, 159, n_, 256, &alpha, cand_.get(), 159, cs_.get(), kCS, &beta,
-                             theta_.get(), 159));
+    CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, kTheta, n_, 256, &alpha, cand_.get(), kTheta, cs_.get(), kCS, &beta,
+                             theta_.get(), kTheta));
   }
   if (core_.side_items.size()) {
     velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(core_.side_items.get(), core_.tensors.get(), core_.rrec.get(),

@@ -9,6 +9,11 @@
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
 
+struct VeloScalars {  // written by each step's first kernel
+  LoStepScalars step;
+  float lstm_shared[18];  // the LSTM inputs every tensor shares: 9 fraction-of-training, 9 loss features
+};
+
 struct VeloLossState {  // velo.md 4.2, on the device
   float decay[10], means[10], running_min[10];
   int64_t it;
@@ -48,5 +53,5 @@ class Velo : public Optimizer {
   DeviceBuffer<double> partial_;  // per pass-B work item: 30 feature sums + 8 old-state sums
   DeviceBuffer<float4> side_a_, side_b_;  // per row / column of tile2d tensors: its share of the first layer
   DeviceBuffer<float> norm_;    // n x 32: 30 normalisers, param scale
-  DeviceBuffer<float> scalars_; // grad scale, lr, 18 shared LSTM features
+  DeviceBuffer<VeloScalars> scalars_;
 };

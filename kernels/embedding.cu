@@ -6,6 +6,7 @@
 
 #include "common/cuda_check.h"
 #include "kernels/embedding.h"
+#include "kernels/device_utils.cuh"
 
 namespace {
 __device__ __forceinline__ float to_f(float x) { return x; }
@@ -69,7 +70,6 @@ __global__ void __launch_bounds__(32 * kWarps) encoder_bwd_wte_k(float* dwte, co
     __syncthreads();
   }
 }
-unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
 }  // namespace
 
 TokenGroups::TokenGroups(int N, int vocab) : N_(N), bits_(1) {

@@ -3,13 +3,9 @@
 
 #include "common/cuda_check.h"
 #include "kernels/gpt2_bf16_kernels.h"
+#include "kernels/device_utils.cuh"
 
 namespace {
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
 // d/du of the tanh-form GELU, 0.5 u (1 + tanh(k (u + 0.044715 u^3))).
 __device__ __forceinline__ float gelu_grad(float u) {
   const float k = 0.7978845608028654f, th = tanhf(k * (u + 0.044715f * u * u * u));

@@ -4,17 +4,9 @@
 
 #include "common/cuda_check.h"
 #include "kernels/gpt2_kernels.h"
+#include "kernels/device_utils.cuh"
 
 namespace {
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ __forceinline__ float warp_max(float x) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
 
 __global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -10,15 +10,12 @@
 #include "optim/adafactor.h"
 
 #include "optim/step_scalars.cuh"
+#include "kernels/device_utils.cuh"
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kTileCols = 1024, kTileElems = 32768;
 
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 // Fixed-order block sum in double of one value per thread; result valid in thread 0.
 __device__ double block_sum(double x) {

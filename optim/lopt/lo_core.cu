@@ -2,6 +2,7 @@
 
 #include "optim/lopt/lo_core.h"
 #include "optim/step_scalars.cuh"
+#include "kernels/device_utils.cuh"
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
@@ -13,10 +14,6 @@ __device__ __forceinline__ float lo_grad(float g, float scale, float clip) {
   return clip > 0 ? fminf(clip, fmaxf(-clip, g)) : g;
 }
 
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 // Pass A over 2-D factored tensors: per tile, sums of g^2 per row (over the tile's columns) and per
 // column (over the tile's rows); the same tiling and fixed-order reduction as Adafactor's pass A.

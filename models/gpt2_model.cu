@@ -11,35 +11,24 @@ Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
   CUBLAS_CHECK(cublasCreate(&blas_));
   CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));  // fp32, no TF32
   const ParamTable& t = arena.table();
-  auto P = [&](const std::string& n) -> float* {
-    const int i = t.find(n);
-    CHECK(i >= 0);
-    return arena.params() + t[i].offset;
-  };
-  auto G = [&](const std::string& n) -> float* { return arena.grads() + t[t.find(n)].offset; };
-  wte_ = P("wte"), wpe_ = P("wpe"), lnfw_ = P("ln_f.weight"), lnfb_ = P("ln_f.bias");
-  d_wte_ = G("wte"), d_wpe_ = G("wpe"), d_lnfw_ = G("ln_f.weight"), d_lnfb_ = G("ln_f.bias");
+  const Gpt2Tensors ix = gpt2_tensors(t, s_);
+  auto P = [&](int i) -> float* { return arena.params() + t[i].offset; };
+  auto G = [&](int i) -> float* { return arena.grads() + t[i].offset; };
+  wte_ = P(ix.wte), wpe_ = P(ix.wpe), lnfw_ = P(ix.lnfw), lnfb_ = P(ix.lnfb);
+  d_wte_ = G(ix.wte), d_wpe_ = G(ix.wpe), d_lnfw_ = G(ix.lnfw), d_lnfb_ = G(ix.lnfb);
   const int64_t C = s_.channels, N = N_;
   for (int l = 0; l < s_.layers; l++) {
-    const std::string p = "h." + std::to_string(l) + ".";
+    const Gpt2BlockTensors& b = ix.blocks[size_t(l)];
     LayerParams q{};
-    q.ln1w = P(p + "ln_1.weight"), q.ln1b = P(p + "ln_1.bias"), q.d_ln1w = G(p + "ln_1.weight"), q.d_ln1b = G(p + "ln_1.bias");
-    if (s_.separate_qkv) {
-      const char* names[3] = {"q", "k", "v"};
-      for (int k = 0; k < 3; k++) {
-        q.qkvw[k] = P(p + "attn." + names[k] + ".weight"), q.qkvb[k] = P(p + "attn." + names[k] + ".bias");
-        q.d_qkvw[k] = G(p + "attn." + names[k] + ".weight"), q.d_qkvb[k] = G(p + "attn." + names[k] + ".bias");
-      }
-    } else {
-      q.qkvw[0] = P(p + "attn.qkv.weight"), q.qkvb[0] = P(p + "attn.qkv.bias");
-      q.d_qkvw[0] = G(p + "attn.qkv.weight"), q.d_qkvb[0] = G(p + "attn.qkv.bias");
+    q.ln1w = P(b.ln1w), q.ln1b = P(b.ln1b), q.d_ln1w = G(b.ln1w), q.d_ln1b = G(b.ln1b);
+    for (int k = 0; k < (s_.separate_qkv ? 3 : 1); k++) {
+      q.qkvw[k] = P(b.qkvw[k]), q.qkvb[k] = P(b.qkvb[k]);
+      q.d_qkvw[k] = G(b.qkvw[k]), q.d_qkvb[k] = G(b.qkvb[k]);
     }
-    q.projw = P(p + "attn.proj.weight"), q.projb = P(p + "attn.proj.bias");
-    q.d_projw = G(p + "attn.proj.weight"), q.d_projb = G(p + "attn.proj.bias");
-    q.ln2w = P(p + "ln_2.weight"), q.ln2b = P(p + "ln_2.bias"), q.d_ln2w = G(p + "ln_2.weight"), q.d_ln2b = G(p + "ln_2.bias");
-    q.fcw = P(p + "mlp.fc.weight"), q.fcb = P(p + "mlp.fc.bias"), q.d_fcw = G(p + "mlp.fc.weight"), q.d_fcb = G(p + "mlp.fc.bias");
-    q.fcprojw = P(p + "mlp.proj.weight"), q.fcprojb = P(p + "mlp.proj.bias");
-    q.d_fcprojw = G(p + "mlp.proj.weight"), q.d_fcprojb = G(p + "mlp.proj.bias");
+    q.projw = P(b.projw), q.projb = P(b.projb), q.d_projw = G(b.projw), q.d_projb = G(b.projb);
+    q.ln2w = P(b.ln2w), q.ln2b = P(b.ln2b), q.d_ln2w = G(b.ln2w), q.d_ln2b = G(b.ln2b);
+    q.fcw = P(b.fcw), q.fcb = P(b.fcb), q.d_fcw = G(b.fcw), q.d_fcb = G(b.fcb);
+    q.fcprojw = P(b.fcprojw), q.fcprojb = P(b.fcprojb), q.d_fcprojw = G(b.fcprojw), q.d_fcprojb = G(b.fcprojb);
     lp_.push_back(q);
     LayerActs a;
     a.x_in.alloc(size_t(N * C), "activations"), a.ln1.alloc(size_t(N * C), "activations");

@@ -60,22 +60,8 @@ void layernorm_back(const double* x, const double* w, const double* mean, const 
 }  // namespace
 
 std::vector<float> gpt2_init(const ParamTable& table, const Gpt2Shape& s, uint64_t seed) {
-  std::vector<float> p(size_t(table.total_elems()), 0.0f);
-  std::mt19937_64 rng(seed);
-  const double proj_sd = 0.02 / std::sqrt(2.0 * s.layers);
-  for (const auto& t : table.tensors()) {
-    float* x = &p[size_t(t.offset)];
-    if (t.role == Role::NormGain) {
-      std::fill(x, x + t.numel, 1.0f);
-    } else if (t.role == Role::Bias || t.role == Role::NormBias) {
-      // zeros
-    } else {
-      const bool residual = t.name.find("attn.proj.weight") != std::string::npos || t.name.find("mlp.proj.weight") != std::string::npos;
-      std::normal_distribution<float> z(0.0f, float(residual ? proj_sd : 0.02));
-      for (int64_t i = 0; i < t.numel; i++) x[i] = z(rng);
-    }
-  }
-  return p;
+  (void)gpt2_tensors(table, s);  // the table must be GPT-2's: its rows carry the initialisation
+  return init_params(table, seed);
 }
 
 double Gpt2Ref::keep(uint32_t site, uint32_t row, uint32_t col) const {
@@ -88,26 +74,26 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
   const int C = s_.channels, NH = s_.heads, hs = C / NH, V = s_.vocab, N = B * T, L = s_.layers;
   if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, ".");
   B_ = B, T_ = T, tokens_ = tokens, targets_ = targets;
-  auto W = [&](const std::string& n) { return &P[size_t(t_[t_.find(n)].offset)]; };
+  auto W = [&](int i) { return &P[size_t(t_[i].offset)]; };
   std::vector<double> x(size_t(N * C));
   for (int n = 0; n < N; n++)
     for (int c = 0; c < C; c++)
-      x[size_t(n * C + c)] = (W("wte")[tokens[size_t(n)] * C + c] + W("wpe")[(n % T) * C + c]) * keep(dropout_site_embedding(), n, c);
+      x[size_t(n * C + c)] = (W(ix_.wte)[tokens[size_t(n)] * C + c] + W(ix_.wpe)[(n % T) * C + c]) * keep(dropout_site_embedding(), n, c);
   layers_.assign(size_t(L), Layer{});
   for (int l = 0; l < L; l++) {
     Layer& a = layers_[size_t(l)];
-    const std::string p = "h." + std::to_string(l) + ".";
+    const Gpt2BlockTensors& bt = ix_.blocks[size_t(l)];
     a.x_in = x;
     a.ln1.resize(x.size()), a.ln1_mean.resize(size_t(N)), a.ln1_rstd.resize(size_t(N));
-    layernorm(x.data(), W(p + "ln_1.weight"), W(p + "ln_1.bias"), a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+    layernorm(x.data(), W(bt.ln1w), W(bt.ln1b), a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
     a.q.resize(x.size()), a.k.resize(x.size()), a.v.resize(x.size());
     if (s_.separate_qkv) {
-      linear(a.ln1.data(), W(p + "attn.q.weight"), W(p + "attn.q.bias"), a.q.data(), N, C, C);
-      linear(a.ln1.data(), W(p + "attn.k.weight"), W(p + "attn.k.bias"), a.k.data(), N, C, C);
-      linear(a.ln1.data(), W(p + "attn.v.weight"), W(p + "attn.v.bias"), a.v.data(), N, C, C);
+      linear(a.ln1.data(), W(bt.qkvw[0]), W(bt.qkvb[0]), a.q.data(), N, C, C);
+      linear(a.ln1.data(), W(bt.qkvw[1]), W(bt.qkvb[1]), a.k.data(), N, C, C);
+      linear(a.ln1.data(), W(bt.qkvw[2]), W(bt.qkvb[2]), a.v.data(), N, C, C);
     } else {
       std::vector<double> qkv(size_t(N * 3 * C));
-      linear(a.ln1.data(), W(p + "attn.qkv.weight"), W(p + "attn.qkv.bias"), qkv.data(), N, C, 3 * C);
+      linear(a.ln1.data(), W(bt.qkvw[0]), W(bt.qkvb[0]), qkv.data(), N, C, 3 * C);
       for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++)
           a.q[size_t(n * C + c)] = qkv[size_t(n * 3 * C + c)], a.k[size_t(n * C + c)] = qkv[size_t(n * 3 * C + C + c)],
@@ -138,25 +124,25 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
               a.ctx[size_t((b * T + i) * C + h * hs + e)] += z[j] * row[j] * a.v[size_t((b * T + j) * C + h * hs + e)];
         }
     std::vector<double> proj(x.size());
-    linear(a.ctx.data(), W(p + "attn.proj.weight"), W(p + "attn.proj.bias"), proj.data(), N, C, C);
+    linear(a.ctx.data(), W(bt.projw), W(bt.projb), proj.data(), N, C, C);
     for (size_t i = 0; i < x.size(); i++) x[i] += proj[i] * keep(dropout_site_attn_proj(l), uint32_t(i / C), uint32_t(i % C));
     a.x_mid = x;
     a.ln2.resize(x.size()), a.ln2_mean.resize(size_t(N)), a.ln2_rstd.resize(size_t(N));
-    layernorm(x.data(), W(p + "ln_2.weight"), W(p + "ln_2.bias"), a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+    layernorm(x.data(), W(bt.ln2w), W(bt.ln2b), a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
     a.fc.resize(size_t(N * 4 * C)), a.gelu.resize(size_t(N * 4 * C));
-    linear(a.ln2.data(), W(p + "mlp.fc.weight"), W(p + "mlp.fc.bias"), a.fc.data(), N, C, 4 * C);
+    linear(a.ln2.data(), W(bt.fcw), W(bt.fcb), a.fc.data(), N, C, 4 * C);
     for (size_t i = 0; i < a.fc.size(); i++) {
       const double u = a.fc[i];
       a.gelu[i] = 0.5 * u * (1 + std::tanh(kGeluC * (u + 0.044715 * u * u * u)));
     }
-    linear(a.gelu.data(), W(p + "mlp.proj.weight"), W(p + "mlp.proj.bias"), proj.data(), N, 4 * C, C);
+    linear(a.gelu.data(), W(bt.fcprojw), W(bt.fcprojb), proj.data(), N, 4 * C, C);
     for (size_t i = 0; i < x.size(); i++) x[i] += proj[i] * keep(dropout_site_mlp_proj(l), uint32_t(i / C), uint32_t(i % C));
   }
   x_final = x;
   lnf.resize(x.size()), lnf_mean.resize(size_t(N)), lnf_rstd.resize(size_t(N));
-  layernorm(x.data(), W("ln_f.weight"), W("ln_f.bias"), lnf.data(), lnf_mean.data(), lnf_rstd.data(), N, C);
+  layernorm(x.data(), W(ix_.lnfw), W(ix_.lnfb), lnf.data(), lnf_mean.data(), lnf_rstd.data(), N, C);
   logits_.resize(size_t(N) * size_t(V));
-  linear(lnf.data(), W("wte"), nullptr, logits_.data(), N, C, V);  // tied head
+  linear(lnf.data(), W(ix_.wte), nullptr, logits_.data(), N, C, V);  // tied head
   probs_.resize(logits_.size());
   double loss = 0;
   for (int n = 0; n < N; n++) {
@@ -173,37 +159,37 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
 std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
   const int B = B_, T = T_, C = s_.channels, NH = s_.heads, hs = C / NH, V = s_.vocab, N = B * T, L = s_.layers;
   std::vector<double> G(P.size(), 0.0);
-  auto W = [&](const std::string& n) { return &P[size_t(t_[t_.find(n)].offset)]; };
-  auto D = [&](const std::string& n) { return &G[size_t(t_[t_.find(n)].offset)]; };
+  auto W = [&](int i) { return &P[size_t(t_[i].offset)]; };
+  auto D = [&](int i) { return &G[size_t(t_[i].offset)]; };
   std::vector<double> dlogits(logits_.size());
   for (int n = 0; n < N; n++)
     for (int v = 0; v < V; v++)
       dlogits[size_t(n) * size_t(V) + size_t(v)] = (probs_[size_t(n) * size_t(V) + size_t(v)] - (v == targets_[size_t(n)])) / N;
   std::vector<double> dlnf(size_t(N * C), 0.0), dx(size_t(N * C), 0.0);
-  linear_back(lnf.data(), W("wte"), dlogits.data(), dlnf.data(), D("wte"), nullptr, N, C, V);
-  layernorm_back(x_final.data(), W("ln_f.weight"), lnf_mean.data(), lnf_rstd.data(), dlnf.data(), dx.data(), D("ln_f.weight"),
-                 D("ln_f.bias"), N, C);
+  linear_back(lnf.data(), W(ix_.wte), dlogits.data(), dlnf.data(), D(ix_.wte), nullptr, N, C, V);
+  layernorm_back(x_final.data(), W(ix_.lnfw), lnf_mean.data(), lnf_rstd.data(), dlnf.data(), dx.data(), D(ix_.lnfw),
+                 D(ix_.lnfb), N, C);
   for (int l = L - 1; l >= 0; l--) {
     const Layer& a = layers_[size_t(l)];
-    const std::string p = "h." + std::to_string(l) + ".";
+    const Gpt2BlockTensors& bt = ix_.blocks[size_t(l)];
     // MLP: x_out = x_mid + dropout(proj(gelu(fc(ln2(x_mid)))))
     std::vector<double> dgelu(size_t(N * 4 * C), 0.0), dln2(size_t(N * C), 0.0), dproj(dx.size());
     for (size_t i = 0; i < dx.size(); i++) dproj[i] = dx[i] * keep(dropout_site_mlp_proj(l), uint32_t(i / C), uint32_t(i % C));
-    linear_back(a.gelu.data(), W(p + "mlp.proj.weight"), dproj.data(), dgelu.data(), D(p + "mlp.proj.weight"), D(p + "mlp.proj.bias"),
+    linear_back(a.gelu.data(), W(bt.fcprojw), dproj.data(), dgelu.data(), D(bt.fcprojw), D(bt.fcprojb),
                 N, 4 * C, C);
     for (size_t i = 0; i < dgelu.size(); i++) {
       const double u = a.fc[i], th = std::tanh(kGeluC * (u + 0.044715 * u * u * u));
       dgelu[i] *= 0.5 * (1 + th) + 0.5 * u * (1 - th * th) * kGeluC * (1 + 3 * 0.044715 * u * u);
     }
-    linear_back(a.ln2.data(), W(p + "mlp.fc.weight"), dgelu.data(), dln2.data(), D(p + "mlp.fc.weight"), D(p + "mlp.fc.bias"), N, C,
+    linear_back(a.ln2.data(), W(bt.fcw), dgelu.data(), dln2.data(), D(bt.fcw), D(bt.fcb), N, C,
                 4 * C);
-    layernorm_back(a.x_mid.data(), W(p + "ln_2.weight"), a.ln2_mean.data(), a.ln2_rstd.data(), dln2.data(), dx.data(),
-                   D(p + "ln_2.weight"), D(p + "ln_2.bias"), N, C);
+    layernorm_back(a.x_mid.data(), W(bt.ln2w), a.ln2_mean.data(), a.ln2_rstd.data(), dln2.data(), dx.data(),
+                   D(bt.ln2w), D(bt.ln2b), N, C);
     // Attention: x_mid = x_in + dropout(proj(attn(ln1(x_in)))), the probabilities dropped out too
     std::vector<double> dctx(size_t(N * C), 0.0), dq(size_t(N * C), 0.0), dk(size_t(N * C), 0.0), dv(size_t(N * C), 0.0);
     for (size_t i = 0; i < dx.size(); i++) dproj[i] = dx[i] * keep(dropout_site_attn_proj(l), uint32_t(i / C), uint32_t(i % C));
-    linear_back(a.ctx.data(), W(p + "attn.proj.weight"), dproj.data(), dctx.data(), D(p + "attn.proj.weight"),
-                D(p + "attn.proj.bias"), N, C, C);
+    linear_back(a.ctx.data(), W(bt.projw), dproj.data(), dctx.data(), D(bt.projw),
+                D(bt.projb), N, C, C);
     const double scale = 1.0 / std::sqrt(double(hs));
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++)
@@ -231,26 +217,26 @@ std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
         }
     std::vector<double> dln1(size_t(N * C), 0.0);
     if (s_.separate_qkv) {
-      linear_back(a.ln1.data(), W(p + "attn.q.weight"), dq.data(), dln1.data(), D(p + "attn.q.weight"), D(p + "attn.q.bias"), N, C, C);
-      linear_back(a.ln1.data(), W(p + "attn.k.weight"), dk.data(), dln1.data(), D(p + "attn.k.weight"), D(p + "attn.k.bias"), N, C, C);
-      linear_back(a.ln1.data(), W(p + "attn.v.weight"), dv.data(), dln1.data(), D(p + "attn.v.weight"), D(p + "attn.v.bias"), N, C, C);
+      linear_back(a.ln1.data(), W(bt.qkvw[0]), dq.data(), dln1.data(), D(bt.qkvw[0]), D(bt.qkvb[0]), N, C, C);
+      linear_back(a.ln1.data(), W(bt.qkvw[1]), dk.data(), dln1.data(), D(bt.qkvw[1]), D(bt.qkvb[1]), N, C, C);
+      linear_back(a.ln1.data(), W(bt.qkvw[2]), dv.data(), dln1.data(), D(bt.qkvw[2]), D(bt.qkvb[2]), N, C, C);
     } else {
       std::vector<double> dqkv(size_t(N * 3 * C));
       for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++)
           dqkv[size_t(n * 3 * C + c)] = dq[size_t(n * C + c)], dqkv[size_t(n * 3 * C + C + c)] = dk[size_t(n * C + c)],
                                 dqkv[size_t(n * 3 * C + 2 * C + c)] = dv[size_t(n * C + c)];
-      linear_back(a.ln1.data(), W(p + "attn.qkv.weight"), dqkv.data(), dln1.data(), D(p + "attn.qkv.weight"), D(p + "attn.qkv.bias"),
+      linear_back(a.ln1.data(), W(bt.qkvw[0]), dqkv.data(), dln1.data(), D(bt.qkvw[0]), D(bt.qkvb[0]),
                   N, C, 3 * C);
     }
-    layernorm_back(a.x_in.data(), W(p + "ln_1.weight"), a.ln1_mean.data(), a.ln1_rstd.data(), dln1.data(), dx.data(),
-                   D(p + "ln_1.weight"), D(p + "ln_1.bias"), N, C);
+    layernorm_back(a.x_in.data(), W(bt.ln1w), a.ln1_mean.data(), a.ln1_rstd.data(), dln1.data(), dx.data(),
+                   D(bt.ln1w), D(bt.ln1b), N, C);
   }
   for (int n = 0; n < N; n++)
     for (int c = 0; c < C; c++) {
       const double g = dx[size_t(n * C + c)] * keep(dropout_site_embedding(), n, c);
-      D("wte")[tokens_[size_t(n)] * C + c] += g;
-      D("wpe")[(n % T) * C + c] += g;
+      D(ix_.wte)[tokens_[size_t(n)] * C + c] += g;
+      D(ix_.wpe)[(n % T) * C + c] += g;
     }
   return G;
 }

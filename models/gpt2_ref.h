@@ -8,13 +8,13 @@
 
 #include "models/model_tables.h"
 
-// GPT-2 initialisation: N(0, 0.02) weights, residual projections N(0, 0.02 / sqrt(2 L)), zero biases,
-// LayerNorm gains 1. Deterministic in `seed`; fp32 in the arena's layout.
+// GPT-2 initialisation as its table says (gpt2_param_table): init_params after checking the table is
+// GPT-2's. Deterministic in `seed`; fp32 in the arena's layout.
 std::vector<float> gpt2_init(const ParamTable& table, const Gpt2Shape& s, uint64_t seed);
 
 class Gpt2Ref {
  public:
-  Gpt2Ref(const Gpt2Shape& shape, const ParamTable& table) : s_(shape), t_(table) {}
+  Gpt2Ref(const Gpt2Shape& shape, const ParamTable& table) : s_(shape), t_(table), ix_(gpt2_tensors(table, shape)) {}
   // Mean cross-entropy of `targets` given `tokens` (B*T each); keeps what backward needs.
   double forward(const std::vector<double>& params, const std::vector<int>& tokens, const std::vector<int>& targets, int B, int T);
   // Gradient of the last forward's loss, in the flat layout (padding zero).
@@ -31,6 +31,7 @@ class Gpt2Ref {
   double keep(uint32_t site, uint32_t row, uint32_t col) const;
   Gpt2Shape s_;
   const ParamTable& t_;
+  Gpt2Tensors ix_;
   int B_ = 0, T_ = 0;
   float p_ = 0.0f;
   uint64_t seed_ = 0, counter_ = 0;

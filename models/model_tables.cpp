@@ -1,5 +1,7 @@
 #include "models/model_tables.h"
 
+#include <cmath>
+
 #include "common/error.h"
 
 Gpt2Shape gpt2_shape(const std::string& name) {
@@ -12,41 +14,55 @@ Gpt2Shape gpt2_shape(const std::string& name) {
   return s;
 }
 
-ParamTable gpt2_param_table(const Gpt2Shape& s) {
+ParamTable gpt2_param_table(const Gpt2Shape& s, Gpt2Tensors* indices) {
   ParamTable t;
+  Gpt2Tensors ix;
   const int64_t C = s.channels;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, Role role, bool decay) {
-    t.add(tensor_spec(name, std::move(shape), role, decay));
+  const float sd = 0.02f, proj_sd = float(0.02 / std::sqrt(2.0 * s.layers));  // residual projections: GPT-2's scaling
+  // Each kind of tensor starts as its role says: weights normal, gains one, biases zero.
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, Role role, bool decay, float std_dev = 0.02f) {
+    TensorSpec x = tensor_spec(name, std::move(shape), role, decay);
+    x.init = role == Role::NormGain ? Init::Ones : role == Role::Bias || role == Role::NormBias ? Init::Zeros : Init::Normal;
+    x.init_std = x.init == Init::Normal ? std_dev : 0.0f;
+    if (name == "wte") x.reserve = int64_t(gpt2_padded_vocab(s.vocab)) * C;  // the head's zero rows
+    return t.add(x);
   };
-  {
-    TensorSpec wte = tensor_spec("wte", {s.vocab, C}, Role::Embedding, true);  // tied with the LM head
-    wte.reserve = int64_t(gpt2_padded_vocab(s.vocab)) * C;
-    t.add(wte);
-  }
-  add("wpe", {s.max_seq, C}, Role::PosEmbedding, true);
+  ix.wte = add("wte", {s.vocab, C}, Role::Embedding, true, sd);  // tied with the LM head
+  ix.wpe = add("wpe", {s.max_seq, C}, Role::PosEmbedding, true, sd);
   for (int l = 0; l < s.layers; l++) {
-    std::string p = "h." + std::to_string(l) + ".";
-    add(p + "ln_1.weight", {C}, Role::NormGain, false);
-    add(p + "ln_1.bias", {C}, Role::NormBias, false);
+    const std::string p = "h." + std::to_string(l) + ".";
+    Gpt2BlockTensors b{};
+    b.ln1w = add(p + "ln_1.weight", {C}, Role::NormGain, false);
+    b.ln1b = add(p + "ln_1.bias", {C}, Role::NormBias, false);
     if (s.separate_qkv) {  // weights then biases, so that each trio is one contiguous (3C, C) / (3C) block
-      for (const char* q : {"q", "k", "v"}) add(p + "attn." + q + ".weight", {C, C}, Role::Hidden, true);
-      for (const char* q : {"q", "k", "v"}) add(p + "attn." + q + ".bias", {C}, Role::Bias, false);
+      const char* qkv[3] = {"q", "k", "v"};
+      for (int k = 0; k < 3; k++) b.qkvw[k] = add(p + "attn." + qkv[k] + ".weight", {C, C}, Role::Hidden, true, sd);
+      for (int k = 0; k < 3; k++) b.qkvb[k] = add(p + "attn." + qkv[k] + ".bias", {C}, Role::Bias, false);
     } else {
-      add(p + "attn.qkv.weight", {3 * C, C}, Role::Hidden, true);
-      add(p + "attn.qkv.bias", {3 * C}, Role::Bias, false);
+      b.qkvw[0] = add(p + "attn.qkv.weight", {3 * C, C}, Role::Hidden, true, sd);
+      b.qkvb[0] = add(p + "attn.qkv.bias", {3 * C}, Role::Bias, false);
+      b.qkvw[1] = b.qkvw[2] = b.qkvb[1] = b.qkvb[2] = -1;
     }
-    add(p + "attn.proj.weight", {C, C}, Role::Hidden, true);
-    add(p + "attn.proj.bias", {C}, Role::Bias, false);
-    add(p + "ln_2.weight", {C}, Role::NormGain, false);
-    add(p + "ln_2.bias", {C}, Role::NormBias, false);
-    add(p + "mlp.fc.weight", {4 * C, C}, Role::Hidden, true);
-    add(p + "mlp.fc.bias", {4 * C}, Role::Bias, false);
-    add(p + "mlp.proj.weight", {C, 4 * C}, Role::Hidden, true);
-    add(p + "mlp.proj.bias", {C}, Role::Bias, false);
+    b.projw = add(p + "attn.proj.weight", {C, C}, Role::Hidden, true, proj_sd);
+    b.projb = add(p + "attn.proj.bias", {C}, Role::Bias, false);
+    b.ln2w = add(p + "ln_2.weight", {C}, Role::NormGain, false);
+    b.ln2b = add(p + "ln_2.bias", {C}, Role::NormBias, false);
+    b.fcw = add(p + "mlp.fc.weight", {4 * C, C}, Role::Hidden, true, sd);
+    b.fcb = add(p + "mlp.fc.bias", {4 * C}, Role::Bias, false);
+    b.fcprojw = add(p + "mlp.proj.weight", {C, 4 * C}, Role::Hidden, true, proj_sd);
+    b.fcprojb = add(p + "mlp.proj.bias", {C}, Role::Bias, false);
+    ix.blocks.push_back(b);
   }
-  add("ln_f.weight", {C}, Role::NormGain, false);
-  add("ln_f.bias", {C}, Role::NormBias, false);
+  ix.lnfw = add("ln_f.weight", {C}, Role::NormGain, false);
+  ix.lnfb = add("ln_f.bias", {C}, Role::NormBias, false);
+  if (indices) *indices = ix;
   return t;
+}
+
+Gpt2Tensors gpt2_tensors(const ParamTable& t, const Gpt2Shape& s) {
+  Gpt2Tensors ix;
+  CHECK(gpt2_param_table(s, &ix).fingerprint() == t.fingerprint());
+  return ix;
 }
 
 ParamTable vit_param_table(const VitShape& s) {

@@ -1,6 +1,7 @@
 #include "optim/param_table.h"
 
 #include <algorithm>
+#include <random>
 
 #include "common/error.h"
 
@@ -77,4 +78,17 @@ uint64_t ParamTable::fingerprint() const {
     mix(&r, 1);
   }
   return h;
+}
+
+std::vector<float> init_params(const ParamTable& t, uint64_t seed) {
+  std::vector<float> p(size_t(t.total_elems()), 0.0f);
+  std::mt19937_64 rng(seed);
+  for (const auto& ti : t.tensors()) {
+    float* x = &p[size_t(ti.offset)];
+    if (ti.init == Init::Ones) std::fill(x, x + ti.numel, 1.0f);
+    if (ti.init != Init::Normal) continue;
+    std::normal_distribution<float> z(0.0f, ti.init_std);
+    for (int64_t i = 0; i < ti.numel; i++) x[i] = z(rng);
+  }
+  return p;
 }

@@ -18,6 +18,9 @@ enum class Role : uint8_t {
 };
 const char* role_name(Role r);
 
+// How a tensor starts: zeros, ones, or normal(0, init_std).
+enum class Init : uint8_t { Zeros, Ones, Normal };
+
 // Which optimizer family updates a tensor when a "matrix" optimizer (Muon) is chosen.
 enum class Owner : uint8_t { Auto, AdamW, Muon };
 
@@ -30,6 +33,8 @@ struct TensorSpec {
   Owner owner = Owner::Auto;    // Auto: Muon takes Hidden matrices, AdamW takes the rest
   int64_t reserve = 0;          // elements to reserve if more than numel: zero padding a model may
                                 // read as extra rows (GPT-2's head pads the vocabulary); never optimized
+  Init init = Init::Zeros;      // the model's initialisation of this tensor
+  float init_std = 0.0f;        // for Init::Normal
 };
 
 TensorSpec tensor_spec(std::string name, std::vector<int64_t> shape, Role role, bool decay = true);
@@ -70,3 +75,7 @@ class ParamTable {
 };
 
 std::string shape_str(const std::vector<int64_t>& shape);
+
+// Every tensor initialised as its row says, in table order from one generator (std::mt19937_64(seed),
+// a fresh normal distribution per tensor); fp32 in the arena's flat layout, padding zero.
+std::vector<float> init_params(const ParamTable& t, uint64_t seed);

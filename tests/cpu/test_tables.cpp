@@ -1,3 +1,5 @@
+#include <cmath>
+#include <random>
 #include <set>
 
 #include "models/model_tables.h"
@@ -115,4 +117,51 @@ TEST(ModelTables, Gpt2CountsMatchTheKnownSizes) {
   EXPECT_EQ(hidden, 12ll * 12 * 768 * 768);
   expect_user_error([] { model_table_by_name("gpt3"); }, "unknown model");
   expect_user_error([] { gpt2_shape("d13"); }, "unknown GPT-2 size");
+}
+
+// The indices gpt2_param_table records are the tensors their names say, and each row carries GPT-2's
+// initialisation (the residual projections scaled by 1/sqrt(2L)).
+TEST(Tables, Gpt2IndicesAndInitialisation) {
+  for (bool separate : {true, false}) {
+    Gpt2Shape s = gpt2_shape("d12");
+    s.separate_qkv = separate;
+    Gpt2Tensors ix;
+    const ParamTable t = gpt2_param_table(s, &ix);
+    EXPECT_EQ(t[ix.wte].name, "wte");
+    EXPECT_EQ(t[ix.lnfb].name, "ln_f.bias");
+    const Gpt2BlockTensors& b = ix.blocks[7];
+    EXPECT_EQ(t[b.fcprojw].name, "h.7.mlp.proj.weight");
+    EXPECT_EQ(t[b.ln2b].name, "h.7.ln_2.bias");
+    EXPECT_EQ(t[b.qkvw[0]].name, separate ? "h.7.attn.q.weight" : "h.7.attn.qkv.weight");
+    if (separate) EXPECT_EQ(t[b.qkvb[2]].name, "h.7.attn.v.bias");
+    else EXPECT_EQ(b.qkvw[1], -1);
+    const float proj_sd = float(0.02 / std::sqrt(24.0));
+    EXPECT_EQ(t[b.projw].init_std, proj_sd);
+    EXPECT_EQ(t[b.fcprojw].init_std, proj_sd);
+    EXPECT_EQ(t[b.fcw].init_std, 0.02f);
+    EXPECT_EQ(t[ix.wpe].init_std, 0.02f);
+    EXPECT_TRUE(t[b.ln1w].init == Init::Ones && t[b.fcb].init == Init::Zeros && t[b.qkvw[0]].init == Init::Normal);
+    EXPECT_EQ(gpt2_tensors(t, s).blocks[7].fcprojw, b.fcprojw);
+  }
+}
+
+TEST(Tables, InitParamsFollowsTheRows) {
+  ParamTable t;
+  TensorSpec a = tensor_spec("a", {4, 8}, Role::Hidden);
+  a.init = Init::Normal, a.init_std = 0.5f;
+  TensorSpec g = tensor_spec("g", {8}, Role::NormGain, false);
+  g.init = Init::Ones;
+  t.add(a);
+  t.add(g);
+  t.add(tensor_spec("b", {8}, Role::Bias, false));
+  const std::vector<float> p = init_params(t, 3), q = init_params(t, 3), r = init_params(t, 4);
+  EXPECT_EQ(p, q);
+  EXPECT_NE(p, r);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> z(0.0f, 0.5f);
+  for (int i = 0; i < 32; i++) EXPECT_EQ(p[size_t(i)], z(rng));
+  for (int i = 0; i < 8; i++) {
+    EXPECT_EQ(p[size_t(t[1].offset + i)], 1.0f);
+    EXPECT_EQ(p[size_t(t[2].offset + i)], 0.0f);
+  }
 }

@@ -44,7 +44,7 @@ ParamTable mixed_table(bool big) {
   return t;
 }
 
-std::vector<float> init_params(const ParamTable& t, uint32_t seed) {
+std::vector<float> random_params(const ParamTable& t, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> z(0.0f, 0.05f);
   std::vector<float> p(size_t(t.total_elems()), 0.0f);
@@ -82,7 +82,7 @@ void compare_with_reference(const std::string& name, const OptimOptions& o, floa
                             int steps = 22, bool big = true) {
   ParamTable table = mixed_table(big);
   Arena arena(table, bf16);
-  const std::vector<float> p0 = init_params(table, 11);
+  const std::vector<float> p0 = random_params(table, 11);
   upload(arena, p0, false);
   auto gpu = make_optimizer(name, o, arena);
   auto ref = make_ref_optimizer(name, o, table);
@@ -243,7 +243,7 @@ TEST_F(Gpu, SaveLoadContinuesBitForBit) {
     ParamTable table = mixed_table(false);
     const OptimOptions o = resume_options();
     Arena a(table, false);
-    upload(a, init_params(table, 3), false);
+    upload(a, random_params(table, 3), false);
     auto opt = make_optimizer(name, o, a);
     run_steps(*opt, a, 500, 8);
     const std::vector<float> mid = a.get_params_flat();
@@ -288,7 +288,7 @@ TEST_F(Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
     SCOPED_TRACE(name);
     const OptimOptions o = resume_options();
     Arena a(full, false), b(sub, false);
-    const std::vector<float> p0 = init_params(full, 21);
+    const std::vector<float> p0 = random_params(full, 21);
     upload(a, p0, false);
     upload(b, extract(p0), false);
     auto oa = make_optimizer(name, o, a, owned), ob = make_optimizer(name, o, b);
@@ -366,7 +366,7 @@ TEST_F(Gpu, GraphReplayEqualsEagerSteps) {
     SCOPED_TRACE(name);
     ParamTable table = mixed_table(false);
     OptimOptions o = resume_options();
-    const std::vector<float> p0 = init_params(table, 9), g = make_grads(table, 77);
+    const std::vector<float> p0 = random_params(table, 9), g = make_grads(table, 77);
     DeviceBuffer<float> d_loss(1, "loss");
     const float loss = 2.5f;
     d_loss.upload(&loss, 1);
@@ -459,7 +459,7 @@ TEST_F(Gpu, LearnedOptimizersStayFiniteOnHostileInput) {
     OptimOptions o = resume_options();
     o.velo.num_steps = 4;
     Arena a(table, false);
-    upload(a, init_params(table, 5), false);
+    upload(a, random_params(table, 5), false);
     auto opt = make_optimizer(name, o, a);
     DeviceBuffer<float> d_loss(1, "loss");
     for (int s = 0; s < 14; s++) {

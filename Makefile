@@ -33,7 +33,8 @@ HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp 
 # CUDA code: the arena, the optimizers and their kernels.
 CUDA_SRC := common/device_random.cu optim/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \
             optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu optim/lopt/lo_core.cu optim/lopt/small_fc_lopt.cu \
-            optim/lopt/velo.cu kernels/gpt2_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/gpt2_bf16_kernels.cu kernels/flash_attention.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
+            optim/lopt/velo.cu kernels/gpt2_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/layernorm.cu kernels/column_sums.cu \
+            kernels/crossentropy.cu kernels/reduce.cu kernels/flash_attention.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
             models/gpt2_model.cu models/gpt2_bf16.cu models/gpt2_net.cu data/prefetcher.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
@@ -57,33 +58,34 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(GTEST_INC) -c $< -o $@
 
+# Archives are rebuilt from scratch: `ar r` never drops members of files that no longer exist.
 $(BUILD)/libhost.a: $(HOST_OBJ)
-	ar rcs $@ $^
-$(BUILD)/libcuda.a: $(CUDA_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/liblopt_gpu.a: $(CUDA_OBJ)
+	rm -f $@ && ar rcs $@ $^
 
-bench_optim: $(BUILD)/bench/bench_optim.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
+bench_optim: $(BUILD)/bench/bench_optim.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
-bench_gpt2_ops: $(BUILD)/bench/bench_gpt2_ops.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
+bench_gpt2_ops: $(BUILD)/bench/bench_gpt2_ops.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
-train_gpt2: $(BUILD)/train_gpt2.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
+train_gpt2: $(BUILD)/train_gpt2.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
 tokenize: $(BUILD)/tokenize.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
 
-$(BUILD)/optim_replay: $(BUILD)/tests/tools/optim_replay.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
+$(BUILD)/optim_replay: $(BUILD)/tests/tools/optim_replay.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
-$(BUILD)/gpt2_dump: $(BUILD)/tests/tools/gpt2_dump.o $(BUILD)/libcuda.a $(BUILD)/libhost.a
+$(BUILD)/gpt2_dump: $(BUILD)/tests/tools/gpt2_dump.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
 $(BUILD)/test_cpu: $(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(GTEST_LIB)
 
-$(BUILD)/test_gpu: $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/libcuda.a $(BUILD)/libhost.a
+$(BUILD)/test_gpu: $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS) $(GTEST_LIB)
 
 test: test-cpu test-gpu

@@ -22,7 +22,7 @@
 #include "data/gpt2_tokenizer.h"
 #include "data/prefetcher.h"
 #include "data/token_shards.h"
-#include "kernels/gpt2_kernels.h"
+#include "kernels/reduce.h"
 #include "models/gpt2_net.h"
 #include "models/gpt2_ref.h"
 #include "optim/grad_clip.h"

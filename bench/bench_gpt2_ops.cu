@@ -21,7 +21,9 @@
 #include "common/device_random.h"
 #include "common/event_timer.h"
 #include "kernels/flash_attention.h"
-#include "kernels/gpt2_bf16_kernels.h"
+#include "kernels/column_sums.h"
+#include "kernels/crossentropy.h"
+#include "kernels/layernorm.h"
 #include "kernels/matmul_lt.h"
 #include "models/model_tables.h"
 
@@ -110,7 +112,7 @@ void bench_model(const Model& m, int T, int tune, int reps) {
   float* mean = stats.get();
   float* rstd = stats.get() + N;
   report("layernorm", "fwd", 2 * L + 1, 0, median_ms([&] {
-           layernorm_forward(aux.get(), mean, rstd, x.get(), W.get(), bias.get(), N, C, 0);
+           layernorm_forward(aux.get(), mean, rstd, x.get(), W.get(), bias.get(), N, C, kGpt2LnEps, 0);
          }, reps), 0);
   report("layernorm", "bwd", 2 * L + 1, 0, median_ms([&] {
            layernorm_backward(res.get(), lnw_g.get(), lnb_g.get(), y.get(), x.get(), W.get(), mean, rstd, N, C, scratch.get(), 0, dsum.get());

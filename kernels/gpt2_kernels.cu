@@ -8,7 +8,8 @@
 
 namespace {
 
-__global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C) {
+__global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C,
+                                float eps) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;
   const float* xr = x + int64_t(row) * C;
@@ -17,7 +18,7 @@ __global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float*
   const float m = warp_sum(s) / C;
   float v = 0.0f;
   for (int c = lane; c < C; c += 32) v += (xr[c] - m) * (xr[c] - m);
-  const float r = rsqrtf(warp_sum(v) / C + 1e-5f);
+  const float r = rsqrtf(warp_sum(v) / C + eps);
   for (int c = lane; c < C; c += 32) y[int64_t(row) * C + c] = (xr[c] - m) * r * w[c] + b[c];
   if (lane == 0) mean[row] = m, rstd[row] = r;
 }
@@ -247,22 +248,11 @@ __global__ void crossentropy_k(float* z, float* loss, const int* targets, int V,
   for (int v = threadIdx.x; v < V; v += blockDim.x) zr[v] = (expf(zr[v] - lz) - (v == tgt ? 1.0f : 0.0f)) * scale;
 }
 
-__global__ void mean_k(float* out, const float* x, int n) {
-  __shared__ double red[1024];
-  double s = 0;
-  for (int i = threadIdx.x; i < n; i += 1024) s += x[i];
-  red[threadIdx.x] = s;
-  __syncthreads();
-  for (int k = 512; k > 0; k >>= 1) {
-    if (threadIdx.x < k) red[threadIdx.x] += red[threadIdx.x + k];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *out = float(red[0] / n);
-}
 }  // namespace
 
-void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C, cudaStream_t s) {
-  layernorm_fwd_k<<<blocks(N, 8), 256, 0, s>>>(y, mean, rstd, x, w, b, N, C);
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C, float eps,
+                       cudaStream_t s) {
+  layernorm_fwd_k<<<blocks(N, 8), 256, 0, s>>>(y, mean, rstd, x, w, b, N, C, eps);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -332,19 +322,5 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 
 void crossentropy_forward_backward(float* z, float* loss, const int* targets, int N, int V, float grad_scale, cudaStream_t s) {
   crossentropy_k<<<unsigned(N), 1024, 0, s>>>(z, loss, targets, V, grad_scale / float(N));
-  CUDA_CHECK_LAUNCH();
-}
-
-void mean_reduce(float* out, const float* x, int n, cudaStream_t s) {
-  mean_k<<<1, 1024, 0, s>>>(out, x, n);
-  CUDA_CHECK_LAUNCH();
-}
-
-namespace {
-__global__ void scale_add_k(float* dst, const float* src, float scale, bool acc) { *dst = (acc ? *dst : 0.0f) + scale * *src; }
-}  // namespace
-
-void scale_add(float* dst, const float* src, float scale, bool accumulate, cudaStream_t s) {
-  scale_add_k<<<1, 1, 0, s>>>(dst, src, scale, accumulate);
   CUDA_CHECK_LAUNCH();
 }

@@ -1,4 +1,5 @@
-// Kernels of the fp32 GPT-2 model (the reference-grade one; the fast bf16 model's are gpt2_bf16_kernels.h).
+// Kernels of the fp32 GPT-2 model (the reference-grade one; the fast bf16 model uses layernorm.h,
+// column_sums.h, crossentropy.h, flash_attention.h and matmul_lt.h).
 // Every backward kernel accumulates (+=) into gradients and is deterministic: no float atomics, fixed
 // reduction orders, so a resumed run can continue bit for bit.
 #pragma once
@@ -11,8 +12,9 @@
 
 // Embeddings: kernels/embedding.h.
 
-// y = LN(x) * w + b per row; saves mean and rstd.
-void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C, cudaStream_t s);
+// y = LN(x) * w + b per row (rstd = 1 / sqrt(var + eps)); saves mean and rstd.
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C, float eps,
+                       cudaStream_t s);
 // dx += ..., dw += ..., db += ... (dw, db by columns in a fixed order)
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, const float* mean,
                         const float* rstd, int N, int C, cudaStream_t s);
@@ -41,8 +43,4 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 
 // Per row: loss[n] = logsumexp(z) - z[target]; z is replaced by d(mean loss)/dz * grad_scale.
 void crossentropy_forward_backward(float* z, float* loss, const int* targets, int N, int V, float grad_scale, cudaStream_t s);
-// *out = mean of x[0..n) (fixed order, one block).
-void mean_reduce(float* out, const float* x, int n, cudaStream_t s);
-
-// *dst = (accumulate ? *dst : 0) + scale * *src (one thread; keeps a step's loss on the device).
-void scale_add(float* dst, const float* src, float scale, bool accumulate, cudaStream_t s);
+// Reductions the models and trainers share: kernels/reduce.h.

@@ -5,7 +5,10 @@
 #include "common/event_timer.h"
 #include "kernels/dropout_kernels.h"
 #include "kernels/flash_attention.h"
-#include "kernels/gpt2_bf16_kernels.h"
+#include "kernels/column_sums.h"
+#include "kernels/crossentropy.h"
+#include "kernels/layernorm.h"
+#include "kernels/reduce.h"
 #include "kernels/gpt2_kernels.h"
 
 Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
@@ -114,7 +117,7 @@ void Gpt2Bf16::forward(cudaStream_t s) {
   for (int l = 0; l < s_.layers; l++) {
     Layer& L = layers_[size_t(l)];
     bf16* out = l + 1 < s_.layers ? layers_[size_t(l + 1)].res.get() : res_final_.get();
-    layernorm_forward(L.ln1.get(), L.ln1_mean.get(), L.ln1_rstd.get(), L.res.get(), W(L.ln1w), W(L.ln1b), N, C, s);
+    layernorm_forward(L.ln1.get(), L.ln1_mean.get(), L.ln1_rstd.get(), L.res.get(), W(L.ln1w), W(L.ln1b), N, C, kGpt2LnEps, s);
     prof_.mark("fwd layernorm", s);
     mm_.forward(L.qkv.get(), 3 * C, L.ln1.get(), C, W(L.qkvw), W(L.qkvb), N, C, 3 * C, s);
     prof_.mark("fwd matmul qkv", s);
@@ -122,14 +125,14 @@ void Gpt2Bf16::forward(cudaStream_t s) {
     prof_.mark("fwd attention", s);
     project_into_stream(L.mid.get(), L.res.get(), L.att.get(), C, L.projw, L.projb, dropout_site_attn_proj(l), s);
     prof_.mark("fwd matmul proj", s);
-    layernorm_forward(L.ln2.get(), L.ln2_mean.get(), L.ln2_rstd.get(), L.mid.get(), W(L.ln2w), W(L.ln2b), N, C, s);
+    layernorm_forward(L.ln2.get(), L.ln2_mean.get(), L.ln2_rstd.get(), L.mid.get(), W(L.ln2w), W(L.ln2b), N, C, kGpt2LnEps, s);
     prof_.mark("fwd layernorm", s);
     mm_.forward(L.fc.get(), 4 * C, L.ln2.get(), C, W(L.fcw), W(L.fcb), N, C, 4 * C, s, nullptr, L.fc_pre.get());  // GELU epilogue
     prof_.mark("fwd matmul fc+gelu", s);
     project_into_stream(out, L.mid.get(), L.fc.get(), 4 * C, L.fcprojw, L.fcprojb, dropout_site_mlp_proj(l), s);
     prof_.mark("fwd matmul fcproj", s);
   }
-  layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), res_final_.get(), W(lnfw_), W(lnfb_), N, C, s);
+  layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), res_final_.get(), W(lnfw_), W(lnfb_), N, C, kGpt2LnEps, s);
   prof_.mark("fwd layernorm", s);
   mm_.forward(logits_.get(), Vp_, lnf_.get(), C, W(wte_), nullptr, N, C, Vp_, s);  // tied head; the padded rows give 0
   prof_.mark("fwd matmul head", s);

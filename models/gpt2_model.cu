@@ -3,6 +3,7 @@
 #include "common/cuda_check.h"
 #include "kernels/dropout_kernels.h"
 #include "kernels/gpt2_kernels.h"
+#include "kernels/reduce.h"
 
 Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
     : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), batch_(B * T, shape.vocab) {
@@ -83,7 +84,7 @@ void Gpt2Model::forward(cudaStream_t s) {
     const LayerParams& p = lp_[size_t(l)];
     LayerActs& a = la_[size_t(l)];
     float* x_out = l + 1 < s_.layers ? la_[size_t(l + 1)].x_in.get() : x_final_.get();
-    layernorm_forward(a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), a.x_in.get(), p.ln1w, p.ln1b, N, C, s);
+    layernorm_forward(a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), a.x_in.get(), p.ln1w, p.ln1b, N, C, kGpt2LnEps, s);
     if (s_.separate_qkv)
       for (int k = 0; k < 3; k++) linear_forward(blas_, a.qkv.get() + k * C, 3 * C, a.ln1.get(), C, p.qkvw[k], p.qkvb[k], N, C, C, s);
     else
@@ -92,13 +93,13 @@ void Gpt2Model::forward(cudaStream_t s) {
                       dropout_.site(dropout_site_attention(l)));
     linear_forward(blas_, a.x_mid.get(), C, a.att.get(), C, p.projw, p.projb, N, C, C, s);
     add_branch(a.x_mid.get(), a.x_in.get(), dropout_site_attn_proj(l), s);
-    layernorm_forward(a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), a.x_mid.get(), p.ln2w, p.ln2b, N, C, s);
+    layernorm_forward(a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), a.x_mid.get(), p.ln2w, p.ln2b, N, C, kGpt2LnEps, s);
     linear_forward(blas_, a.fc.get(), 4 * C, a.ln2.get(), C, p.fcw, p.fcb, N, C, 4 * C, s);
     gelu_forward(a.gelu.get(), a.fc.get(), int64_t(N) * 4 * C, s);
     linear_forward(blas_, x_out, C, a.gelu.get(), 4 * C, p.fcprojw, p.fcprojb, N, 4 * C, C, s);
     add_branch(x_out, a.x_mid.get(), dropout_site_mlp_proj(l), s);
   }
-  layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), x_final_.get(), lnfw_, lnfb_, N, C, s);
+  layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), x_final_.get(), lnfw_, lnfb_, N, C, kGpt2LnEps, s);
   linear_forward(blas_, logits_.get(), s_.vocab, lnf_.get(), C, wte_, nullptr, N, C, s_.vocab, s);  // tied head
 }
 

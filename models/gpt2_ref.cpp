@@ -36,7 +36,7 @@ void layernorm(const double* x, const double* w, const double* b, double* y, dou
     for (int c = 0; c < C; c++) m += x[n * C + c];
     m /= C;
     for (int c = 0; c < C; c++) v += (x[n * C + c] - m) * (x[n * C + c] - m);
-    const double r = 1.0 / std::sqrt(v / C + 1e-5);
+    const double r = 1.0 / std::sqrt(v / C + double(kGpt2LnEps));
     mean[n] = m, rstd[n] = r;
     for (int c = 0; c < C; c++) y[n * C + c] = (x[n * C + c] - m) * r * w[c] + b[c];
   }

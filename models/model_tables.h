@@ -10,6 +10,7 @@ struct Gpt2Shape {
   int vocab = 50257, max_seq = 1024;
   bool separate_qkv = true;  // q, k, v as three (C, C) matrices (the PyLO paper's setting) or one (3C, C)
 };
+constexpr float kGpt2LnEps = 1e-5f;  // GPT-2's LayerNorm epsilon
 // "d12" | "d24" | "d36" | "d48" or "124m" | "355m" | "774m" | "1558m"; UserError otherwise.
 Gpt2Shape gpt2_shape(const std::string& name);
 // The table indices of GPT-2's tensors, recorded by the function that names them (gpt2_param_table), so

@@ -8,7 +8,9 @@
 
 #include "common/bf16_host.h"
 #include "common/cuda_check.h"
-#include "kernels/gpt2_bf16_kernels.h"
+#include "kernels/column_sums.h"
+#include "kernels/crossentropy.h"
+#include "kernels/layernorm.h"
 #include "kernels/matmul_lt.h"
 #include "models/gpt2_net.h"
 #include "models/model_tables.h"
@@ -126,7 +128,7 @@ void check_layernorm(int N, int C) {
   DeviceBuffer<bf16> dx_ = to_dev(x), dw_ = to_dev(w), db_ = to_dev(b), ddy = to_dev(dy), dres = to_dev(d0), y(size_t(N) * C);
   DeviceBuffer<float> mean{size_t(N)}, rstd{size_t(N)}, scratch{column_sums_scratch_floats(C)}, gw{size_t(C)}, gb{size_t(C)}, bias{size_t(C)}, dsum{size_t(C)};
   gw.zero(), gb.zero(), bias.zero(), dsum.zero();
-  layernorm_forward(y.get(), mean.get(), rstd.get(), dx_.get(), dw_.get(), db_.get(), N, C, 0);
+  layernorm_forward(y.get(), mean.get(), rstd.get(), dx_.get(), dw_.get(), db_.get(), N, C, kGpt2LnEps, 0);
   layernorm_backward(dres.get(), gw.get(), gb.get(), ddy.get(), dx_.get(), dw_.get(), mean.get(), rstd.get(), N, C, scratch.get(), 0,
                      dsum.get());
   bias_backward(bias.get(), ddy.get(), C, N, C, scratch.get(), 0);

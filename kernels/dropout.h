@@ -8,10 +8,9 @@
 // even column and its high half for an odd one, and it is kept iff they are >= threshold = round(p 65536).
 // Kept elements are scaled by 65536 / (65536 - threshold), so the expectation is exact for the p drawn.
 //
-// Sites and rows (GPT-2): the embedding output is site 0, layer l's attention probabilities site 3l + 1,
-// its attention-projection output 3l + 2, its MLP-projection output 3l + 3. Rows are token positions
-// n = b T + t with columns the channels, or for attention probabilities (b NH + h) T + query with
-// columns the key positions.
+// A model numbers its dropout sites (GPT-2's: models/gpt2_sites.h). Rows are token positions n = b T + t
+// with columns the channels, or for attention probabilities (b NH + h) T + query with columns the key
+// positions.
 #pragma once
 #include <cstdint>
 
@@ -60,8 +59,3 @@ DROPOUT_HD bool dropout_keep(uint32_t row_hash, uint32_t col, uint32_t threshold
   const uint32_t h = dropout_pair_bits(row_hash, col >> 1);
   return ((col & 1) ? h >> 16 : h & 0xffffu) >= threshold;
 }
-
-inline constexpr uint32_t dropout_site_embedding() { return 0; }
-inline constexpr uint32_t dropout_site_attention(int layer) { return 3 * uint32_t(layer) + 1; }
-inline constexpr uint32_t dropout_site_attn_proj(int layer) { return 3 * uint32_t(layer) + 2; }
-inline constexpr uint32_t dropout_site_mlp_proj(int layer) { return 3 * uint32_t(layer) + 3; }

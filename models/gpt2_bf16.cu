@@ -10,6 +10,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/reduce.h"
 #include "kernels/gpt2_kernels.h"
+#include "models/gpt2_sites.h"
 
 Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
     : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), Vp_(gpt2_padded_vocab(shape.vocab)), batch_(B * T, shape.vocab) {

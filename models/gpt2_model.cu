@@ -4,6 +4,7 @@
 #include "kernels/dropout_kernels.h"
 #include "kernels/gpt2_kernels.h"
 #include "kernels/reduce.h"
+#include "models/gpt2_sites.h"
 
 Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
     : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), batch_(B * T, shape.vocab) {

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "kernels/dropout.h"
+#include "models/gpt2_sites.h"
 
 namespace {
 const double kGeluC = std::sqrt(2.0 / M_PI);

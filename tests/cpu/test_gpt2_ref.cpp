@@ -7,6 +7,7 @@
 #include "kernels/dropout.h"
 #include "models/gpt2_ref.h"
 #include "tests/test_util.h"
+#include "models/gpt2_sites.h"
 
 namespace {
 Gpt2Shape tiny(bool separate) {

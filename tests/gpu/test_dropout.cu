@@ -9,6 +9,7 @@
 #include "common/cuda_check.h"
 #include "kernels/dropout_kernels.h"
 #include "tests/test_util.h"
+#include "models/gpt2_sites.h"
 
 namespace {
 class DropoutGpu : public ::testing::Test {

@@ -81,8 +81,9 @@ void Gpt2Bf16::set_kernel_choices(const std::string& choices) {
   else user_error("unknown kernel choices '", choices, "' (a checkpoint from another version of train_gpt2?).");
 }
 
-void Gpt2Bf16::set_batch(const int* tokens, const int* targets, cudaStream_t s) {
-  batch_.set(tokens, targets, s);
+void Gpt2Bf16::set_batch(const Batch& b, cudaStream_t s) {
+  CHECK(b.tokens && !b.images && !b.soft_targets);
+  batch_.set(b.tokens, b.targets, s);
 }
 
 // out = stream + dropout(x W^T + b) for a projection (I inputs) that writes the residual stream. Without
@@ -204,11 +205,13 @@ void Gpt2Bf16::backward(cudaStream_t s) {
     layernorm_backward(dres, G(L.ln1w), G(L.ln1b), dln_.get(), L.res.get(), W(L.ln1w), L.ln1_mean.get(), L.ln1_rstd.get(), N, C, scratch, s,
                        l > 0 && !drop ? G(layers_[size_t(l - 1)].fcprojb) : nullptr);
     prof_.mark("bwd layernorm", s);
+    block_done(l, s);  // its mlp.proj bias came from block l + 1's LayerNorm backward, the rest from here
   }
   if (drop) dropout_forward(dres, dres, nullptr, N, C, dropout_.site(dropout_site_embedding()), s);
   encoder_backward(G(wte_), G(wpe_), dres, batch_.groups(), B_, T_, C, s);
   dropout_.advance(s);
   prof_.mark("bwd encoder", s);
+  block_done(-1, s);
   prof_.collect();
 }
 

@@ -15,7 +15,8 @@
 class Gpt2Bf16 : public Gpt2Net {
  public:
   Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T);
-  void set_batch(const int* tokens, const int* targets, cudaStream_t s) override;
+  using Gpt2Net::set_batch;
+  void set_batch(const Batch& b, cudaStream_t s) override;
   void forward(cudaStream_t s) override;
   void loss_and_dlogits(float grad_scale, cudaStream_t s) override;
   void backward(cudaStream_t s) override;

@@ -52,8 +52,9 @@ Gpt2Model::~Gpt2Model() {
   if (blas_) cublasDestroy(blas_);
 }
 
-void Gpt2Model::set_batch(const int* tokens, const int* targets, cudaStream_t s) {
-  batch_.set(tokens, targets, s);
+void Gpt2Model::set_batch(const Batch& b, cudaStream_t s) {
+  CHECK(b.tokens && !b.images && !b.soft_targets);
+  batch_.set(b.tokens, b.targets, s);
 }
 
 void Gpt2Model::logits_to_host(int first, int count, float* host) const {
@@ -138,8 +139,10 @@ void Gpt2Model::backward(cudaStream_t s) {
       linear_backward(blas_, dln_.get(), C, false, p.d_qkvw[0], p.d_qkvb[0], dqkv_.get(), 3 * C, a.ln1.get(), C, p.qkvw[0], N, C,
                       3 * C, s);
     layernorm_backward(dres, p.d_ln1w, p.d_ln1b, dln_.get(), a.x_in.get(), p.ln1w, a.ln1_mean.get(), a.ln1_rstd.get(), N, C, s);
+    block_done(l, s);
   }
   if (dropout_.on()) dropout_forward(dres, dres, nullptr, N, C, dropout_.site(dropout_site_embedding()), s);
   encoder_backward(d_wte_, d_wpe_, dres, batch_.groups(), B_, T_, C, s);
   dropout_.advance(s);
+  block_done(-1, s);
 }

@@ -19,7 +19,8 @@ class Gpt2Model : public Gpt2Net {
   Gpt2Model(const Gpt2Model&) = delete;
   Gpt2Model& operator=(const Gpt2Model&) = delete;
 
-  void set_batch(const int* tokens, const int* targets, cudaStream_t s) override;
+  using Gpt2Net::set_batch;
+  void set_batch(const Batch& b, cudaStream_t s) override;
   void forward(cudaStream_t s) override;
   void loss_and_dlogits(float grad_scale, cudaStream_t s) override;
   void backward(cudaStream_t s) override;

@@ -294,3 +294,49 @@ TEST_F(Gpt2Bf16Gpu, FullSizeAgreesWithFp32Model) {
     EXPECT_LT(e, 5e-2);
   }
 }
+
+// The per-block backward hook: called for blocks L-1, ..., 0 and then -1, on backward's stream, and at each
+// call the block's parameter gradients (everything else's at -1) are already what they are at the end.
+TEST_F(Gpt2Bf16Gpu, BlockHookSeesFinalGradients) {
+  for (const std::string precision : {"bf16", "fp32"})
+    for (float dropout : {0.0f, 0.2f}) {
+      SCOPED_TRACE(precision + " dropout " + std::to_string(dropout));
+      const TinyGpt2Case c = tiny_gpt2_case(128, 2, true, precision == "bf16", dropout);
+      Arena arena(c.table, precision == "bf16");
+      for (const auto& t : c.table.tensors()) arena.set_param(t.index, &c.p[size_t(t.offset)]);
+      auto m = make_gpt2(precision, c.s, arena, c.B, c.T);
+      m->set_dropout(dropout, c.dropout_seed);
+      const Gpt2Tensors ix = gpt2_tensors(c.table, c.s);
+      const size_t n = size_t(c.table.total_elems());
+      DeviceBuffer<float> snap(n * size_t(c.s.layers + 1), "hook snapshots");
+      std::vector<int> order;
+      m->set_block_hook([&](int block, cudaStream_t s) {
+        order.push_back(block);
+        float* dst = snap.get() + size_t(block + 1) * n;  // -1 -> slot 0
+        CUDA_CHECK(cudaMemcpyAsync(dst, arena.grads(), n * 4, cudaMemcpyDeviceToDevice, s));
+      });
+      arena.zero_grads(0);
+      m->set_batch(c.x.data(), c.y.data(), 0);
+      m->forward(0);
+      m->loss_and_dlogits(1.0f, 0);
+      m->backward(0);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<int> want;
+      for (int l = c.s.layers - 1; l >= -1; l--) want.push_back(l);
+      ASSERT_EQ(order, want);
+      std::vector<float> final_g(n);
+      CUDA_CHECK(cudaMemcpy(final_g.data(), arena.grads(), n * 4, cudaMemcpyDeviceToHost));
+      const std::vector<float> all = snap.download();
+      auto block_of = [&](int i) {  // the block a tensor belongs to; -1 for the others
+        for (int l = 0; l < c.s.layers; l++) {
+          const Gpt2BlockTensors& b = ix.blocks[size_t(l)];
+          if (i >= b.ln1w && i <= b.fcprojb) return l;
+        }
+        return -1;
+      };
+      for (const auto& t : c.table.tensors()) {
+        const float* at_hook = &all[size_t(block_of(t.index) + 1) * n + size_t(t.offset)];
+        EXPECT_EQ(std::memcmp(at_hook, &final_g[size_t(t.offset)], size_t(t.numel) * 4), 0) << t.name << " changed after its hook";
+      }
+    }
+}

@@ -1,0 +1,58 @@
+// The interface every model offers the trainer, the tools and the tests: a batch of tokens or images, a
+// forward pass to the loss, a backward pass that accumulates into the arena's gradients, and a hook that
+// backward calls as each block's gradients become final — where multi-GPU gradient communication and an
+// optimizer that starts early plug in, without either knowing the model.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "kernels/dropout_kernels.h"
+
+// One micro-batch on the host. Pinned memory lets the copy run asynchronously (the caller then keeps it
+// untouched until an event recorded after set_batch has passed); pageable memory is copied before
+// set_batch returns.
+struct Batch {
+  const int32_t* tokens = nullptr;   // language models: (B, T) token ids
+  const int32_t* targets = nullptr;  // (B, T) next tokens, or (B) class labels; null: inference
+  const float* images = nullptr;     // image models: (B, channels, H, W), normalised
+  const float* soft_targets = nullptr;  // (B, classes) label distributions (mixup, label smoothing); or null
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual void set_batch(const Batch& b, cudaStream_t s) = 0;
+  virtual void forward(cudaStream_t s) = 0;                             // to logits
+  virtual void loss_and_dlogits(float grad_scale, cudaStream_t s) = 0;  // d_loss() = mean loss; logits become its gradient * grad_scale
+  virtual void backward(cudaStream_t s) = 0;                            // accumulates into arena.grads()
+  virtual const float* d_loss() const = 0;                              // device scalar
+
+  // Called on backward's stream with block l = L-1, ..., 0 once that block's parameter gradients are
+  // final, then with -1 once the rest (embeddings, final norm, head) are. Empty: no calls.
+  using BlockHook = std::function<void(int block, cudaStream_t s)>;
+  void set_block_hook(BlockHook hook) { block_hook_ = std::move(hook); }
+
+  // Kernel variants the model picked by timing when it was built ("name=value;..."; empty if none).
+  // Checkpoints record them and a resumed run restores them, so that it repeats the first run bit for bit.
+  virtual std::string kernel_choices() const { return ""; }
+  virtual void set_kernel_choices(const std::string& choices) { (void)choices; }
+
+  // Dropout in the model's places with probability p, for the micro-batches that follow; p = 0, the
+  // default, turns it off (evaluation, sampling). The masks are drawn from (seed, a device counter of
+  // micro-batches, place, element), see kernels/dropout.h; backward() advances the counter, and a resumed
+  // run sets it back.
+  void set_dropout(float p, uint64_t seed) { dropout_.set(p, seed); }
+  float dropout() const { return dropout_.p(); }
+  uint64_t dropout_counter() const { return dropout_.counter(); }
+  void set_dropout_counter(uint64_t n) { dropout_.set_counter(n); }
+
+ protected:
+  void block_done(int block, cudaStream_t s) const {
+    if (block_hook_) block_hook_(block, s);
+  }
+  DropoutState dropout_;
+  BlockHook block_hook_;
+};

@@ -2,8 +2,11 @@
 // them: the EOT token before every document, documents split across shards where they fall, shard 0 is
 // validation ({name}_val_000000.bin), the rest training ({name}_train_000001.bin, ...).
 //
-//   ./tokenize -i "data/kjv/books/*.txt" -o data/kjv -n kjv
-//   ./tokenize -i corpus.jsonl -o data/mine -s 100000000      (one document per line, its "text" field)
+//   ./tokenize -i "data/kjv/books/*.txt" --out data/kjv --name kjv
+//   ./tokenize -i corpus.jsonl --out data/mine --shard-tokens 100000000   (one document per line, its "text" field)
+//
+// Flags: train/flags.h's vocabulary. -i is the input data, as in train_gpt2; the rest are long-only, for
+// their letters mean other things in train_gpt2 and llm.c (-o there is the optimizer, -n checkpoints, ...).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 #include "common/json.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/token_shards.h"
+#include "train/flags.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> inputs;
@@ -23,15 +27,16 @@ int main(int argc, char** argv) {
   int64_t shard_tokens = 100000000, val_tokens = 0;
   Cli cli("tokenize", "Turns text or JSONL files into GPT-2 token shards (llm.c format; shard 0 = validation).");
   cli.add('i', "input", &inputs, "input file or glob pattern (repeatable); a .txt file is one document");
-  cli.add('o', "out", &out_dir, "output folder (must exist)");
-  cli.add('n', "name", &name, "shard name prefix");
-  cli.add('s', "shard-tokens", &shard_tokens, "tokens per training shard");
-  cli.add('v', "val-tokens", &val_tokens, "tokens in the validation shard (0 = same as --shard-tokens)");
-  cli.add('f', "format", &format, "auto (by extension), text, or jsonl (one document per line, field \"text\")");
-  cli.add('k', "tokenizer", &tokenizer, "r50k_base.tiktoken (scripts/download_tokenizer.sh fetches it)");
+  cli.add(0, "out", &out_dir, "output folder (must exist)");
+  cli.add(0, "name", &name, "shard name prefix");
+  cli.add(0, "shard-tokens", &shard_tokens, "tokens per training shard");
+  cli.add(0, "val-tokens", &val_tokens, "tokens in the validation shard (0 = same as --shard-tokens)");
+  cli.add(0, "format", &format, "auto (by extension), text, or jsonl (one document per line, field \"text\")");
+  flags::add_tokenizer(cli, &tokenizer, "r50k_base.tiktoken (scripts/download_tokenizer.sh fetches it)");
+  flags::add_flag_notes(cli, "tokenize");
   try {
     if (!cli.parse(argc, argv)) return 0;
-    if (inputs.empty() || out_dir.empty()) user_error("give input files with -i and an output folder with -o; see --help.");
+    if (inputs.empty() || out_dir.empty()) user_error("give input files with -i and an output folder with --out; see --help.");
     if (shard_tokens < 1 || val_tokens < 0) user_error("--shard-tokens must be >= 1 and --val-tokens >= 0.");
     if (format != "auto" && format != "text" && format != "jsonl") user_error("--format must be auto, text or jsonl.");
     struct stat st;  // a wrong output folder should fail now, not after the first shard's worth of input

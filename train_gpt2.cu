@@ -2,7 +2,7 @@
 //
 //   make train_gpt2 && ./train_gpt2 -o adamw          (defaults: d12 on data/kjv, see --help)
 //
-// The loop, top to bottom: validation every -v steps, a sample every -k steps, checkpoints every -n
+// The loop, top to bottom: validation every -v steps, a sample every -s steps, checkpoints every -n
 // steps (and on SIGINT/SIGTERM), then per step: micro-batches with gradient accumulation, global
 // grad-norm clipping, one optimizer step over the whole arena, one log line.
 #include <csignal>
@@ -28,6 +28,7 @@
 #include "optim/grad_clip.h"
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
+#include "train/flags.h"
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
@@ -45,10 +46,10 @@ struct Args {
   std::vector<std::string> sets;
 };
 
+const unsigned kTrainModels = kGpt2Sizes | kGpt2Tiny;  // tiny: quick experiments and tests
+
 Gpt2Shape model_shape(const Args& a) {
-  Gpt2Shape s;
-  if (a.model == "tiny") s.layers = 4, s.channels = 128, s.heads = 2;  // quick experiments and tests (64 channels per head)
-  else s = gpt2_shape(a.model);
+  Gpt2Shape s = model_by_name(a.model, kTrainModels).gpt2;
   if (a.qkv != "separate" && a.qkv != "fused") user_error("--qkv must be separate or fused (got '", a.qkv, "').");
   s.separate_qkv = a.qkv == "separate";
   return s;
@@ -80,25 +81,27 @@ OptimOptions optimizer_options(const Args& a) {
 bool is_learned(const std::string& optimizer) { return optimizer == "velo" || optimizer == "small_fc_lopt"; }
 
 // Every flag's range, before any file or GPU work: one sentence per mistake. A flag that the other
-// flags make pointless (-u with a constant schedule) is refused too, rather than ignored.
+// flags make pointless (-u with -k constant) is refused too, rather than ignored.
 void check_flags(const Args& a) {
   if (a.B < 1 || a.T < 2 || a.steps < 1) user_error("-b must be >= 1, -t >= 2 and -x >= 1.");
   if (a.total_batch < 0)
     user_error("-d must be 0 (one micro-batch of -b * -t tokens) or a positive multiple of -b * -t (got ", a.total_batch, ").");
-  if (!(a.clip >= 0)) user_error("-g (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", a.clip, ").");
+  if (!(a.clip >= 0)) user_error("--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", a.clip, ").");
   if (!(a.wd >= 0)) user_error("-c (weight decay) must be >= 0 (got ", a.wd, ").");
   if (a.val_every < 0) user_error("-v (validate every N steps) must be >= 0, where 0 means never (got ", a.val_every, ").");
   if (a.val_batches < 1) user_error("-m (validation batches) must be >= 1 (got ", a.val_batches, ").");
-  if (a.sample_every < 0) user_error("-k (sample every N steps) must be >= 0, where 0 means never (got ", a.sample_every, ").");
-  if (a.sample_tokens < 1) user_error("-z (tokens per sample) must be >= 1 (got ", a.sample_tokens, ").");
+  if (a.sample_every < 0) user_error("-s (sample every N steps) must be >= 0, where 0 means never (got ", a.sample_every, ").");
+  if (a.sample_tokens < 1) user_error("-g (tokens per sample) must be >= 1 (got ", a.sample_tokens, "); the grad-norm clip is --clip.");
   if (a.ckpt_every < 0) user_error("-n (checkpoint every N steps) must be >= 0, where 0 means only at the end (got ", a.ckpt_every, ").");
   if (a.warmup < -1) user_error("-u (warmup steps) must be >= 0, or -1 for the default (got ", a.warmup, ").");
-  if (a.schedule == "warmup" && a.warmup == 0) user_error("-s warmup needs -u >= 1 warmup steps (or -1 for the default).");
+  if (a.schedule != "constant" && a.schedule != "warmup" && a.schedule != "cosine" && a.schedule != "wsd")
+    user_error("-k (LR schedule) must be constant, warmup, cosine or wsd (got '", a.schedule, "'); sample every N steps is -s, as in llm.c.");
+  if (a.schedule == "warmup" && a.warmup == 0) user_error("-k warmup needs -u >= 1 warmup steps (or -1 for the default).");
   if (a.schedule == "constant" && a.warmup > 0)
-    user_error("-u ", a.warmup, " has no effect with -s constant, which has no warmup; use -s warmup, cosine or wsd, or leave out -u.");
+    user_error("-u ", a.warmup, " has no effect with -k constant, which has no warmup; use -k warmup, cosine or wsd, or leave out -u.");
   if (!(a.final_frac >= 0 && a.final_frac <= 1)) user_error("-q (final LR fraction) must be in [0, 1] (got ", a.final_frac, ").");
   if ((a.schedule == "constant" || a.schedule == "warmup") && a.final_frac != 0)
-    user_error("-q ", a.final_frac, " has no effect with -s ", a.schedule, ", which does not decay; use -s cosine or wsd, or leave out -q.");
+    user_error("-q ", a.final_frac, " has no effect with -k ", a.schedule, ", which does not decay; use -k cosine or wsd, or leave out -q.");
   if (a.precision != "bf16" && a.precision != "fp32") user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
   if (!(a.dropout >= 0 && a.dropout < 1)) user_error("--dropout must be at least 0 and below 1 (got ", a.dropout, ").");
   if (a.cuda_graph && std::getenv("GPT2_PROFILE") && std::string(std::getenv("GPT2_PROFILE")) == "1")
@@ -253,7 +256,7 @@ auto read_data(F fn) -> decltype(fn()) {
 // The message for a data error once the state at the start of the failed step is saved at `path`.
 std::string data_error_saved(const std::string& error, int64_t step, const std::string& path) {
   const std::string what = !error.empty() && error.back() == '.' ? error.substr(0, error.size() - 1) : error;
-  return str_cat(what, "; the ", step, " steps done are saved in ", path, ": fix the data and resume with -r ", path, ".");
+  return str_cat(what, "; the ", step, " steps done are saved in ", path, ": fix the data and resume with --resume ", path, ".");
 }
 
 struct FileCloser {
@@ -273,38 +276,40 @@ std::unique_ptr<Optimizer> make_train_optimizer(const Args& a, const OptimOption
 int main(int argc, char** argv) {
   Args a;
   Cli cli("train_gpt2", "Pretrains GPT-2 on llm.c token shards (prepare the default corpus with scripts/prepare_kjv.sh).");
+  // The vocabulary shared with our other programs: train/flags.h.
   cli.add('i', "train", &a.train, "training shards (glob)");
   cli.add('j', "val", &a.val, "validation shards (glob); empty = no validation");
-  cli.add('e', "model", &a.model, "d12 | d24 | d36 | d48 (124M, 355M, 774M, 1558M) or tiny");
+  flags::add_model(cli, &a.model, kTrainModels, false);
   cli.add(0, "qkv", &a.qkv, "separate (q, k, v matrices, the PyLO paper's setting) or fused");
   cli.add(0, "precision", &a.precision, "bf16 (mixed precision, fast) or fp32 (exact, slow)");
   cli.add(0, "dropout", &a.dropout, "dropout probability in training (embeddings, attention, residual branches; 0 = off)");
-  cli.add('o', "optimizer", &a.optimizer, "adamw | adafactor | muon | velo | small_fc_lopt");
+  flags::add_optimizer(cli, &a.optimizer, "adamw | adafactor | muon | velo | small_fc_lopt");
   cli.add('l', "lr", &a.lr, "learning rate (AdamW; Muon's AdamW part; for learned optimizers only if given)");
   cli.add('c', "wd", &a.wd, "AdamW weight decay (matrices and embeddings only)");
-  cli.add('s', "schedule", &a.schedule, "constant | warmup | cosine | wsd");
-  cli.add('u', "warmup", &a.warmup, "warmup steps (-1 = min(100, steps / 10); not with -s constant)");
+  cli.add('k', "schedule", &a.schedule, "LR schedule: constant | warmup | cosine | wsd");
+  cli.add('u', "warmup", &a.warmup, "LR warmup steps (-1 = min(100, steps / 10); not with -k constant)");
   cli.add('q', "final-lr-frac", &a.final_frac, "LR at the end of cosine / wsd, as a fraction");
-  cli.add('x', "steps", &a.steps, "optimizer steps");
+  flags::add_steps(cli, &a.steps, "optimizer steps");
   cli.add('b', "batch", &a.B, "micro-batch size");
-  cli.add('t', "seq", &a.T, "sequence length (at most the model's context, 1024)");
+  flags::add_seq(cli, &a.T, "sequence length (at most the model's context, 1024)");
   cli.add('d', "total-batch", &a.total_batch, "tokens per step (0 = b*t; else a multiple of b*t: gradient accumulation)");
-  cli.add('g', "clip", &a.clip, "global grad-norm clip (0 = off)");
+  flags::add_clip(cli, &a.clip);
   cli.add('v', "val-every", &a.val_every, "validate every N steps (0 = never)");
   cli.add('m', "val-batches", &a.val_batches, "validation batches");
-  cli.add('k', "sample-every", &a.sample_every, "print a sample every N steps (0 = never)");
-  cli.add('z', "sample-tokens", &a.sample_tokens, "tokens per sample");
+  cli.add('s', "sample-every", &a.sample_every, "print a sample every N steps (0 = never)");
+  cli.add('g', "sample-tokens", &a.sample_tokens, "tokens per sample (llm.c's genT)");
   cli.add('n', "ckpt-every", &a.ckpt_every, "checkpoint every N steps (0 = only at the end and on a signal)");
   cli.add(0, "ckpt-dir", &a.ckpt_dir, "checkpoint folder (empty = no checkpoints)");
-  cli.add('r', "resume", &a.resume, "checkpoint file to resume from");
+  cli.add(0, "resume", &a.resume, "checkpoint file to resume from (llm.c's -y 1 resumes from its output folder)");
   cli.add(0, "log", &a.log, "JSON-lines log file (one line per step)");
-  cli.add(0, "tokenizer", &a.tokenizer, "r50k_base.tiktoken for decoding samples");
+  flags::add_tokenizer(cli, &a.tokenizer, "r50k_base.tiktoken for decoding samples");
   cli.add(0, "lopt-weights", &a.lopt_weights, "learned-optimizer weights folder or file (velo, small_fc_lopt; no effect on the others)");
   cli.add(0, "lopt-random", &a.lopt_random,
           "random meta-weights of the published shapes for velo / small_fc_lopt (throughput tests only: they do not train well)");
   cli.add(0, "cuda-graph", &a.cuda_graph, "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
   cli.add(0, "seed", &a.seed, "initialisation and sampling seed");
-  cli.add(0, "set", &a.sets, "optimizer option key=value (repeatable), e.g. --set adamw.beta2=0.99; the keys are below");
+  flags::add_set(cli, &a.sets);
+  flags::add_flag_notes(cli, "train_gpt2");
   cli.set_epilogue(options_help(base_options(a)));  // the values train_gpt2 starts from, before -l, -c and --set
   try {
     for (int i = 1; i < argc; i++) a.lr_given |= std::string(argv[i]) == "-l" || std::string(argv[i]).rfind("--lr", 0) == 0;

@@ -1,7 +1,7 @@
 // bench_gpt2_ops: GPU time of each operation of a GPT-2 bf16 training step on its real shapes, one JSON
 // line per operation, and a closing line per model with the step's sum (count x ms) by kind.
 //
-//   ./bench_gpt2_ops --models gpt2-124m:64,gpt2-355m:32 --tune 8
+//   ./bench_gpt2_ops -e gpt2-124m:64,gpt2-355m:32 --tune 8
 //
 // Matmuls are timed twice: with the cuBLASLt heuristic's first algorithm (what train_gpt2 uses) and,
 // with --tune K, with the fastest of the heuristic's first K (LtMatmul's tuning mode), to show what
@@ -26,6 +26,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/matmul_lt.h"
 #include "models/model_tables.h"
+#include "train/flags.h"
 
 namespace {
 double median_ms(const std::function<void()>& fn, int reps) { return median_event_ms(fn, 0, reps, 3); }
@@ -35,15 +36,14 @@ struct Model {
   int layers, C, heads, B;
 };
 
+// "MODEL" or "MODEL:B": a GPT-2 size by any of its names (train/flags.h), B by default as below.
 Model parse_model(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
   const int B = colon == std::string::npos ? 0 : std::atoi(spec.c_str() + colon + 1);
-  const struct { const char* n; int L, C, H, B; } known[] = {
-      {"gpt2-124m", 12, 768, 12, 64}, {"gpt2-355m", 24, 1024, 16, 32}, {"gpt2-774m", 36, 1280, 20, 16}, {"gpt2-1558m", 48, 1600, 25, 8}};
-  for (const auto& k : known)
-    if (name == k.n) return {name, k.L, k.C, k.H, B > 0 ? B : k.B};
-  user_error("unknown model '", name, "'; use gpt2-124m, gpt2-355m, gpt2-774m or gpt2-1558m, optionally with :B (batch).");
+  const Gpt2Shape s = model_by_name(name, kGpt2Sizes).gpt2;
+  const int default_B = s.layers == 12 ? 64 : s.layers == 24 ? 32 : s.layers == 36 ? 16 : 8;
+  return {name, s.layers, s.channels, s.heads, B > 0 ? B : default_B};
 }
 
 void bench_model(const Model& m, int T, int tune, int reps) {
@@ -137,16 +137,19 @@ int main(int argc, char** argv) {
     std::string models = "gpt2-124m:64,gpt2-355m:32";
     int T = 1024, tune = 8, reps = 20;
     Cli cli("bench_gpt2_ops", "GPU time of each operation of a bf16 GPT-2 training step (JSON lines).");
-    cli.add('m', "models", &models, "comma-separated gpt2-124m|355m|774m|1558m, each optionally :B");
-    cli.add('t', "seq", &T, "sequence length");
-    cli.add('k', "tune", &tune, "also time the fastest of the cuBLASLt heuristic's first K algorithms (0: off)");
-    cli.add('r', "reps", &reps, "timed repetitions per operation (median)");
+    // The vocabulary shared with our other programs: train/flags.h.
+    flags::add_model(cli, &models, kGpt2Sizes, true, "; each optionally :B (batch; default 64, 32, 16, 8 by size)");
+    flags::add_seq(cli, &T, "sequence length");
+    cli.add(0, "tune", &tune, "also time the fastest of the cuBLASLt heuristic's first K algorithms (0: off)");
+    cli.add(0, "reps", &reps, "timed repetitions per operation (median)");
+    flags::add_flag_notes(cli, "bench_gpt2_ops");
     if (!cli.parse(argc, argv)) return 0;
-    if (T < 64 || T % 64 || reps < 1 || tune < 0) user_error("need --seq a multiple of 64, --reps >= 1 and --tune >= 0.");
+    // The model names first, so that any later mistake shows that they were taken.
     std::vector<Model> list;
     std::stringstream ss(models);
     for (std::string spec; std::getline(ss, spec, ',');)
       if (!spec.empty()) list.push_back(parse_model(spec));
+    if (T < 64 || T % 64 || reps < 1 || tune < 0) user_error("need --seq a multiple of 64, --reps >= 1 and --tune >= 0.");
     if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

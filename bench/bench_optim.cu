@@ -1,8 +1,8 @@
 // bench_optim: optimizer step time on real model shapes, one JSON line per (model, optimizer).
 //
-//   ./bench_optim --models gpt2-124m,gpt2-355m --opts adamw,adafactor,muon
+//   ./bench_optim -e gpt2-124m,gpt2-355m -o adamw,adafactor,muon
 //
-// Each step is timed with CUDA events (median of --steps after --warmup). "floor_ms" is the bytes the
+// Each step is timed with CUDA events (median of --steps after --untimed ones). "floor_ms" is the bytes the
 // step must move (per optimizer, below) over the measured device-to-device copy bandwidth, so
 // pct_of_floor = 100 * floor_ms / median_ms. "launches" counts the kernels of one step, read from a
 // CUDA graph capture of it.
@@ -18,6 +18,7 @@
 #include "optim/grad_clip.h"
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
+#include "train/flags.h"
 
 namespace {
 std::vector<std::string> split(const std::string& s) {
@@ -90,25 +91,32 @@ double ns_flops(const ParamTable& t, int steps) {
 
 int main(int argc, char** argv) {
   std::string models = "vit-b16,gpt2-124m,gpt2-355m,gpt2-774m,gpt2-1558m", opts = "adamw,adafactor,muon";
-  int steps = 30, warmup = 5;
-  bool bf16 = false, clip = false;
+  int steps = 30, untimed = 5;
+  bool bf16 = false;
+  double clip = 0;
   std::vector<std::string> sets;
+  const unsigned kBenchModels = kGpt2Sizes | kGpt2Tiny | kVitB16;
   Cli cli("bench_optim", "Median optimizer step time on model shapes; prints one JSON line per measurement.");
-  cli.add('m', "models", &models, "comma-separated: gpt2-124m, gpt2-355m, gpt2-774m, gpt2-1558m, vit-b16");
-  cli.add('o', "opts", &opts, "comma-separated optimizers (small_fc_lopt:fast = tensor-core MLP)");
-  cli.add('n', "steps", &steps, "timed steps");
-  cli.add('w', "warmup", &warmup, "untimed steps first");
-  cli.add('b', "bf16", &bf16, "also refresh a bf16 copy of the parameters in each step");
-  cli.add('c', "clip", &clip, "include global grad-norm clipping (2 extra launches, +4 B/param)");
-  cli.add('s', "set", &sets, "optimizer option key=value (repeatable), e.g. --set muon.ns_steps=5; the keys are below");
+  // The vocabulary shared with our other programs: train/flags.h.
+  flags::add_model(cli, &models, kBenchModels, true);
+  flags::add_optimizer(cli, &opts, "comma-separated optimizers (small_fc_lopt:fast = tensor-core MLP)");
+  flags::add_steps(cli, &steps, "timed steps");
+  cli.add(0, "untimed", &untimed, "untimed steps first (warm-up)");
+  cli.add(0, "bf16", &bf16, "also refresh a bf16 copy of the parameters in each step");
+  flags::add_clip(cli, &clip, "; any norm > 0 adds 2 launches and 4 B/param to the step");
+  flags::add_set(cli, &sets);
+  flags::add_flag_notes(cli, "bench_optim");
   cli.set_epilogue(options_help(OptimOptions()) +
                    "without small_fc_lopt.weights / velo.weights, the learned optimizers run on random meta-weights of the published shapes.\n");
   try {
     if (!cli.parse(argc, argv)) return 0;
-    if (steps < 1 || warmup < 0) user_error("--steps must be >= 1 and --warmup >= 0.");
+    // The model names first, so that any later mistake shows that they were taken.
+    for (const auto& model : split(models)) model_by_name(model, kBenchModels);
+    if (steps < 1 || untimed < 0) user_error("--steps must be >= 1 and --untimed >= 0.");
+    if (!(clip >= 0)) user_error("--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", clip, ").");
     std::vector<std::string> names;  // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement
     for (const auto& o : split(opts)) names.push_back(o == "small_fc_lopt:fast" ? "small_fc_lopt" : o);
-    if (names.empty() || split(models).empty()) user_error("--opts and --models each need at least one name.");
+    if (names.empty() || split(models).empty()) user_error("--optimizer and --model each need at least one name.");
     for (const auto& name : names) check_optimizer_name(name);
     OptimOptions oo;
     for (const auto& s : sets) set_option(oo, s);
@@ -117,7 +125,6 @@ int main(int argc, char** argv) {
     // Weights given with --set are read now, so a wrong path fails before the GPU check.
     if (!oo.small_fc.weights.empty()) check_lopt_weights("small_fc_lopt", oo);
     if (!oo.velo.weights.empty()) check_lopt_weights("velo", oo);
-    for (const auto& model : split(models)) model_table_by_name(model);  // names first, then the GPU
     if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
     // Learned optimizers without weights: random meta-weights of the published shapes (the step time does
     // not depend on their values) in a temporary folder, removed at the end (the optimizers read it when made).
@@ -132,11 +139,11 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
     for (const auto& model : split(models)) {
-      ParamTable table = model_table_by_name(model);
+      ParamTable table = model_by_name(model, kBenchModels).table();
       Arena arena(table, bf16);
       fill_normal(arena.params(), arena.total(), 1, 0.02f);
       fill_normal(arena.grads(), arena.total(), 2, 1e-3f);
-      GradClipper clipper(arena, 1.0f);
+      GradClipper clipper(arena, float(clip));
       for (const auto& entry : split(opts)) {
         // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement.
         const bool fast = entry == "small_fc_lopt:fast";
@@ -145,16 +152,16 @@ int main(int argc, char** argv) {
         eo.small_fc.fast = fast || oo.small_fc.fast;
         auto opt = make_optimizer(name, eo, arena);
         StepInfo info;
-        if (clip) info.d_grad_scale = clipper.d_scale();
+        if (clip > 0) info.d_grad_scale = clipper.d_scale();
         DeviceBuffer<float> d_loss(1, "loss");
         const float loss = 3.0f;
         d_loss.upload(&loss, 1);
         info.d_loss = d_loss.get();
         auto one_step = [&] {
-          if (clip) clipper.run(stream);
+          if (clip > 0) clipper.run(stream);
           opt->step(info, stream);
         };
-        for (int i = 0; i < warmup; i++) one_step();
+        for (int i = 0; i < untimed; i++) one_step();
         std::vector<float> ms;
         for (int i = 0; i < steps; i++) {
           CUDA_CHECK(cudaEventRecord(e0, stream));
@@ -166,11 +173,11 @@ int main(int argc, char** argv) {
           ms.push_back(t);
         }
         const size_t nodes = CudaGraph::capture(stream, one_step).nodes();
-        const double bytes = step_bytes(name, table, bf16, clip), floor_ms = bytes / bw * 1e3, med = median(ms);
+        const double bytes = step_bytes(name, table, bf16, clip > 0), floor_ms = bytes / bw * 1e3, med = median(ms);
         std::printf("{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
                     "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
                     "\"floor_ms\":%.4f,\"pct_of_floor\":%.1f,\"launches\":%zu,\"state_mib\":%.1f",
-                    prop.name, model.c_str(), (long long)table.num_params(), name.c_str(), int(bf16), int(clip), med,
+                    prop.name, model.c_str(), (long long)table.num_params(), name.c_str(), int(bf16), int(clip > 0), med,
                     *std::min_element(ms.begin(), ms.end()), bytes / double(table.num_params()), floor_ms,
                     100.0 * floor_ms / med, nodes, double(opt->state_bytes()) / 1048576.0);
         if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps) / 1e12);

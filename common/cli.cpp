@@ -74,6 +74,17 @@ void Cli::add(char s, const std::string& l, std::vector<std::string>* t, const s
   push(s, l, Kind::Multi, t, h, "");
 }
 
+void Cli::note(const std::string& spelling, const std::string& text) {
+  CHECK(spelling.size() >= 2 && spelling[0] == '-' && !text.empty() && !find_note(spelling));
+  notes_.emplace_back(spelling, text);
+}
+
+const std::string* Cli::find_note(const std::string& spelling) const {
+  for (const auto& n : notes_)
+    if (n.first == spelling) return &n.second;
+  return nullptr;
+}
+
 void Cli::set(const Flag& f, const std::string& v) const {
   const std::string what = "flag --" + f.l;
   switch (f.kind) {
@@ -115,13 +126,23 @@ bool Cli::parse(int argc, char** argv) {
       for (const auto& x : flags_)
         if (x.l == name) f = &x;
     }
-    // The messages do not name the program: the program prefixes every message with its name.
-    if (!f) user_error("unknown flag '", a, "'; run with --help to list the flags.");
+    // The messages do not name the program: the program prefixes every message with its name. A note
+    // on the spelling as given (without "=value") goes into the message.
+    const std::string* note = find_note(has_value ? a.substr(0, a.find('=')) : a);
+    const std::string noted = note ? " (" + *note + ")" : "";
+    if (!f) user_error("unknown flag '", a, "'", noted, "; run with --help to list the flags.");
     if (!has_value) {
-      if (i + 1 >= argc) user_error("flag '", a, "' needs a value; run with --help to see what it takes.");
+      if (i + 1 >= argc) user_error("flag '", a, "' needs a value", noted, "; run with --help to see what it takes.");
       value = argv[++i];
     }
-    set(*f, value);
+    try {
+      set(*f, value);
+    } catch (const UserError& e) {
+      if (!note) throw;
+      std::string m = e.what();
+      if (!m.empty() && m.back() == '.') m.pop_back();
+      user_error(m, noted, ".");
+    }
   }
   return true;
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 class Cli {
@@ -21,6 +22,11 @@ class Cli {
   void add(char short_name, const std::string& long_name, std::vector<std::string>* target, const std::string& help);
   // Text printed after the flags in --help (e.g. the keys a --set flag takes).
   void set_epilogue(std::string text) { epilogue_ = std::move(text); }
+  // A note on one spelling ("-k", "--opts"): a flag that was renamed, a letter whose meaning changed, a
+  // letter of llm.c's that this program does not take. When that spelling is refused (unknown, no value,
+  // or a value it cannot take), the message adds the note: "unknown flag '-k' (<text>); run with --help
+  // ...". Notes change no parsing.
+  void note(const std::string& spelling, const std::string& text);
 
   // Returns false when --help / -h was given (help already printed to stdout).
   bool parse(int argc, char** argv);
@@ -37,8 +43,10 @@ class Cli {
   };
   void push(char s, const std::string& l, Kind k, void* t, const std::string& help, std::string deflt);
   void set(const Flag& f, const std::string& value) const;
+  const std::string* find_note(const std::string& spelling) const;
   std::string program_, summary_, epilogue_;
   std::vector<Flag> flags_;
+  std::vector<std::pair<std::string, std::string>> notes_;  // spelling, text
 };
 
 // Number parsing shared by the flags and the optimizer options; `what` names the value in messages

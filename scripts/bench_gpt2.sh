@@ -6,7 +6,7 @@
 #   STEPS=20 EXTRA="--precision fp32" OUTFILE=results/h100_gpt2_throughput.jsonl scripts/bench_gpt2.sh
 #
 # Each configuration runs, in the repository root,
-#   ./train_gpt2 -e MODEL -b B -t T -x STEPS -v 0 -k 0 -o adamw --log TMPFILE $EXTRA
+#   ./train_gpt2 -e MODEL -b B -t T -x STEPS -v 0 -s 0 -o adamw --log TMPFILE $EXTRA
 # and prints one line. EXTRA is split on whitespace (no quoting) and later flags win, so it may also
 # change the optimizer or the data: EXTRA="-o muon -i data/mine/*train*.bin" (train_gpt2 expands the
 # glob itself). The line is
@@ -70,7 +70,7 @@ for c in "${configs[@]}"; do
   T_run=${T_cfg:-$seq_len}
   log="$tmp/$model-$B-$T_run.jsonl"
   rm -f "$log"
-  cmd=("$exe" -e "$model" -b "$B" -t "$T_run" -x "$steps" -v 0 -k 0 -o adamw --log "$log" "${extra_args[@]}")
+  cmd=("$exe" -e "$model" -b "$B" -t "$T_run" -x "$steps" -v 0 -s 0 -o adamw --log "$log" "${extra_args[@]}")
   echo "bench_gpt2: ${cmd[*]}" >&2
   "${cmd[@]}" >"$tmp/stdout" 2>"$tmp/stderr"
   rc=$?

@@ -39,7 +39,7 @@ for w in $what; do
     bench)
       ./bench_optim -o adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo 2>&1 | tee "$OUT/bench_optim.jsonl" || status=1 ;;
     ops)
-      ./bench_gpt2_ops -m gpt2-124m:64,gpt2-355m:32,gpt2-774m:16,gpt2-1558m:8 2>&1 | tee "$OUT/bench_gpt2_ops.jsonl" | grep step_ms || status=1 ;;
+      ./bench_gpt2_ops -e gpt2-124m:64,gpt2-355m:32,gpt2-774m:16,gpt2-1558m:8 2>&1 | tee "$OUT/bench_gpt2_ops.jsonl" | grep step_ms || status=1 ;;
     *) echo "unknown step $w"; status=1 ;;
   esac
 done

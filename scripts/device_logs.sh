@@ -25,6 +25,6 @@ run() {  # name, flags...
 }
 run kjv200 -x 200
 for o in adamw muon velo; do
-  run "d12_30_$o" -x 30 -v 10 -m 4 -k 0 -o "$o" --lopt-random 1
+  run "d12_30_$o" -x 30 -v 10 -m 4 -s 0 -o "$o" --lopt-random 1
 done
 exit $status

@@ -43,16 +43,16 @@ if [ $rc -ne 0 ] || [ "${passed:-0}" -eq 0 ] || grep -q '^\[  SKIPPED \] [0-9]' 
   fail "GPT-2 GPU tests: exit status $rc, ${passed:-0} passed (skips are failures here: nvidia-smi sees a GPU)"
 fi
 
-./train_gpt2 -x "${STEPS:-30}" -v 10 -m 4 -k 20 -z 32 --log "$work/train_d12.jsonl" 2>&1 | tee "$OUT/train_d12.txt" | tail -n 25 ||
+./train_gpt2 -x "${STEPS:-30}" -v 10 -m 4 -s 20 -g 32 --log "$work/train_d12.jsonl" 2>&1 | tee "$OUT/train_d12.txt" | tail -n 25 ||
   fail "d12 training run failed"
 expect_losses "$work/train_d12.jsonl" "${STEPS:-30}" "d12 training run"
 cp "$work/train_d12.jsonl" "$OUT/train_d12.jsonl"
 
-tiny=(-e tiny -b 4 -t 128 -d 1024 -v 0 -k 0)
+tiny=(-e tiny -b 4 -t 128 -d 1024 -v 0 -s 0)
 for drop in 0 0.1; do  # with dropout the masks must continue where they were too (-d: 2 micro-batches a step)
   rm -rf "$work/ck" "$work/a.jsonl" "$work/b.jsonl"
   run "resume (dropout $drop), first run" "${tiny[@]}" -x 12 -n 6 --dropout $drop --ckpt-dir "$work/ck" --log "$work/a.jsonl"
-  run "resume (dropout $drop), resumed run" "${tiny[@]}" -x 12 --dropout $drop -r "$work/ck/model_00000006.bin" --log "$work/b.jsonl"
+  run "resume (dropout $drop), resumed run" "${tiny[@]}" -x 12 --dropout $drop --resume "$work/ck/model_00000006.bin" --log "$work/b.jsonl"
   expect_losses "$work/a.jsonl" 12 "resume (dropout $drop), first run"
   expect_losses "$work/b.jsonl" 6 "resume (dropout $drop), resumed run"
   diff <(losses "$work/a.jsonl" | grep -E '"step":(7|8|9|10|11|12),') <(losses "$work/b.jsonl") ||
@@ -72,7 +72,7 @@ for o in adamw muon velo; do
 done
 
 # Out of memory must be one clear sentence and exit status 1, not a crash.
-./train_gpt2 -e d48 -b 512 -x 1 -v 0 -k 0 > /dev/null 2> "$OUT/oom.txt"
+./train_gpt2 -e d48 -b 512 -x 1 -v 0 -s 0 > /dev/null 2> "$OUT/oom.txt"
 rc=$?
 if [ $rc -eq 1 ] && grep -q "out of GPU memory" "$OUT/oom.txt"; then echo "oom: clear message, exit 1"; else fail "oom: rc=$rc $(cat "$OUT/oom.txt")"; fi
 
@@ -95,7 +95,7 @@ EOF
 mkdir -p "$work/shards"
 write_shard "$work/shards/d_train_000001.bin" 2048 0
 write_shard "$work/shards/d_train_000002.bin" 140000 70000
-data=(-e tiny -b 4 -t 64 -d 512 -x 8 -v 0 -k 0 --dropout 0.1 -i "$work/shards/*.bin" -j "")
+data=(-e tiny -b 4 -t 64 -d 512 -x 8 -v 0 -s 0 --dropout 0.1 -i "$work/shards/*.bin" -j "")
 seed=""
 for s in 1 2 3 4 5 6 7 8; do  # a seed whose shard order puts the good shard first
   rm -rf "$work/dck"
@@ -110,7 +110,7 @@ grep -q "the 3 steps done are saved in $work/dck/model_00000003.bin" "$work/stde
 [ -f "$work/dck/model_00000003.bin" ] || fail "data error: the message names $work/dck/model_00000003.bin, which is missing"
 write_shard "$work/shards/d_train_000002.bin" 140000 0  # the data repaired
 run "data error, uninterrupted run" "${data[@]}" --seed $seed --log "$work/full.jsonl"
-run "data error, resumed run" "${data[@]}" --seed $seed -r "$work/dck/model_00000003.bin" --log "$work/resumed.jsonl"
+run "data error, resumed run" "${data[@]}" --seed $seed --resume "$work/dck/model_00000003.bin" --log "$work/resumed.jsonl"
 expect_losses "$work/err.jsonl" 3 "data error, failed run"
 expect_losses "$work/resumed.jsonl" 5 "data error, resumed run"
 diff <(losses "$work/err.jsonl") <(losses "$work/full.jsonl" | head -n 3) > /dev/null || fail "data error: steps 1-3 MISMATCH"
@@ -118,7 +118,7 @@ diff <(losses "$work/full.jsonl" | tail -n 5) <(losses "$work/resumed.jsonl") ||
 echo "data error in step 4: checkpoint of 3 steps saved; resumed on repaired data, steps 4-8 bit-identical"
 
 for o in velo small_fc_lopt muon adafactor; do  # every optimizer through the trainer (tiny model, random meta-weights)
-  ./train_gpt2 -e tiny -b 4 -t 128 -x 20 -v 10 -m 2 -k 0 -o $o --lopt-random 1 > "$work/stdout" 2>&1 ||
+  ./train_gpt2 -e tiny -b 4 -t 128 -x 20 -v 10 -m 2 -s 0 -o $o --lopt-random 1 > "$work/stdout" 2>&1 ||
     fail "$o: train_gpt2 failed: $(tail -n 1 "$work/stdout")"
   grep -E "^step +(1|20)/|val loss" "$work/stdout" | tr '\n' ' '
   echo

@@ -19,4 +19,4 @@ mkdir -p "$out/books"
 "$work/x/usr/bin/bible" -p "$work/x/usr/lib/" -f 'gen1:1-rev22:21' |
   awk -v dir="$out/books" '{ book = $1; sub(/[0-9]+:[0-9]+$/, "", book); n = (book != last) ? n + 1 : n; last = book;
                              sub(/^[^ ]+ /, ""); printf "%s\n", $0 > sprintf("%s/%02d_%s.txt", dir, n, book) }'
-./tokenize -i "$out/books/*.txt" -o "$out" -n kjv -s 1000000 -v 100000
+./tokenize -i "$out/books/*.txt" --out "$out" --name kjv --shard-tokens 1000000 --val-tokens 100000

@@ -1,5 +1,6 @@
 #include "common/cli.h"
 #include "tests/test_util.h"
+#include "train/flags.h"
 
 namespace {
 struct Args {
@@ -103,4 +104,95 @@ TEST(Cli, HelpEndsWithTheEpilogue) {
   const std::string tail = " this text\n\noptimizer options:\n  adamw.lr=0.001  learning rate\n";
   ASSERT_GE(h.size(), tail.size());
   EXPECT_EQ(h.substr(h.size() - tail.size()), tail) << h;
+}
+
+// A note on a spelling goes into the message when that spelling is refused: unknown, without a value, or
+// with a value its flag cannot take (as short flag, long flag, or --flag=value); a spelling that parses
+// is not affected.
+TEST(Cli, NotesExplainRefusedSpellings) {
+  Args a;
+  a.cli.note("-k", "sample every N steps is -s now");
+  a.cli.note("-b", "-b is the micro-batch");
+  a.cli.note("--opts", "it is --optimizer now");
+  expect_user_error([&] { a.parse({"-k", "5"}); },
+                    "unknown flag '-k' (sample every N steps is -s now); run with --help to list the flags.");
+  expect_user_error([&] { a.parse({"--opts=adamw"}); }, "unknown flag '--opts=adamw' (it is --optimizer now); run with --help");
+  expect_user_error([&] { a.parse({"-b", "x"}); }, "flag --batch needs a number, got 'x' (-b is the micro-batch).");
+  expect_user_error([&] { a.parse({"-b"}); }, "flag '-b' needs a value (-b is the micro-batch); run with --help");
+  expect_user_error([&] { a.parse({"-b", "99999999999"}); }, "(it takes integers from -2147483648 to 2147483647) (-b is the micro-batch).");
+  // The long spelling of -b has no note of its own.
+  expect_user_error([&] { a.parse({"--batch=x"}); }, "flag --batch needs a number, got 'x'.");
+  EXPECT_TRUE(a.parse({"-b", "16"}));
+  EXPECT_EQ(a.batch, 16);
+  EXPECT_THROW(a.cli.note("-k", "twice"), std::logic_error);
+}
+
+// Every program reads -e through model_by_name: the same names give the same model everywhere.
+TEST(ModelNames, OneReaderForEveryProgram) {
+  const unsigned all = kGpt2Sizes | kGpt2Tiny | kVitB16;
+  const char* const names[4][3] = {{"d12", "124m", "gpt2-124m"}, {"d24", "355m", "gpt2-355m"}, {"d36", "774m", "gpt2-774m"}, {"d48", "1558m", "gpt2-1558m"}};
+  const int64_t params[4] = {124439808, 354823168, 774030080, 1557611200};
+  for (int i = 0; i < 4; i++)
+    for (const char* n : names[i]) {
+      const ModelChoice c = model_by_name(n, kGpt2Sizes);
+      EXPECT_EQ(c.kind, kGpt2Sizes) << n;
+      EXPECT_EQ(c.gpt2.layers, gpt2_shape(names[i][0]).layers) << n;
+      EXPECT_EQ(c.table().num_params(), params[i]) << n;
+    }
+  const ModelChoice tiny = model_by_name("tiny", all);
+  EXPECT_EQ(tiny.kind, kGpt2Tiny);
+  EXPECT_EQ(tiny.gpt2.layers, 4);
+  EXPECT_EQ(tiny.gpt2.channels, 128);
+  EXPECT_EQ(tiny.gpt2.heads, 2);
+  EXPECT_EQ(model_by_name("vit-b16", all).table().num_params(), 86567656);
+  expect_user_error([] { model_by_name("gpt3", kGpt2Sizes | kGpt2Tiny); },
+                    "unknown model 'gpt3'; choose d12, d24, d36, d48 (GPT-2 124M to 1558M, also named 124m, ..., 1558m or "
+                    "gpt2-124m, ..., gpt2-1558m) or tiny (4 layers, 128 channels).");
+  expect_user_error([] { model_by_name("gpt2-d12", all); }, "unknown model 'gpt2-d12'");
+  expect_user_error([] { model_by_name("vit-b16", kGpt2Sizes); }, "the model 'vit-b16' cannot be used here; choose d12, d24, d36 or d48 (");
+  expect_user_error([] { model_by_name("tiny", kGpt2Sizes | kVitB16); }, "the model 'tiny' cannot be used here");
+}
+
+// The shared flags have one spelling, and each program's earlier spellings are explained.
+TEST(FlagVocabulary, SharedFlagsAndNotes) {
+  std::string model = "d12", opt = "adamw", tok;
+  int64_t steps = 1;
+  int sample_tokens = 64;
+  double clip = 1;
+  std::vector<std::string> sets;
+  Cli cli("prog", "test program");
+  flags::add_model(cli, &model, kGpt2Sizes, false);
+  flags::add_optimizer(cli, &opt, "optimizer");
+  flags::add_steps(cli, &steps, "steps");
+  flags::add_clip(cli, &clip);
+  flags::add_set(cli, &sets);
+  flags::add_tokenizer(cli, &tok, "ranks");
+  cli.add('g', "sample-tokens", &sample_tokens, "tokens per sample");
+  flags::add_flag_notes(cli, "train_gpt2");
+  const std::string h = cli.help();
+  for (const char* s : {"-e, --model", "-o, --optimizer", "-x, --steps", "      --clip", "      --set", "      --tokenizer"})
+    EXPECT_NE(h.find(s), std::string::npos) << s;
+  std::vector<std::string> args = {"prog", "-e", "gpt2-355m", "-o", "muon", "-x", "5", "--clip", "0.5", "--set", "muon.lr=1"};
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(&s[0]);
+  EXPECT_TRUE(cli.parse(int(argv.size()), argv.data()));
+  EXPECT_EQ(model, "gpt2-355m");
+  EXPECT_EQ(opt, "muon");
+  EXPECT_EQ(steps, 5);
+  EXPECT_EQ(clip, 0.5);
+  auto parse = [&](std::vector<std::string> a) {
+    a.insert(a.begin(), "prog");
+    std::vector<char*> v;
+    for (auto& s : a) v.push_back(&s[0]);
+    cli.parse(int(v.size()), v.data());
+  };
+  expect_user_error([&] { parse({"-z", "1"}); }, "unknown flag '-z' (tokens per sample is -g now, as in llm.c; llm.c's -z (ZeRO stage)");
+  expect_user_error([&] { parse({"-g", "0.5"}); }, "(-g is tokens per sample now, llm.c's genT; the grad-norm clip is --clip).");
+  expect_user_error([&] { parse({"-y", "1"}); }, "unknown flag '-y' (llm.c's -y (resume from the output folder) is --resume FILE here)");
+  Cli tok_cli("tokenize", "test");
+  flags::add_flag_notes(tok_cli, "tokenize");
+  std::vector<std::string> targs = {"tokenize", "-o", "dir"};
+  std::vector<char*> tv;
+  for (auto& s : targs) tv.push_back(&s[0]);
+  expect_user_error([&] { tok_cli.parse(int(tv.size()), tv.data()); }, "unknown flag '-o' (the output folder is --out now");
 }

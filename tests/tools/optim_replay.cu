@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
   cli.add(0, "out", &r.out, "output file name inside the folder (default out_<optimizer>.bin)");
   cli.add(0, "ref", &r.ref, "run the CPU reference instead of the GPU optimizer");
   cli.add(0, "trace", &r.trace, "with --ref and velo: also write the first step's intermediate values (<out>.trace)");
+  cli.set_epilogue(options_help(OptimOptions()));
   try {
     if (!cli.parse(argc, argv)) return 0;
     run(r);

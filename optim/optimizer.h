@@ -42,6 +42,7 @@ class Optimizer {
 
   const OptimOptions& options() const { return opts_; }
   const std::vector<int>& owned() const { return owned_; }  // table indices, ascending
+  Arena& arena() const { return arena_; }
 
  protected:
   struct StateBuffer {

@@ -1,0 +1,75 @@
+#include "train/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "common/cuda_check.h"
+
+void save_checkpoint(const std::string& path, const Arena& arena, const Model& model, const Optimizer& opt, const TrainState& state,
+                     const std::function<void(SectionWriter&)>& model_sections) {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  SectionWriter w(path);
+  model_sections(w);
+  w.put_vector("model.params", arena.get_params_flat());
+  w.put_string("model.kernels", model.kernel_choices());
+  opt.save_state(w);
+  w.put_i64("train.step", state.step);
+  w.put_i64("train.dropout_counter", int64_t(state.dropout_counter));
+  const int64_t lp[3] = {state.data.epoch, state.data.shard, state.data.sample};
+  w.put("train.loader", lp, sizeof lp);
+  std::ostringstream r;
+  r << state.rng;
+  w.put_string("train.sample_rng", r.str());
+  w.commit();
+}
+
+TrainState read_train_state(const SectionReader& r) {
+  TrainState s;
+  int64_t lp[3];
+  r.read("train.loader", lp, sizeof lp);
+  s.data = {lp[0], lp[1], lp[2]};
+  std::istringstream rs(r.get_string("train.sample_rng"));
+  rs >> s.rng;
+  s.step = r.get_i64("train.step");
+  if (r.has("train.dropout_counter")) s.dropout_counter = uint64_t(r.get_i64("train.dropout_counter"));
+  return s;
+}
+
+void check_checkpoint_params(const SectionReader& r, const ParamTable& table) {
+  if (r.size("model.params") != uint64_t(table.total_elems()) * sizeof(float))
+    user_error("'", r.path(), "' has parameters of another size.");
+}
+
+void load_checkpoint(const SectionReader& r, Arena& arena, Model& model, Optimizer& opt) {
+  const std::vector<float> p = r.get_vector<float>("model.params");
+  for (const auto& t : arena.table().tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
+  // the kernel variants of the run that wrote the checkpoint (absent in older checkpoints: keep ours)
+  const std::string kernels = r.has("model.kernels") ? r.get_string("model.kernels") : "";
+  if (!kernels.empty() && !model.kernel_choices().empty()) model.set_kernel_choices(kernels);
+  opt.load_state(r);
+  if (r.has("train.dropout_counter")) model.set_dropout_counter(uint64_t(r.get_i64("train.dropout_counter")));
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "/model_%08lld.bin", (long long)step);
+  return dir + name;
+}
+
+void prepare_ckpt_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) user_error("--ckpt-dir '", dir, "' is a file, not a folder; choose a folder.");
+  fs::create_directories(dir, ec);
+  if (ec) user_error("cannot create the checkpoint folder '", dir, "' (", ec.message(), "); choose another --ckpt-dir.");
+  std::string probe = dir + "/.checkpoint_write_test_XXXXXX";
+  const int fd = mkstemp(&probe[0]);
+  if (fd < 0) user_error("cannot write in the checkpoint folder '", dir, "' (", std::strerror(errno), "); choose another --ckpt-dir.");
+  close(fd);
+  unlink(probe.c_str());
+}

@@ -1,0 +1,45 @@
+// The flags every training program shares (optimizer, schedule, batch and steps, evaluation cadence,
+// checkpoints, logging, learned-optimizer weights, CUDA graphs, seed), their range checks, and the
+// optimizer options they make. A program adds its own flags (data, model, sampling) beside these.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/cli.h"
+#include "optim/options.h"
+#include "train/flags.h"
+
+struct TrainFlags {
+  std::string optimizer = "adamw", schedule = "cosine", log, ckpt_dir, resume, lopt_weights;
+  int B = 8, val_every = 100, val_batches = 10, ckpt_every = 0;
+  int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
+  double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0, dropout = 0.0;
+  bool lr_given = false, lopt_random = false, cuda_graph = false;
+  std::vector<std::string> sets;
+};
+
+// Adds the shared flags to cli (-o, -l, -c, -k, -u, -q, -x, -b, -d, --clip, -v, -m, -n, --ckpt-dir,
+// --resume, --log, --dropout, --lopt-weights, --lopt-random, --cuda-graph, --seed, --set); `optimizers`
+// is the -o help.
+void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers);
+// Whether -l was given (the learned optimizers take it as their multiplier only then).
+bool lr_flag_given(int argc, char** argv);
+// Every shared flag's range, before any file or GPU work: one sentence per mistake. A flag that the
+// other flags make pointless (-u with -k constant) is refused too, rather than ignored.
+void check_train_flags(const TrainFlags& f);
+// Fills the defaults -1 (-u) and 0 (-d) in; returns the micro-batches per step for micro-batches of
+// micro_tokens tokens.
+int resolve_batching(TrainFlags* f, int64_t micro_tokens);
+// The program's defaults `base` with the schedule of the flags and --set applied.
+OptimOptions train_optimizer_options(const TrainFlags& f, OptimOptions base);
+// The optimizer's name, --set options and learned-optimizer weights, before any GPU work.
+void check_train_optimizer(const TrainFlags& f, const OptimOptions& o);
+bool is_learned(const std::string& optimizer);
+
+class Arena;
+class Optimizer;
+// The optimizer of the flags over the whole arena. --lopt-random: random meta-weights written to a
+// temporary folder only now, after every check, and removed as soon as the optimizer has read them.
+std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& o, Arena& arena);

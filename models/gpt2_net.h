@@ -12,7 +12,7 @@
 
 #include "models/model.h"
 #include "models/model_tables.h"
-#include "optim/arena.h"
+#include "core/arena.h"
 
 class Gpt2Net : public Model {
  public:

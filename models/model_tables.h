@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "optim/param_table.h"
+#include "core/param_table.h"
 
 struct Gpt2Shape {
   int layers = 12, channels = 768, heads = 12;

@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "optim/chunks.h"
+#include "core/chunks.h"
 #include "optim/optimizer.h"
 
 struct AfTensor {  // Adafactor's per-tensor device table

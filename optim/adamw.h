@@ -2,7 +2,7 @@
 #pragma once
 #include <vector>
 
-#include "optim/chunks.h"
+#include "core/chunks.h"
 #include "optim/optimizer.h"
 #include "optim/step_scalars.cuh"
 

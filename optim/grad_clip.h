@@ -4,8 +4,8 @@
 // gradients are never rewritten and the host never waits.
 #pragma once
 #include "common/device_buffer.h"
-#include "optim/arena.h"
-#include "optim/chunks.h"
+#include "core/arena.h"
+#include "core/chunks.h"
 
 class GradClipper {
  public:

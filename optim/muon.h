@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "optim/adamw.h"
-#include "optim/chunks.h"
+#include "core/chunks.h"
 #include "optim/newton_schulz.h"
 #include "optim/optimizer.h"
 

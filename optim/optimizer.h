@@ -13,7 +13,7 @@
 
 #include "common/device_buffer.h"
 #include "common/sections.h"
-#include "optim/arena.h"
+#include "core/arena.h"
 #include "optim/options.h"
 
 struct StepInfo {

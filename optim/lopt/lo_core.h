@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "common/device_buffer.h"
-#include "optim/arena.h"
-#include "optim/chunks.h"
+#include "core/arena.h"
+#include "core/chunks.h"
 #include "optim/lopt/lopt_common.h"
 
 struct LoTensor {

@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "common/json.h"
-#include "optim/param_table.h"
+#include "core/param_table.h"
 
 namespace {
 // A JSON number that is a non-negative integer below 2^63 (it fits a shape's int64); false for anything

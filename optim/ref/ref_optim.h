@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "optim/options.h"
-#include "optim/param_table.h"
+#include "core/param_table.h"
 
 class RefOptimizer {
  public:

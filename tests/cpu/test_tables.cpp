@@ -3,8 +3,8 @@
 #include <set>
 
 #include "models/model_tables.h"
-#include "optim/chunks.h"
-#include "optim/param_table.h"
+#include "core/chunks.h"
+#include "core/param_table.h"
 #include "tests/test_util.h"
 
 namespace {

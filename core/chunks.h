@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "optim/param_table.h"
+#include "core/param_table.h"
 
 struct Chunk {
   int64_t p_begin;  // first element in the arena

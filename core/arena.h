@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/device_buffer.h"
-#include "optim/param_table.h"
+#include "core/param_table.h"
 
 enum TensorFlags : int32_t { kDecay = 1 };
 

@@ -1,4 +1,4 @@
-#include "optim/chunks.h"
+#include "core/chunks.h"
 
 #include <algorithm>
 

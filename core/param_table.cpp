@@ -1,4 +1,4 @@
-#include "optim/param_table.h"
+#include "core/param_table.h"
 
 #include <algorithm>
 #include <random>

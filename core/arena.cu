@@ -1,4 +1,4 @@
-#include "optim/arena.h"
+#include "core/arena.h"
 
 Arena::Arena(ParamTable table, bool with_bf16_copy) : table_(std::move(table)) {
   if (table_.size() == 0) user_error("the parameter table is empty.");

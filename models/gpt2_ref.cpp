@@ -6,59 +6,8 @@
 #include "common/error.h"
 #include "kernels/dropout.h"
 #include "models/gpt2_sites.h"
+#include "models/ref_ops.h"
 
-namespace {
-const double kGeluC = std::sqrt(2.0 / M_PI);
-
-// y (N x O) = x (N x I) W^T + b, W (O x I) row-major (torch Linear).
-void linear(const double* x, const double* W, const double* b, double* y, int N, int I, int O) {
-  for (int n = 0; n < N; n++)
-    for (int o = 0; o < O; o++) {
-      double a = b ? b[o] : 0.0;
-      for (int i = 0; i < I; i++) a += x[n * I + i] * W[o * I + i];
-      y[n * O + o] = a;
-    }
-}
-// Accumulates dx += dy W, dW += dy^T x, db += sum dy.
-void linear_back(const double* x, const double* W, const double* dy, double* dx, double* dW, double* db, int N, int I, int O) {
-  for (int n = 0; n < N; n++)
-    for (int o = 0; o < O; o++) {
-      const double g = dy[n * O + o];
-      if (db) db[o] += g;
-      for (int i = 0; i < I; i++) {
-        dx[n * I + i] += g * W[o * I + i];
-        dW[o * I + i] += g * x[n * I + i];
-      }
-    }
-}
-void layernorm(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int N, int C) {
-  for (int n = 0; n < N; n++) {
-    double m = 0, v = 0;
-    for (int c = 0; c < C; c++) m += x[n * C + c];
-    m /= C;
-    for (int c = 0; c < C; c++) v += (x[n * C + c] - m) * (x[n * C + c] - m);
-    const double r = 1.0 / std::sqrt(v / C + double(kGpt2LnEps));
-    mean[n] = m, rstd[n] = r;
-    for (int c = 0; c < C; c++) y[n * C + c] = (x[n * C + c] - m) * r * w[c] + b[c];
-  }
-}
-void layernorm_back(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx,
-                    double* dw, double* db, int N, int C) {
-  for (int n = 0; n < N; n++) {
-    double s1 = 0, s2 = 0;
-    for (int c = 0; c < C; c++) {
-      const double xh = (x[n * C + c] - mean[n]) * rstd[n], g = dy[n * C + c] * w[c];
-      s1 += g, s2 += g * xh;
-      dw[c] += dy[n * C + c] * xh;
-      db[c] += dy[n * C + c];
-    }
-    for (int c = 0; c < C; c++) {
-      const double xh = (x[n * C + c] - mean[n]) * rstd[n], g = dy[n * C + c] * w[c];
-      dx[n * C + c] += rstd[n] * (g - s1 / C - xh * s2 / C);
-    }
-  }
-}
-}  // namespace
 
 std::vector<float> gpt2_init(const ParamTable& table, const Gpt2Shape& s, uint64_t seed) {
   (void)gpt2_tensors(table, s);  // the table must be GPT-2's: its rows carry the initialisation
@@ -86,15 +35,15 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
     const Gpt2BlockTensors& bt = ix_.blocks[size_t(l)];
     a.x_in = x;
     a.ln1.resize(x.size()), a.ln1_mean.resize(size_t(N)), a.ln1_rstd.resize(size_t(N));
-    layernorm(x.data(), W(bt.ln1w), W(bt.ln1b), a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+    ref_layernorm(x.data(), W(bt.ln1w), W(bt.ln1b), a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), N, C, kGpt2LnEps);
     a.q.resize(x.size()), a.k.resize(x.size()), a.v.resize(x.size());
     if (s_.separate_qkv) {
-      linear(a.ln1.data(), W(bt.qkvw[0]), W(bt.qkvb[0]), a.q.data(), N, C, C);
-      linear(a.ln1.data(), W(bt.qkvw[1]), W(bt.qkvb[1]), a.k.data(), N, C, C);
-      linear(a.ln1.data(), W(bt.qkvw[2]), W(bt.qkvb[2]), a.v.data(), N, C, C);
+      ref_linear(a.ln1.data(), W(bt.qkvw[0]), W(bt.qkvb[0]), a.q.data(), N, C, C);
+      ref_linear(a.ln1.data(), W(bt.qkvw[1]), W(bt.qkvb[1]), a.k.data(), N, C, C);
+      ref_linear(a.ln1.data(), W(bt.qkvw[2]), W(bt.qkvb[2]), a.v.data(), N, C, C);
     } else {
       std::vector<double> qkv(size_t(N * 3 * C));
-      linear(a.ln1.data(), W(bt.qkvw[0]), W(bt.qkvb[0]), qkv.data(), N, C, 3 * C);
+      ref_linear(a.ln1.data(), W(bt.qkvw[0]), W(bt.qkvb[0]), qkv.data(), N, C, 3 * C);
       for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++)
           a.q[size_t(n * C + c)] = qkv[size_t(n * 3 * C + c)], a.k[size_t(n * C + c)] = qkv[size_t(n * 3 * C + C + c)],
@@ -125,25 +74,24 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
               a.ctx[size_t((b * T + i) * C + h * hs + e)] += z[j] * row[j] * a.v[size_t((b * T + j) * C + h * hs + e)];
         }
     std::vector<double> proj(x.size());
-    linear(a.ctx.data(), W(bt.projw), W(bt.projb), proj.data(), N, C, C);
+    ref_linear(a.ctx.data(), W(bt.projw), W(bt.projb), proj.data(), N, C, C);
     for (size_t i = 0; i < x.size(); i++) x[i] += proj[i] * keep(dropout_site_attn_proj(l), uint32_t(i / C), uint32_t(i % C));
     a.x_mid = x;
     a.ln2.resize(x.size()), a.ln2_mean.resize(size_t(N)), a.ln2_rstd.resize(size_t(N));
-    layernorm(x.data(), W(bt.ln2w), W(bt.ln2b), a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+    ref_layernorm(x.data(), W(bt.ln2w), W(bt.ln2b), a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), N, C, kGpt2LnEps);
     a.fc.resize(size_t(N * 4 * C)), a.gelu.resize(size_t(N * 4 * C));
-    linear(a.ln2.data(), W(bt.fcw), W(bt.fcb), a.fc.data(), N, C, 4 * C);
+    ref_linear(a.ln2.data(), W(bt.fcw), W(bt.fcb), a.fc.data(), N, C, 4 * C);
     for (size_t i = 0; i < a.fc.size(); i++) {
-      const double u = a.fc[i];
-      a.gelu[i] = 0.5 * u * (1 + std::tanh(kGeluC * (u + 0.044715 * u * u * u)));
+      a.gelu[i] = ref_gelu_tanh(a.fc[i]);
     }
-    linear(a.gelu.data(), W(bt.fcprojw), W(bt.fcprojb), proj.data(), N, 4 * C, C);
+    ref_linear(a.gelu.data(), W(bt.fcprojw), W(bt.fcprojb), proj.data(), N, 4 * C, C);
     for (size_t i = 0; i < x.size(); i++) x[i] += proj[i] * keep(dropout_site_mlp_proj(l), uint32_t(i / C), uint32_t(i % C));
   }
   x_final = x;
   lnf.resize(x.size()), lnf_mean.resize(size_t(N)), lnf_rstd.resize(size_t(N));
-  layernorm(x.data(), W(ix_.lnfw), W(ix_.lnfb), lnf.data(), lnf_mean.data(), lnf_rstd.data(), N, C);
+  ref_layernorm(x.data(), W(ix_.lnfw), W(ix_.lnfb), lnf.data(), lnf_mean.data(), lnf_rstd.data(), N, C, kGpt2LnEps);
   logits_.resize(size_t(N) * size_t(V));
-  linear(lnf.data(), W(ix_.wte), nullptr, logits_.data(), N, C, V);  // tied head
+  ref_linear(lnf.data(), W(ix_.wte), nullptr, logits_.data(), N, C, V);  // tied head
   probs_.resize(logits_.size());
   double loss = 0;
   for (int n = 0; n < N; n++) {
@@ -167,8 +115,8 @@ std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
     for (int v = 0; v < V; v++)
       dlogits[size_t(n) * size_t(V) + size_t(v)] = (probs_[size_t(n) * size_t(V) + size_t(v)] - (v == targets_[size_t(n)])) / N;
   std::vector<double> dlnf(size_t(N * C), 0.0), dx(size_t(N * C), 0.0);
-  linear_back(lnf.data(), W(ix_.wte), dlogits.data(), dlnf.data(), D(ix_.wte), nullptr, N, C, V);
-  layernorm_back(x_final.data(), W(ix_.lnfw), lnf_mean.data(), lnf_rstd.data(), dlnf.data(), dx.data(), D(ix_.lnfw),
+  ref_linear_back(lnf.data(), W(ix_.wte), dlogits.data(), dlnf.data(), D(ix_.wte), nullptr, N, C, V);
+  ref_layernorm_back(x_final.data(), W(ix_.lnfw), lnf_mean.data(), lnf_rstd.data(), dlnf.data(), dx.data(), D(ix_.lnfw),
                  D(ix_.lnfb), N, C);
   for (int l = L - 1; l >= 0; l--) {
     const Layer& a = layers_[size_t(l)];
@@ -176,20 +124,19 @@ std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
     // MLP: x_out = x_mid + dropout(proj(gelu(fc(ln2(x_mid)))))
     std::vector<double> dgelu(size_t(N * 4 * C), 0.0), dln2(size_t(N * C), 0.0), dproj(dx.size());
     for (size_t i = 0; i < dx.size(); i++) dproj[i] = dx[i] * keep(dropout_site_mlp_proj(l), uint32_t(i / C), uint32_t(i % C));
-    linear_back(a.gelu.data(), W(bt.fcprojw), dproj.data(), dgelu.data(), D(bt.fcprojw), D(bt.fcprojb),
+    ref_linear_back(a.gelu.data(), W(bt.fcprojw), dproj.data(), dgelu.data(), D(bt.fcprojw), D(bt.fcprojb),
                 N, 4 * C, C);
     for (size_t i = 0; i < dgelu.size(); i++) {
-      const double u = a.fc[i], th = std::tanh(kGeluC * (u + 0.044715 * u * u * u));
-      dgelu[i] *= 0.5 * (1 + th) + 0.5 * u * (1 - th * th) * kGeluC * (1 + 3 * 0.044715 * u * u);
+      dgelu[i] *= ref_gelu_tanh_grad(a.fc[i]);
     }
-    linear_back(a.ln2.data(), W(bt.fcw), dgelu.data(), dln2.data(), D(bt.fcw), D(bt.fcb), N, C,
+    ref_linear_back(a.ln2.data(), W(bt.fcw), dgelu.data(), dln2.data(), D(bt.fcw), D(bt.fcb), N, C,
                 4 * C);
-    layernorm_back(a.x_mid.data(), W(bt.ln2w), a.ln2_mean.data(), a.ln2_rstd.data(), dln2.data(), dx.data(),
+    ref_layernorm_back(a.x_mid.data(), W(bt.ln2w), a.ln2_mean.data(), a.ln2_rstd.data(), dln2.data(), dx.data(),
                    D(bt.ln2w), D(bt.ln2b), N, C);
     // Attention: x_mid = x_in + dropout(proj(attn(ln1(x_in)))), the probabilities dropped out too
     std::vector<double> dctx(size_t(N * C), 0.0), dq(size_t(N * C), 0.0), dk(size_t(N * C), 0.0), dv(size_t(N * C), 0.0);
     for (size_t i = 0; i < dx.size(); i++) dproj[i] = dx[i] * keep(dropout_site_attn_proj(l), uint32_t(i / C), uint32_t(i % C));
-    linear_back(a.ctx.data(), W(bt.projw), dproj.data(), dctx.data(), D(bt.projw),
+    ref_linear_back(a.ctx.data(), W(bt.projw), dproj.data(), dctx.data(), D(bt.projw),
                 D(bt.projb), N, C, C);
     const double scale = 1.0 / std::sqrt(double(hs));
     for (int b = 0; b < B; b++)
@@ -218,19 +165,19 @@ std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
         }
     std::vector<double> dln1(size_t(N * C), 0.0);
     if (s_.separate_qkv) {
-      linear_back(a.ln1.data(), W(bt.qkvw[0]), dq.data(), dln1.data(), D(bt.qkvw[0]), D(bt.qkvb[0]), N, C, C);
-      linear_back(a.ln1.data(), W(bt.qkvw[1]), dk.data(), dln1.data(), D(bt.qkvw[1]), D(bt.qkvb[1]), N, C, C);
-      linear_back(a.ln1.data(), W(bt.qkvw[2]), dv.data(), dln1.data(), D(bt.qkvw[2]), D(bt.qkvb[2]), N, C, C);
+      ref_linear_back(a.ln1.data(), W(bt.qkvw[0]), dq.data(), dln1.data(), D(bt.qkvw[0]), D(bt.qkvb[0]), N, C, C);
+      ref_linear_back(a.ln1.data(), W(bt.qkvw[1]), dk.data(), dln1.data(), D(bt.qkvw[1]), D(bt.qkvb[1]), N, C, C);
+      ref_linear_back(a.ln1.data(), W(bt.qkvw[2]), dv.data(), dln1.data(), D(bt.qkvw[2]), D(bt.qkvb[2]), N, C, C);
     } else {
       std::vector<double> dqkv(size_t(N * 3 * C));
       for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++)
           dqkv[size_t(n * 3 * C + c)] = dq[size_t(n * C + c)], dqkv[size_t(n * 3 * C + C + c)] = dk[size_t(n * C + c)],
                                 dqkv[size_t(n * 3 * C + 2 * C + c)] = dv[size_t(n * C + c)];
-      linear_back(a.ln1.data(), W(bt.qkvw[0]), dqkv.data(), dln1.data(), D(bt.qkvw[0]), D(bt.qkvb[0]),
+      ref_linear_back(a.ln1.data(), W(bt.qkvw[0]), dqkv.data(), dln1.data(), D(bt.qkvw[0]), D(bt.qkvb[0]),
                   N, C, 3 * C);
     }
-    layernorm_back(a.x_in.data(), W(bt.ln1w), a.ln1_mean.data(), a.ln1_rstd.data(), dln1.data(), dx.data(),
+    ref_layernorm_back(a.x_in.data(), W(bt.ln1w), a.ln1_mean.data(), a.ln1_rstd.data(), dln1.data(), dx.data(),
                    D(bt.ln1w), D(bt.ln1b), N, C);
   }
   for (int n = 0; n < N; n++)

@@ -142,34 +142,62 @@ float validation_loss(Gpt2Net& model, TokenLoader& val, int batches, DeviceBuffe
   return acc.download(1)[0];
 }
 
-int run(Args& a) {
-  // Every input is checked before the GPU check: a mistake costs no GPU time and shows on any machine.
-  check_flags(a);
-  const int accum = resolve_batching(&a, int64_t(a.B) * a.T);
-  const Gpt2Shape shape = model_shape(a);
-  const OptimOptions oo = train_optimizer_options(a, gpt2_optimizer_defaults(a));
-  check_train_optimizer(a, oo);
-  const ParamTable table = gpt2_param_table(shape);
-  TokenLoader train(glob_files(a.train), a.B, a.T, 0, 1, shape.vocab, true, uint64_t(a.seed));
-  std::unique_ptr<TokenLoader> val;
-  if (!a.val.empty() && a.val_every > 0) val = std::make_unique<TokenLoader>(glob_files(a.val), a.B, a.T, 0, 1, shape.vocab, false, 0);
+// What run() reads and checks before it touches the GPU: a mistake costs no GPU time and shows on any
+// machine.
+struct Inputs {
+  int accum = 1;
+  Gpt2Shape shape;
+  OptimOptions options;
+  ParamTable table;
+  std::unique_ptr<TokenLoader> train, val;
   std::unique_ptr<Gpt2Tokenizer> tok;
+  std::unique_ptr<SectionReader> resume;  // opened, checksums verified, model and data position checked
+  TrainState state;
+};
+
+Inputs prepare(Args& a) {
+  Inputs in;
+  check_flags(a);
+  in.accum = resolve_batching(&a, int64_t(a.B) * a.T);
+  in.shape = model_shape(a);
+  in.options = train_optimizer_options(a, gpt2_optimizer_defaults(a));
+  check_train_optimizer(a, in.options);
+  in.table = gpt2_param_table(in.shape);
+  in.train = std::make_unique<TokenLoader>(glob_files(a.train), a.B, a.T, 0, 1, in.shape.vocab, true, uint64_t(a.seed));
+  if (!a.val.empty() && a.val_every > 0)
+    in.val = std::make_unique<TokenLoader>(glob_files(a.val), a.B, a.T, 0, 1, in.shape.vocab, false, 0);
   if (std::FILE* f = std::fopen(a.tokenizer.c_str(), "r")) {
     std::fclose(f);
-    tok = std::make_unique<Gpt2Tokenizer>(a.tokenizer);
+    in.tok = std::make_unique<Gpt2Tokenizer>(a.tokenizer);
   }
-  // The checkpoint is opened (checksums verified), its model and data position checked now.
-  TrainState state;
-  state.rng.seed(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
-  std::unique_ptr<SectionReader> resume;
+  in.state.rng.seed(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
   if (!a.resume.empty()) {
-    resume = std::make_unique<SectionReader>(a.resume);
-    check_shape(*resume, shape);
-    check_checkpoint_params(*resume, table);
-    state = read_train_state(*resume);
-    train.seek(state.data);
+    in.resume = std::make_unique<SectionReader>(a.resume);
+    check_shape(*in.resume, in.shape);
+    check_checkpoint_params(*in.resume, in.table);
+    in.state = read_train_state(*in.resume);
+    in.train->seek(in.state.data);
   }
   if (!a.ckpt_dir.empty()) prepare_ckpt_dir(a.ckpt_dir);
+  return in;
+}
+
+void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const Gpt2Net& model) {
+  std::printf("train_gpt2 | %s | %s %s q/k/v %s, %.1fM params | %s | batch %d x %d x %d accum = %lld tokens/step | %lld steps\n",
+              peak.name.c_str(), a.model.c_str(), a.qkv.c_str(), a.precision.c_str(), in.table.num_params() / 1e6, a.optimizer.c_str(),
+              a.B, a.T, in.accum, (long long)a.total_batch, (long long)a.steps);
+  std::printf("MFU against %.0f TFLOP/s bf16 (%s)\n", peak.flops / 1e12, peak.how.c_str());
+  if (!model.kernel_choices().empty()) std::printf("kernels: %s\n", model.kernel_choices().c_str());
+  if (a.dropout > 0) std::printf("dropout: %g in training\n", a.dropout);
+  if (a.cuda_graph) std::printf("each step replays two CUDA graphs, gradients and optimizer (captured at the second step)\n");
+}
+
+int run(Args& a) {
+  Inputs in = prepare(a);
+  const Gpt2Shape& shape = in.shape;
+  const ParamTable& table = in.table;
+  const OptimOptions& oo = in.options;
+  TrainState& state = in.state;
   const DevicePeak peak = cuda_device_available() ? device_peak_bf16() : DevicePeak{};
   TrainLog log(a.log, peak.flops, flops_per_token(shape, table, a.T) * double(a.total_batch), double(a.total_batch), "tok");
   if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
@@ -180,27 +208,21 @@ int run(Args& a) {
   std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, arena, a.B, a.T);
   std::unique_ptr<Optimizer> opt = make_train_optimizer(a, oo, arena);
   GradClipper clipper(arena, float(a.clip));
-  if (resume) {
-    load_checkpoint(*resume, arena, *model, *opt);
+  if (in.resume) {
+    load_checkpoint(*in.resume, arena, *model, *opt);
     std::printf("resumed from %s at step %lld\n", a.resume.c_str(), (long long)state.step);
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  std::printf("train_gpt2 | %s | %s %s q/k/v %s, %.1fM params | %s | batch %d x %d x %d accum = %lld tokens/step | %lld steps\n",
-              peak.name.c_str(), a.model.c_str(), a.qkv.c_str(), a.precision.c_str(), table.num_params() / 1e6, a.optimizer.c_str(), a.B,
-              a.T, accum, (long long)a.total_batch, (long long)a.steps);
-  std::printf("MFU against %.0f TFLOP/s bf16 (%s)\n", peak.flops / 1e12, peak.how.c_str());
-  if (!model->kernel_choices().empty()) std::printf("kernels: %s\n", model->kernel_choices().c_str());
-  if (a.dropout > 0) std::printf("dropout: %g in training\n", a.dropout);
-  if (a.cuda_graph) std::printf("each step replays two CUDA graphs, gradients and optimizer (captured at the second step)\n");
+  print_header(a, in, peak, *model);
 
-  BatchPrefetcher batches(train, int64_t(a.B) * a.T);
+  BatchPrefetcher batches(*in.train, int64_t(a.B) * a.T);
   const BatchSource source{[&] {
                              const BatchPrefetcher::Batch b = read_data([&] { return batches.next(); });
                              return Batch{b.x, b.y};
                            },
                            [&](cudaStream_t s) { batches.release(s); }};
-  StepRunner runner(*model, *opt, clipper, a.clip > 0, accum, int64_t(a.B) * a.T, a.cuda_graph);
+  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, int64_t(a.B) * a.T, a.cuda_graph);
   DeviceBuffer<float> val_loss(1, "loss");
   std::unique_ptr<Gpt2Net> sampler;
   auto checkpoint = [&](int64_t step) {
@@ -216,10 +238,11 @@ int run(Args& a) {
   for (int64_t step = step0; step < a.steps; step++) {
     const TrainState start = state;  // a data error saves the state at the step's start
     try {
-      if (val && (step % a.val_every == 0 || step + 1 == a.steps)) log.validation(step, validation_loss(*model, *val, a.val_batches, val_loss));
+      if (in.val && (step % a.val_every == 0 || step + 1 == a.steps))
+        log.validation(step, validation_loss(*model, *in.val, a.val_batches, val_loss));
       if (a.sample_every > 0 && step > step0 && step % a.sample_every == 0) {
         if (!sampler) sampler = make_gpt2(a.precision, shape, arena, 1, int(std::min<int64_t>(a.T, int64_t(a.sample_tokens) + 1)));
-        std::printf("--- sample ---\n%s\n--------------\n", sample_text(*sampler, shape, tok.get(), a.sample_tokens, state.rng).c_str());
+        std::printf("--- sample ---\n%s\n--------------\n", sample_text(*sampler, shape, in.tok.get(), a.sample_tokens, state.rng).c_str());
       }
       model->set_dropout(float(a.dropout), dropout_seed);
       const StepRunner::Result r = runner.run(source);

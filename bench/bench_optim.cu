@@ -87,6 +87,58 @@ double ns_flops(const ParamTable& t, int steps) {
     }
   return f;
 }
+// One optimizer's step on one model: untimed steps, then the median of `steps` timed ones, the bytes
+// it must move and the launches a CUDA-graph capture of it holds; one JSON line.
+struct Measure {
+  const char* gpu;
+  std::string model;
+  bool bf16;
+  double clip;
+  int steps, untimed;
+  double bandwidth;
+};
+void measure(const Measure& m, const std::string& entry, const OptimOptions& oo, const ParamTable& table, Arena& arena,
+             GradClipper& clipper, cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1) {
+  // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement.
+  const bool fast = entry == "small_fc_lopt:fast";
+  const std::string name = fast ? "small_fc_lopt" : entry;
+  OptimOptions eo = oo;
+  eo.small_fc.fast = fast || oo.small_fc.fast;
+  auto opt = make_optimizer(name, eo, arena);
+  StepInfo info;
+  if (m.clip > 0) info.d_grad_scale = clipper.d_scale();
+  DeviceBuffer<float> d_loss(1, "loss");
+  const float loss = 3.0f;
+  d_loss.upload(&loss, 1);
+  info.d_loss = d_loss.get();
+  auto one_step = [&] {
+    if (m.clip > 0) clipper.run(stream);
+    opt->step(info, stream);
+  };
+  for (int i = 0; i < m.untimed; i++) one_step();
+  std::vector<float> ms;
+  for (int i = 0; i < m.steps; i++) {
+    CUDA_CHECK(cudaEventRecord(e0, stream));
+    one_step();
+    CUDA_CHECK(cudaEventRecord(e1, stream));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float t;
+    CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  const size_t nodes = CudaGraph::capture(stream, one_step).nodes();
+  const double bytes = step_bytes(name, table, m.bf16, m.clip > 0), floor_ms = bytes / m.bandwidth * 1e3, med = median(ms);
+  std::printf("{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
+              "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
+              "\"floor_ms\":%.4f,\"pct_of_floor\":%.1f,\"launches\":%zu,\"state_mib\":%.1f",
+              m.gpu, m.model.c_str(), (long long)table.num_params(), name.c_str(), int(m.bf16), int(m.clip > 0), med,
+              *std::min_element(ms.begin(), ms.end()), bytes / double(table.num_params()), floor_ms, 100.0 * floor_ms / med, nodes,
+              double(opt->state_bytes()) / 1048576.0);
+  if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps) / 1e12);
+  if (name == "small_fc_lopt") std::printf(",\"mode\":\"%s\"", eo.small_fc.fast ? "fast" : "exact");
+  std::printf("}\n");
+  std::fflush(stdout);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,45 +197,8 @@ int main(int argc, char** argv) {
       fill_normal(arena.grads(), arena.total(), 2, 1e-3f);
       GradClipper clipper(arena, float(clip));
       for (const auto& entry : split(opts)) {
-        // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement.
-        const bool fast = entry == "small_fc_lopt:fast";
-        const std::string name = fast ? "small_fc_lopt" : entry;
-        OptimOptions eo = oo;
-        eo.small_fc.fast = fast || oo.small_fc.fast;
-        auto opt = make_optimizer(name, eo, arena);
-        StepInfo info;
-        if (clip > 0) info.d_grad_scale = clipper.d_scale();
-        DeviceBuffer<float> d_loss(1, "loss");
-        const float loss = 3.0f;
-        d_loss.upload(&loss, 1);
-        info.d_loss = d_loss.get();
-        auto one_step = [&] {
-          if (clip > 0) clipper.run(stream);
-          opt->step(info, stream);
-        };
-        for (int i = 0; i < untimed; i++) one_step();
-        std::vector<float> ms;
-        for (int i = 0; i < steps; i++) {
-          CUDA_CHECK(cudaEventRecord(e0, stream));
-          one_step();
-          CUDA_CHECK(cudaEventRecord(e1, stream));
-          CUDA_CHECK(cudaEventSynchronize(e1));
-          float t;
-          CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-          ms.push_back(t);
-        }
-        const size_t nodes = CudaGraph::capture(stream, one_step).nodes();
-        const double bytes = step_bytes(name, table, bf16, clip > 0), floor_ms = bytes / bw * 1e3, med = median(ms);
-        std::printf("{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
-                    "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
-                    "\"floor_ms\":%.4f,\"pct_of_floor\":%.1f,\"launches\":%zu,\"state_mib\":%.1f",
-                    prop.name, model.c_str(), (long long)table.num_params(), name.c_str(), int(bf16), int(clip > 0), med,
-                    *std::min_element(ms.begin(), ms.end()), bytes / double(table.num_params()), floor_ms,
-                    100.0 * floor_ms / med, nodes, double(opt->state_bytes()) / 1048576.0);
-        if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps) / 1e12);
-        if (name == "small_fc_lopt") std::printf(",\"mode\":\"%s\"", eo.small_fc.fast ? "fast" : "exact");
-        std::printf("}\n");
-        std::fflush(stdout);
+        const Measure m{prop.name, model, bf16, clip, steps, untimed, bw};
+        measure(m, entry, oo, table, arena, clipper, stream, e0, e1);
       }
     }
   } catch (const UserError& e) {

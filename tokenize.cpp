@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
   flags::add_flag_notes(cli, "tokenize");
   try {
     if (!cli.parse(argc, argv)) return 0;
-    if (inputs.empty() || out_dir.empty()) user_error("give input files with -i and an output folder with --out; see --help.");
+    if (inputs.empty() || out_dir.empty())
+      user_error("give input files with -i and an output folder with --out; see --help.");
     if (shard_tokens < 1 || val_tokens < 0) user_error("--shard-tokens must be >= 1 and --val-tokens >= 0.");
     if (format != "auto" && format != "text" && format != "jsonl") user_error("--format must be auto, text or jsonl.");
     struct stat st;  // a wrong output folder should fail now, not after the first shard's worth of input
@@ -59,7 +60,8 @@ int main(int argc, char** argv) {
       for (const auto& file : glob_files(pattern)) {
         std::ifstream f(file, std::ios::binary);
         if (!f) user_error("cannot read '", file, "'.");
-        const bool jsonl = format == "jsonl" || (format == "auto" && file.size() > 6 && file.substr(file.size() - 6) == ".jsonl");
+        const bool jsonl =
+            format == "jsonl" || (format == "auto" && file.size() > 6 && file.substr(file.size() - 6) == ".jsonl");
         if (!jsonl) {
           std::stringstream ss;
           ss << f.rdbuf();

@@ -56,11 +56,15 @@ void add_flags(Cli& cli, Args* a) {
 void check_flags(const Args& a) {
   if (a.B < 1 || a.T < 2 || a.steps < 1) user_error("-b must be >= 1, -t >= 2 and -x >= 1.");
   check_train_flags(a);
-  if (a.sample_every < 0) user_error("-s (sample every N steps) must be >= 0, where 0 means never (got ", a.sample_every, ").");
-  if (a.sample_tokens < 1) user_error("-g (tokens per sample) must be >= 1 (got ", a.sample_tokens, "); the grad-norm clip is --clip.");
-  if (a.precision != "bf16" && a.precision != "fp32") user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
+  if (a.sample_every < 0)
+    user_error("-s (sample every N steps) must be >= 0, where 0 means never (got ", a.sample_every, ").");
+  if (a.sample_tokens < 1)
+    user_error("-g (tokens per sample) must be >= 1 (got ", a.sample_tokens, "); the grad-norm clip is --clip.");
+  if (a.precision != "bf16" && a.precision != "fp32")
+    user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
   if (a.cuda_graph && std::getenv("GPT2_PROFILE") && std::string(std::getenv("GPT2_PROFILE")) == "1")
-    user_error("GPT2_PROFILE=1 times each kernel on the host and cannot run inside --cuda-graph; use one or the other.");
+    user_error(
+        "GPT2_PROFILE=1 times each kernel on the host and cannot run inside --cuda-graph; use one or the other.");
 }
 
 Gpt2Shape model_shape(const Args& a) {
@@ -183,13 +187,16 @@ Inputs prepare(Args& a) {
 }
 
 void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const Gpt2Net& model) {
-  std::printf("train_gpt2 | %s | %s %s q/k/v %s, %.1fM params | %s | batch %d x %d x %d accum = %lld tokens/step | %lld steps\n",
-              peak.name.c_str(), a.model.c_str(), a.qkv.c_str(), a.precision.c_str(), in.table.num_params() / 1e6, a.optimizer.c_str(),
-              a.B, a.T, in.accum, (long long)a.total_batch, (long long)a.steps);
+  std::printf(
+      "train_gpt2 | %s | %s %s q/k/v %s, %.1fM params | %s | batch %d x %d x %d accum = %lld tokens/step | %lld "
+      "steps\n",
+      peak.name.c_str(), a.model.c_str(), a.qkv.c_str(), a.precision.c_str(), in.table.num_params() / 1e6,
+      a.optimizer.c_str(), a.B, a.T, in.accum, (long long)a.total_batch, (long long)a.steps);
   std::printf("MFU against %.0f TFLOP/s bf16 (%s)\n", peak.flops / 1e12, peak.how.c_str());
   if (!model.kernel_choices().empty()) std::printf("kernels: %s\n", model.kernel_choices().c_str());
   if (a.dropout > 0) std::printf("dropout: %g in training\n", a.dropout);
-  if (a.cuda_graph) std::printf("each step replays two CUDA graphs, gradients and optimizer (captured at the second step)\n");
+  if (a.cuda_graph)
+    std::printf("each step replays two CUDA graphs, gradients and optimizer (captured at the second step)\n");
 }
 
 int run(Args& a) {
@@ -199,7 +206,8 @@ int run(Args& a) {
   const OptimOptions& oo = in.options;
   TrainState& state = in.state;
   const DevicePeak peak = cuda_device_available() ? device_peak_bf16() : DevicePeak{};
-  TrainLog log(a.log, peak.flops, flops_per_token(shape, table, a.T) * double(a.total_batch), double(a.total_batch), "tok");
+  TrainLog log(a.log, peak.flops, flops_per_token(shape, table, a.T) * double(a.total_batch), double(a.total_batch),
+               "tok");
   if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
 
   Arena arena(table, a.precision == "bf16");
@@ -241,12 +249,15 @@ int run(Args& a) {
       if (in.val && (step % a.val_every == 0 || step + 1 == a.steps))
         log.validation(step, validation_loss(*model, *in.val, a.val_batches, val_loss));
       if (a.sample_every > 0 && step > step0 && step % a.sample_every == 0) {
-        if (!sampler) sampler = make_gpt2(a.precision, shape, arena, 1, int(std::min<int64_t>(a.T, int64_t(a.sample_tokens) + 1)));
-        std::printf("--- sample ---\n%s\n--------------\n", sample_text(*sampler, shape, in.tok.get(), a.sample_tokens, state.rng).c_str());
+        if (!sampler)
+          sampler = make_gpt2(a.precision, shape, arena, 1, int(std::min<int64_t>(a.T, int64_t(a.sample_tokens) + 1)));
+        std::printf("--- sample ---\n%s\n--------------\n",
+                    sample_text(*sampler, shape, in.tok.get(), a.sample_tokens, state.rng).c_str());
       }
       model->set_dropout(float(a.dropout), dropout_seed);
       const StepRunner::Result r = runner.run(source);
-      if (!std::isfinite(r.loss)) user_error("the loss became ", r.loss, " at step ", step, "; lower the learning rate (-l).");
+      if (!std::isfinite(r.loss))
+        user_error("the loss became ", r.loss, " at step ", step, "; lower the learning rate (-l).");
       log.step({step + 1, a.steps, r.loss, r.grad_norm, oo.schedule.factor(step), r.ms, r.opt_ms});
     } catch (const DataError& e) {
       // The failed step's micro-batches changed only gradients, which a checkpoint does not keep, so the
@@ -271,10 +282,12 @@ int run(Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  Cli cli("train_gpt2", "Pretrains GPT-2 on llm.c token shards (prepare the default corpus with scripts/prepare_kjv.sh).");
+  Cli cli("train_gpt2",
+          "Pretrains GPT-2 on llm.c token shards (prepare the default corpus with scripts/prepare_kjv.sh).");
   add_flags(cli, &a);
   a.lr_given = lr_flag_given(argc, argv);
-  cli.set_epilogue(options_help(gpt2_optimizer_defaults(a)));  // the values train_gpt2 starts from, before -l, -c and --set
+  cli.set_epilogue(
+      options_help(gpt2_optimizer_defaults(a)));  // the values train_gpt2 starts from, before -l, -c and --set
   try {
     if (!cli.parse(argc, argv)) return 0;
     return run(a);

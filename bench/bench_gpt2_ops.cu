@@ -20,9 +20,9 @@
 #include "common/device_buffer.h"
 #include "common/device_random.h"
 #include "common/event_timer.h"
-#include "kernels/flash_attention.h"
 #include "kernels/column_sums.h"
 #include "kernels/crossentropy.h"
+#include "kernels/flash_attention.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul_lt.h"
 #include "models/model_tables.h"
@@ -51,7 +51,8 @@ void bench_model(const Model& m, int T, int tune, int reps) {
   const char* what = "benchmark buffers";
   DeviceBuffer<bf16> x(size_t(N) * 4 * C, what), aux(size_t(N) * 4 * C, what), res(size_t(N) * C, what);
   DeviceBuffer<bf16> y(size_t(N) * std::max(Vp, 4 * C), what), W(size_t(Vp) * C, what), bias(size_t(4 * C), what);
-  DeviceBuffer<float> dW(size_t(Vp) * C, what), stats(size_t(2) * N * m.heads, what), scratch(std::max(column_sums_scratch_floats(C), size_t(N) * m.heads), what);
+  DeviceBuffer<float> dW(size_t(Vp) * C, what), stats(size_t(2) * N * m.heads, what),
+      scratch(std::max(column_sums_scratch_floats(C), size_t(N) * m.heads), what);
   DeviceBuffer<float> lnw_g(size_t(C), what), lnb_g(size_t(C), what), dsum(size_t(4 * C), what);
   fill_normal(x.get(), int64_t(x.size()), 1, 1.0f), fill_normal(aux.get(), int64_t(aux.size()), 2, 1.0f);
   fill_normal(res.get(), int64_t(res.size()), 3, 1.0f), fill_normal(y.get(), int64_t(y.size()), 4, 0.02f);
@@ -61,9 +62,10 @@ void bench_model(const Model& m, int T, int tune, int reps) {
 
   LtMatmul heur, tuned(tune);
   std::map<std::string, double> sum;  // by kind: count x ms
-  auto report = [&](const std::string& kind, const std::string& op, int count, double flop, double ms, double ms_tuned) {
-    std::printf("{\"model\":\"%s\",\"B\":%d,\"T\":%d,\"kind\":\"%s\",\"op\":\"%s\",\"count\":%d,\"ms\":%.4f", m.name.c_str(), m.B, T,
-                kind.c_str(), op.c_str(), count, ms);
+  auto report = [&](const std::string& kind, const std::string& op, int count, double flop, double ms,
+                    double ms_tuned) {
+    std::printf("{\"model\":\"%s\",\"B\":%d,\"T\":%d,\"kind\":\"%s\",\"op\":\"%s\",\"count\":%d,\"ms\":%.4f",
+                m.name.c_str(), m.B, T, kind.c_str(), op.c_str(), count, ms);
     if (flop > 0) std::printf(",\"tflops\":%.1f", flop / ms * 1e-9);
     if (ms_tuned > 0) std::printf(",\"ms_tuned\":%.4f,\"tflops_tuned\":%.1f", ms_tuned, flop / ms_tuned * 1e-9);
     std::printf("}\n");
@@ -78,50 +80,79 @@ void bench_model(const Model& m, int T, int tune, int reps) {
     report("matmul", op, count, flop, ms, mt);
   };
   const double n = N;
-  mm("fwd qkv", L, 2 * n * C * 3 * C, [&](LtMatmul& l) { l.forward(y.get(), 3 * C, x.get(), C, W.get(), bias.get(), N, C, 3 * C, 0); });
-  mm("fwd proj+res", L, 2 * n * C * C, [&](LtMatmul& l) { l.forward(y.get(), C, x.get(), C, W.get(), bias.get(), N, C, C, 0, res.get()); });
-  mm("fwd fc+gelu", L, 2 * n * C * 4 * C,
-     [&](LtMatmul& l) { l.forward(y.get(), 4 * C, x.get(), C, W.get(), bias.get(), N, C, 4 * C, 0, nullptr, aux.get()); });
+  mm("fwd qkv", L, 2 * n * C * 3 * C,
+     [&](LtMatmul& l) { l.forward(y.get(), 3 * C, x.get(), C, W.get(), bias.get(), N, C, 3 * C, 0); });
+  mm("fwd proj+res", L, 2 * n * C * C,
+     [&](LtMatmul& l) { l.forward(y.get(), C, x.get(), C, W.get(), bias.get(), N, C, C, 0, res.get()); });
+  mm("fwd fc+gelu", L, 2 * n * C * 4 * C, [&](LtMatmul& l) {
+    l.forward(y.get(), 4 * C, x.get(), C, W.get(), bias.get(), N, C, 4 * C, 0, nullptr, aux.get());
+  });
   mm("fwd fcproj+res", L, 2 * n * 4 * C * C,
      [&](LtMatmul& l) { l.forward(y.get(), C, x.get(), 4 * C, W.get(), bias.get(), N, 4 * C, C, 0, res.get()); });
-  mm("fwd head", 1, 2 * n * C * Vp, [&](LtMatmul& l) { l.forward(y.get(), Vp, x.get(), C, W.get(), nullptr, N, C, Vp, 0); });
-  mm("bwd dx head", 1, 2 * n * C * Vp, [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), Vp, W.get(), N, C, Vp, 0); });
-  mm("bwd dw head", 1, 2 * n * C * Vp, [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), Vp, x.get(), C, N, C, Vp, 0); });
-  mm("bwd dw fcproj", L, 2 * n * 4 * C * C, [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), C, x.get(), 4 * C, N, 4 * C, C, 0); });
+  mm("fwd head", 1, 2 * n * C * Vp,
+     [&](LtMatmul& l) { l.forward(y.get(), Vp, x.get(), C, W.get(), nullptr, N, C, Vp, 0); });
+  mm("bwd dx head", 1, 2 * n * C * Vp,
+     [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), Vp, W.get(), N, C, Vp, 0); });
+  mm("bwd dw head", 1, 2 * n * C * Vp,
+     [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), Vp, x.get(), C, N, C, Vp, 0); });
+  mm("bwd dw fcproj", L, 2 * n * 4 * C * C,
+     [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), C, x.get(), 4 * C, N, 4 * C, C, 0); });
   mm("bwd dx fcproj+dgelu", L, 2 * n * 4 * C * C,
      [&](LtMatmul& l) { l.backward_dx(x.get(), 4 * C, false, y.get(), C, W.get(), N, 4 * C, C, 0, aux.get()); });
   mm("bwd dx fcproj plain (alternative to +dgelu)", 0, 2 * n * 4 * C * C,
      [&](LtMatmul& l) { l.backward_dx(x.get(), 4 * C, false, y.get(), C, W.get(), N, 4 * C, C, 0); });
-  mm("bwd dw fc", L, 2 * n * 4 * C * C, [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), 4 * C, x.get(), C, N, C, 4 * C, 0); });
-  mm("bwd dx fc", L, 2 * n * 4 * C * C, [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), 4 * C, W.get(), N, C, 4 * C, 0); });
-  mm("bwd dw proj", L, 2 * n * C * C, [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), C, x.get(), C, N, C, C, 0); });
-  mm("bwd dx proj", L, 2 * n * C * C, [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), C, W.get(), N, C, C, 0); });
-  mm("bwd dw qkv", L, 2 * n * C * 3 * C, [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), 3 * C, x.get(), C, N, C, 3 * C, 0); });
-  mm("bwd dx qkv", L, 2 * n * C * 3 * C, [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), 3 * C, W.get(), N, C, 3 * C, 0); });
+  mm("bwd dw fc", L, 2 * n * 4 * C * C,
+     [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), 4 * C, x.get(), C, N, C, 4 * C, 0); });
+  mm("bwd dx fc", L, 2 * n * 4 * C * C,
+     [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), 4 * C, W.get(), N, C, 4 * C, 0); });
+  mm("bwd dw proj", L, 2 * n * C * C,
+     [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), C, x.get(), C, N, C, C, 0); });
+  mm("bwd dx proj", L, 2 * n * C * C,
+     [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), C, W.get(), N, C, C, 0); });
+  mm("bwd dw qkv", L, 2 * n * C * 3 * C,
+     [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), 3 * C, x.get(), C, N, C, 3 * C, 0); });
+  mm("bwd dx qkv", L, 2 * n * C * 3 * C,
+     [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), 3 * C, W.get(), N, C, 3 * C, 0); });
   for (const auto& r : tuned.tune_log())
-    std::printf("{\"model\":\"%s\",\"tuned_plan\":\"%dx%dx%d\",\"chosen\":%d,\"candidates\":%d,\"ms_first\":%.4f,\"ms_best\":%.4f}\n",
-                m.name.c_str(), r.m, r.n, r.k, r.chosen, r.candidates, r.ms_first, r.ms_best);
+    std::printf(
+        "{\"model\":\"%s\",\"tuned_plan\":\"%dx%dx%d\",\"chosen\":%d,\"candidates\":%d,\"ms_first\":%.4f,\"ms_best\":%."
+        "4f}\n",
+        m.name.c_str(), r.m, r.n, r.k, r.chosen, r.candidates, r.ms_first, r.ms_best);
 
   // Attention (4 T^2 hd per head forward, causal half; backward 2.5x) and the LayerNorm / bias kernels.
   const double att_flop = 4.0 * m.B * m.heads * double(T) * T * 64 / 2;
   float* lse = stats.get();
-  report("attention", "fwd", L, att_flop, median_ms([&] { flash_attention_forward(aux.get(), lse, x.get(), m.B, T, m.heads, 0); }, reps), 0);
-  report("attention", "bwd", L, 2.5 * att_flop, median_ms([&] {
-           flash_attention_backward(y.get(), res.get(), aux.get(), lse, x.get(), scratch.get(), m.B, T, m.heads, 0);
-         }, reps), 0);
+  report("attention", "fwd", L, att_flop,
+         median_ms([&] { flash_attention_forward(aux.get(), lse, x.get(), m.B, T, m.heads, 0); }, reps), 0);
+  report("attention", "bwd", L, 2.5 * att_flop,
+         median_ms(
+             [&] {
+               flash_attention_backward(y.get(), res.get(), aux.get(), lse, x.get(), scratch.get(), m.B, T, m.heads, 0);
+             },
+             reps),
+         0);
   float* mean = stats.get();
   float* rstd = stats.get() + N;
-  report("layernorm", "fwd", 2 * L + 1, 0, median_ms([&] {
-           layernorm_forward(aux.get(), mean, rstd, x.get(), W.get(), bias.get(), N, C, kGpt2LnEps, 0);
-         }, reps), 0);
-  report("layernorm", "bwd", 2 * L + 1, 0, median_ms([&] {
-           layernorm_backward(res.get(), lnw_g.get(), lnb_g.get(), y.get(), x.get(), W.get(), mean, rstd, N, C, scratch.get(), 0, dsum.get());
-         }, reps), 0);
-  report("bias", "bwd fc", L, 0, median_ms([&] { bias_backward(dsum.get(), y.get(), 4 * C, N, 4 * C, scratch.get(), 0); }, reps), 0);
-  report("bias", "bwd gelu+fc (alternative: after a plain dx)", 0, 0, median_ms([&] {
-           gelu_bias_backward(dsum.get(), y.get(), aux.get(), 4 * C, N, 4 * C, scratch.get(), 0);
-         }, reps), 0);
-  report("bias", "bwd qkv", L, 0, median_ms([&] { bias_backward(dsum.get(), y.get(), 3 * C, N, 3 * C, scratch.get(), 0); }, reps), 0);
+  report("layernorm", "fwd", 2 * L + 1, 0,
+         median_ms([&] { layernorm_forward(aux.get(), mean, rstd, x.get(), W.get(), bias.get(), N, C, kGpt2LnEps, 0); },
+                   reps),
+         0);
+  report("layernorm", "bwd", 2 * L + 1, 0,
+         median_ms(
+             [&] {
+               layernorm_backward(res.get(), lnw_g.get(), lnb_g.get(), y.get(), x.get(), W.get(), mean, rstd, N, C,
+                                  scratch.get(), 0, dsum.get());
+             },
+             reps),
+         0);
+  report("bias", "bwd fc", L, 0,
+         median_ms([&] { bias_backward(dsum.get(), y.get(), 4 * C, N, 4 * C, scratch.get(), 0); }, reps), 0);
+  report(
+      "bias", "bwd gelu+fc (alternative: after a plain dx)", 0, 0,
+      median_ms([&] { gelu_bias_backward(dsum.get(), y.get(), aux.get(), 4 * C, N, 4 * C, scratch.get(), 0); }, reps),
+      0);
+  report("bias", "bwd qkv", L, 0,
+         median_ms([&] { bias_backward(dsum.get(), y.get(), 3 * C, N, 3 * C, scratch.get(), 0); }, reps), 0);
   CUDA_CHECK(cudaDeviceSynchronize());
 
   std::printf("{\"model\":\"%s\",\"B\":%d,\"T\":%d,\"step_ms_by_kind\":{", m.name.c_str(), m.B, T);
@@ -149,7 +180,8 @@ int main(int argc, char** argv) {
     std::stringstream ss(models);
     for (std::string spec; std::getline(ss, spec, ',');)
       if (!spec.empty()) list.push_back(parse_model(spec));
-    if (T < 64 || T % 64 || reps < 1 || tune < 0) user_error("need --seq a multiple of 64, --reps >= 1 and --tune >= 0.");
+    if (T < 64 || T % 64 || reps < 1 || tune < 0)
+      user_error("need --seq a multiple of 64, --reps >= 1 and --tune >= 0.");
     if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

@@ -63,14 +63,18 @@ double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool c
   double b = 0;
   for (const auto& ti : t.tensors()) {
     double n = double(ti.numel), per = 0;
-    if (opt == "adamw") per = 28;
-    else if (opt == "adafactor") per = ti.ndim() > 1 ? 24 : 40;
+    if (opt == "adamw")
+      per = 28;
+    else if (opt == "adafactor")
+      per = ti.ndim() > 1 ? 24 : 40;
     // Muon matrices: momentum (R g, buf; W buf, bf16 x: 14) + normalise (R/W x: 4) + apply (R p, x; W p:
     // 10) = 28; the other tensors go through AdamW (28).
-    else if (opt == "muon") per = 28;
+    else if (opt == "muon")
+      per = 28;
     // Learned optimizers: pass A (R g: 4, matrices), pass B (R g, p, {m0,m1,m2,v}; W record: 40), pass C
     // (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2).
-    else if (opt == "velo" || opt == "small_fc_lopt") per = ti.ndim() > 1 ? 72 : 100;
+    else if (opt == "velo" || opt == "small_fc_lopt")
+      per = ti.ndim() > 1 ? 72 : 100;
     if (bf16) per += 2;
     if (clip) per += 4;
     b += per * n;
@@ -127,13 +131,15 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
     ms.push_back(t);
   }
   const size_t nodes = CudaGraph::capture(stream, one_step).nodes();
-  const double bytes = step_bytes(name, table, m.bf16, m.clip > 0), floor_ms = bytes / m.bandwidth * 1e3, med = median(ms);
-  std::printf("{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
-              "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
-              "\"floor_ms\":%.4f,\"pct_of_floor\":%.1f,\"launches\":%zu,\"state_mib\":%.1f",
-              m.gpu, m.model.c_str(), (long long)table.num_params(), name.c_str(), int(m.bf16), int(m.clip > 0), med,
-              *std::min_element(ms.begin(), ms.end()), bytes / double(table.num_params()), floor_ms, 100.0 * floor_ms / med, nodes,
-              double(opt->state_bytes()) / 1048576.0);
+  const double bytes = step_bytes(name, table, m.bf16, m.clip > 0), floor_ms = bytes / m.bandwidth * 1e3,
+               med = median(ms);
+  std::printf(
+      "{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
+      "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
+      "\"floor_ms\":%.4f,\"pct_of_floor\":%.1f,\"launches\":%zu,\"state_mib\":%.1f",
+      m.gpu, m.model.c_str(), (long long)table.num_params(), name.c_str(), int(m.bf16), int(m.clip > 0), med,
+      *std::min_element(ms.begin(), ms.end()), bytes / double(table.num_params()), floor_ms, 100.0 * floor_ms / med,
+      nodes, double(opt->state_bytes()) / 1048576.0);
   if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps) / 1e12);
   if (name == "small_fc_lopt") std::printf(",\"mode\":\"%s\"", eo.small_fc.fast ? "fast" : "exact");
   std::printf("}\n");
@@ -159,7 +165,8 @@ int main(int argc, char** argv) {
   flags::add_set(cli, &sets);
   flags::add_flag_notes(cli, "bench_optim");
   cli.set_epilogue(options_help(OptimOptions()) +
-                   "without small_fc_lopt.weights / velo.weights, the learned optimizers run on random meta-weights of the published shapes.\n");
+                   "without small_fc_lopt.weights / velo.weights, the learned optimizers run on random meta-weights of "
+                   "the published shapes.\n");
   try {
     if (!cli.parse(argc, argv)) return 0;
     // The model names first, so that any later mistake shows that they were taken.

@@ -65,11 +65,21 @@ void Cli::push(char s, const std::string& l, Kind k, void* t, const std::string&
 }
 
 void Cli::add(char s, const std::string& l, std::string* t, const std::string& h) { push(s, l, Kind::Str, t, h, *t); }
-void Cli::add(char s, const std::string& l, int* t, const std::string& h) { push(s, l, Kind::Int, t, h, std::to_string(*t)); }
-void Cli::add(char s, const std::string& l, int64_t* t, const std::string& h) { push(s, l, Kind::I64, t, h, std::to_string(*t)); }
-void Cli::add(char s, const std::string& l, double* t, const std::string& h) { push(s, l, Kind::Dbl, t, h, str_cat(*t)); }
-void Cli::add(char s, const std::string& l, float* t, const std::string& h) { push(s, l, Kind::Flt, t, h, str_cat(*t)); }
-void Cli::add(char s, const std::string& l, bool* t, const std::string& h) { push(s, l, Kind::Bool, t, h, *t ? "1" : "0"); }
+void Cli::add(char s, const std::string& l, int* t, const std::string& h) {
+  push(s, l, Kind::Int, t, h, std::to_string(*t));
+}
+void Cli::add(char s, const std::string& l, int64_t* t, const std::string& h) {
+  push(s, l, Kind::I64, t, h, std::to_string(*t));
+}
+void Cli::add(char s, const std::string& l, double* t, const std::string& h) {
+  push(s, l, Kind::Dbl, t, h, str_cat(*t));
+}
+void Cli::add(char s, const std::string& l, float* t, const std::string& h) {
+  push(s, l, Kind::Flt, t, h, str_cat(*t));
+}
+void Cli::add(char s, const std::string& l, bool* t, const std::string& h) {
+  push(s, l, Kind::Bool, t, h, *t ? "1" : "0");
+}
 void Cli::add(char s, const std::string& l, std::vector<std::string>* t, const std::string& h) {
   push(s, l, Kind::Multi, t, h, "");
 }
@@ -88,17 +98,32 @@ const std::string* Cli::find_note(const std::string& spelling) const {
 void Cli::set(const Flag& f, const std::string& v) const {
   const std::string what = "flag --" + f.l;
   switch (f.kind) {
-    case Kind::Str: *static_cast<std::string*>(f.target) = v; break;
-    case Kind::Int: *static_cast<int*>(f.target) = int(parse_integer(what, v, INT32_MIN, INT32_MAX)); break;
-    case Kind::I64: *static_cast<int64_t*>(f.target) = parse_integer(what, v, INT64_MIN, INT64_MAX); break;
-    case Kind::Dbl: *static_cast<double*>(f.target) = parse_number(what, v); break;
-    case Kind::Flt: *static_cast<float*>(f.target) = parse_float(what, v); break;
-    case Kind::Bool:
-      if (v == "1" || v == "true") *static_cast<bool*>(f.target) = true;
-      else if (v == "0" || v == "false") *static_cast<bool*>(f.target) = false;
-      else user_error(what, " needs 0 or 1, got '", v, "'.");
+    case Kind::Str:
+      *static_cast<std::string*>(f.target) = v;
       break;
-    case Kind::Multi: static_cast<std::vector<std::string>*>(f.target)->push_back(v); break;
+    case Kind::Int:
+      *static_cast<int*>(f.target) = int(parse_integer(what, v, INT32_MIN, INT32_MAX));
+      break;
+    case Kind::I64:
+      *static_cast<int64_t*>(f.target) = parse_integer(what, v, INT64_MIN, INT64_MAX);
+      break;
+    case Kind::Dbl:
+      *static_cast<double*>(f.target) = parse_number(what, v);
+      break;
+    case Kind::Flt:
+      *static_cast<float*>(f.target) = parse_float(what, v);
+      break;
+    case Kind::Bool:
+      if (v == "1" || v == "true")
+        *static_cast<bool*>(f.target) = true;
+      else if (v == "0" || v == "false")
+        *static_cast<bool*>(f.target) = false;
+      else
+        user_error(what, " needs 0 or 1, got '", v, "'.");
+      break;
+    case Kind::Multi:
+      static_cast<std::vector<std::string>*>(f.target)->push_back(v);
+      break;
   }
 }
 

@@ -12,22 +12,22 @@ struct CudaError : std::runtime_error {
   explicit CudaError(const std::string& m) : std::runtime_error(m) {}
 };
 
-#define CUDA_CHECK(call)                                                                          \
-  do {                                                                                            \
-    cudaError_t err_ = (call);                                                                    \
-    if (err_ != cudaSuccess)                                                                      \
+#define CUDA_CHECK(call)                                                                              \
+  do {                                                                                                \
+    cudaError_t err_ = (call);                                                                        \
+    if (err_ != cudaSuccess)                                                                          \
       throw CudaError(str_cat(__FILE__, ":", __LINE__, ": ", #call, ": ", cudaGetErrorString(err_))); \
   } while (0)
 
 // After a kernel launch: catches bad launch configurations at once (no synchronisation).
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
-#define CUBLAS_CHECK(call)                                                                        \
-  do {                                                                                            \
-    cublasStatus_t st_ = (call);                                                                  \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                             \
-      throw CudaError(str_cat(__FILE__, ":", __LINE__, ": ", #call, ": cuBLAS status ", int(st_),   \
-                              " (", cublasGetStatusString(st_), ")"));                            \
+#define CUBLAS_CHECK(call)                                                                              \
+  do {                                                                                                  \
+    cublasStatus_t st_ = (call);                                                                        \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                   \
+      throw CudaError(str_cat(__FILE__, ":", __LINE__, ": ", #call, ": cuBLAS status ", int(st_), " (", \
+                              cublasGetStatusString(st_), ")"));                                        \
   } while (0)
 
 // True when at least one CUDA device is usable; never throws (used to skip GPU suites).

@@ -15,9 +15,18 @@ class DeviceBuffer {
   ~DeviceBuffer() { release(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) { release(); p_ = o.p_; n_ = o.n_; o.p_ = nullptr; o.n_ = 0; }
+    if (this != &o) {
+      release();
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
     return *this;
   }
 
@@ -41,7 +50,9 @@ class DeviceBuffer {
     p_ = nullptr;
     n_ = 0;
   }
-  void zero(cudaStream_t s = 0) { if (n_) CUDA_CHECK(cudaMemsetAsync(p_, 0, n_ * sizeof(T), s)); }
+  void zero(cudaStream_t s = 0) {
+    if (n_) CUDA_CHECK(cudaMemsetAsync(p_, 0, n_ * sizeof(T), s));
+  }
   void upload(const T* src, size_t n, size_t at = 0) {
     CHECK(at + n <= n_);
     if (n) CUDA_CHECK(cudaMemcpy(p_ + at, src, n * sizeof(T), cudaMemcpyHostToDevice));

@@ -34,7 +34,7 @@ template <class... A>
 }
 
 // Internal invariant; a failure is a bug in this program, not bad input.
-#define CHECK(cond)                                                                              \
-  do {                                                                                           \
+#define CHECK(cond)                                                                                  \
+  do {                                                                                               \
     if (!(cond)) throw std::logic_error(str_cat(__FILE__, ":", __LINE__, ": check failed: " #cond)); \
   } while (0)

@@ -11,7 +11,9 @@ struct Parser {
   size_t i = 0;
   int depth = 0;
 
-  [[noreturn]] void fail(const std::string& why) { user_error(what, " is not valid JSON (", why, " at byte ", i, ")."); }
+  [[noreturn]] void fail(const std::string& why) {
+    user_error(what, " is not valid JSON (", why, " at byte ", i, ").");
+  }
   void ws() {
     while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
   }
@@ -77,14 +79,31 @@ struct Parser {
       if (i >= s.size()) fail("unterminated escape");
       char e = s[i++];
       switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': append_utf8(code_point(), &out); break;
-        default: fail("bad escape");
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u':
+          append_utf8(code_point(), &out);
+          break;
+        default:
+          fail("bad escape");
       }
     }
     if (i >= s.size()) fail("unterminated string");
@@ -101,7 +120,8 @@ struct Parser {
       v.type = Json::Object;
       i++;
       ws();
-      if (i < s.size() && s[i] == '}') i++;
+      if (i < s.size() && s[i] == '}')
+        i++;
       else
         for (;;) {
           ws();
@@ -111,21 +131,34 @@ struct Parser {
           i++;
           v.obj[k] = value();
           ws();
-          if (i < s.size() && s[i] == ',') { i++; continue; }
-          if (i < s.size() && s[i] == '}') { i++; break; }
+          if (i < s.size() && s[i] == ',') {
+            i++;
+            continue;
+          }
+          if (i < s.size() && s[i] == '}') {
+            i++;
+            break;
+          }
           fail("expected ',' or '}'");
         }
     } else if (c == '[') {
       v.type = Json::Array;
       i++;
       ws();
-      if (i < s.size() && s[i] == ']') i++;
+      if (i < s.size() && s[i] == ']')
+        i++;
       else
         for (;;) {
           v.arr.push_back(value());
           ws();
-          if (i < s.size() && s[i] == ',') { i++; continue; }
-          if (i < s.size() && s[i] == ']') { i++; break; }
+          if (i < s.size() && s[i] == ',') {
+            i++;
+            continue;
+          }
+          if (i < s.size() && s[i] == ']') {
+            i++;
+            break;
+          }
           fail("expected ',' or ']'");
         }
     } else if (c == '"') {

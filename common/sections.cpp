@@ -26,7 +26,8 @@ std::string dir_of(const std::string& path) {
 
 SectionWriter::SectionWriter(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
   f_ = std::fopen(tmp_.c_str(), "wb");
-  if (!f_) user_error("cannot write '", tmp_, "': ", std::strerror(errno), "; check that the folder exists and is writable.");
+  if (!f_)
+    user_error("cannot write '", tmp_, "': ", std::strerror(errno), "; check that the folder exists and is writable.");
   raw(kMagic, 8);
   uint32_t hdr[2] = {kVersion, 0};
   raw(hdr, sizeof hdr);
@@ -104,14 +105,16 @@ SectionReader::SectionReader(std::string path) : path_(std::move(path)), f_(std:
   if (!f_) user_error("cannot open '", path_, "': ", std::strerror(errno), ".");
   FILE* f = f_.get();
   auto need = [&](void* p, size_t n, const char* what) {
-    if (std::fread(p, 1, n, f) != n) fail("", std::string("is truncated (ends inside ") + what + "); the file is incomplete or not a checkpoint");
+    if (std::fread(p, 1, n, f) != n)
+      fail("", std::string("is truncated (ends inside ") + what + "); the file is incomplete or not a checkpoint");
   };
   char magic[8];
   uint32_t hdr[2];
   need(magic, 8, "the header");
   if (std::memcmp(magic, kMagic, 8) != 0) fail("", "is not a checkpoint/state file of this program (bad magic bytes)");
   need(hdr, sizeof hdr, "the header");
-  if (hdr[0] != kVersion) fail("", str_cat("has format version ", hdr[0], " but this program reads version ", kVersion));
+  if (hdr[0] != kVersion)
+    fail("", str_cat("has format version ", hdr[0], " but this program reads version ", kVersion));
   std::vector<char> buf(1 << 22);
   uint64_t sections = 0;
   for (;;) {
@@ -159,7 +162,8 @@ void SectionReader::read_pieces(const std::string& name, uint64_t nbytes, size_t
                                 const std::function<void(const void*, size_t, uint64_t)>& fn) const {
   const Entry& e = entry(name);
   if (e.nbytes != nbytes)
-    fail(name, str_cat("holds ", e.nbytes, " bytes but ", nbytes, " were expected; it belongs to a different model or configuration"));
+    fail(name, str_cat("holds ", e.nbytes, " bytes but ", nbytes,
+                       " were expected; it belongs to a different model or configuration"));
   std::vector<char> buf(std::min<uint64_t>(piece, std::max<uint64_t>(nbytes, 1)));
   std::fseek(f_.get(), long(e.offset), SEEK_SET);
   for (uint64_t done = 0; done < nbytes;) {

@@ -31,7 +31,9 @@ class SectionWriter {
   void put_string(const std::string& name, const std::string& s) { put(name, s.data(), s.size()); }
   void put_i64(const std::string& name, int64_t v) { put(name, &v, sizeof v); }
   template <class T>
-  void put_vector(const std::string& name, const std::vector<T>& v) { put(name, v.data(), v.size() * sizeof(T)); }
+  void put_vector(const std::string& name, const std::vector<T>& v) {
+    put(name, v.data(), v.size() * sizeof(T));
+  }
   void commit();
   const std::string& path() const { return path_; }
 
@@ -72,7 +74,9 @@ class SectionReader {
   [[noreturn]] void fail(const std::string& section, const std::string& why) const;
 
  private:
-  struct Entry { uint64_t offset, nbytes; };
+  struct Entry {
+    uint64_t offset, nbytes;
+  };
   struct Closer {
     void operator()(FILE* f) const { std::fclose(f); }
   };

@@ -20,7 +20,8 @@ class TempDir {
     std::string tmpl = parent + (parent.back() == '/' ? "" : "/") + prefix + "XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
-    if (!mkdtemp(buf.data())) user_error("cannot create a temporary folder '", tmpl, "'; check that ", parent, " is writable.");
+    if (!mkdtemp(buf.data()))
+      user_error("cannot create a temporary folder '", tmpl, "'; check that ", parent, " is writable.");
     path_ = buf.data();
   }
   ~TempDir() {

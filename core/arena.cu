@@ -26,6 +26,12 @@ void Arena::set_param(int i, const float* host) {
     bf16_.upload(b.data(), n, off);
   }
 }
-void Arena::set_grad(int i, const float* host) { grads_.upload(host, size_t(table_[i].numel), size_t(table_[i].offset)); }
-std::vector<float> Arena::get_param(int i) const { return params_.download(size_t(table_[i].numel), size_t(table_[i].offset)); }
-std::vector<float> Arena::get_grad(int i) const { return grads_.download(size_t(table_[i].numel), size_t(table_[i].offset)); }
+void Arena::set_grad(int i, const float* host) {
+  grads_.upload(host, size_t(table_[i].numel), size_t(table_[i].offset));
+}
+std::vector<float> Arena::get_param(int i) const {
+  return params_.download(size_t(table_[i].numel), size_t(table_[i].offset));
+}
+std::vector<float> Arena::get_grad(int i) const {
+  return grads_.download(size_t(table_[i].numel), size_t(table_[i].offset));
+}

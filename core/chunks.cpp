@@ -27,7 +27,8 @@ std::vector<Chunk> plan_chunks(const ParamTable& t, const std::vector<int>& subs
   for (int i : subset) {
     const auto& ti = t[i];
     for (int64_t s = 0; s < ti.numel; s += chunk_elems)
-      out.push_back({ti.offset + s, state_offsets[size_t(i)] + s, int32_t(std::min<int64_t>(chunk_elems, ti.numel - s)), i});
+      out.push_back(
+          {ti.offset + s, state_offsets[size_t(i)] + s, int32_t(std::min<int64_t>(chunk_elems, ti.numel - s)), i});
   }
   return out;
 }

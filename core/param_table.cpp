@@ -7,14 +7,22 @@
 
 const char* role_name(Role r) {
   switch (r) {
-    case Role::Embedding: return "embedding";
-    case Role::PosEmbedding: return "pos_embedding";
-    case Role::InputProj: return "input_proj";
-    case Role::Hidden: return "hidden";
-    case Role::Head: return "head";
-    case Role::Bias: return "bias";
-    case Role::NormGain: return "norm_gain";
-    case Role::NormBias: return "norm_bias";
+    case Role::Embedding:
+      return "embedding";
+    case Role::PosEmbedding:
+      return "pos_embedding";
+    case Role::InputProj:
+      return "input_proj";
+    case Role::Hidden:
+      return "hidden";
+    case Role::Head:
+      return "head";
+    case Role::Bias:
+      return "bias";
+    case Role::NormGain:
+      return "norm_gain";
+    case Role::NormBias:
+      return "norm_bias";
   }
   return "?";
 }

@@ -28,13 +28,13 @@ struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;  // torch layout: Linear weights are (out, in), convs (out, in, kh, kw)
   Role role = Role::Hidden;
-  bool decay = true;            // decoupled weight decay applies
-  int64_t fan_in = 0;           // 0 = derived: product of all dims but the first (matrices), 1 otherwise
-  Owner owner = Owner::Auto;    // Auto: Muon takes Hidden matrices, AdamW takes the rest
-  int64_t reserve = 0;          // elements to reserve if more than numel: zero padding a model may
-                                // read as extra rows (GPT-2's head pads the vocabulary); never optimized
-  Init init = Init::Zeros;      // the model's initialisation of this tensor
-  float init_std = 0.0f;        // for Init::Normal
+  bool decay = true;          // decoupled weight decay applies
+  int64_t fan_in = 0;         // 0 = derived: product of all dims but the first (matrices), 1 otherwise
+  Owner owner = Owner::Auto;  // Auto: Muon takes Hidden matrices, AdamW takes the rest
+  int64_t reserve = 0;        // elements to reserve if more than numel: zero padding a model may
+                              // read as extra rows (GPT-2's head pads the vocabulary); never optimized
+  Init init = Init::Zeros;    // the model's initialisation of this tensor
+  float init_std = 0.0f;      // for Init::Normal
 };
 
 TensorSpec tensor_spec(std::string name, std::vector<int64_t> shape, Role role, bool decay = true);
@@ -63,9 +63,9 @@ class ParamTable {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo& operator[](int i) const { return tensors_[size_t(i)]; }
   int size() const { return int(tensors_.size()); }
-  int find(const std::string& name) const;    // -1 if absent
-  int64_t total_elems() const { return total_; }   // padded arena length
-  int64_t num_params() const { return params_; }   // sum of numel
+  int find(const std::string& name) const;        // -1 if absent
+  int64_t total_elems() const { return total_; }  // padded arena length
+  int64_t num_params() const { return params_; }  // sum of numel
   // Stable hash of names, shapes and roles: a checkpoint stores it to refuse a different model.
   uint64_t fingerprint() const;
 

@@ -21,8 +21,8 @@ bool in_table(const CodeRange (&t)[N], uint32_t cp) {
 bool is_letter(uint32_t cp) { return cp < 0x80 ? ((cp | 32) >= 'a' && (cp | 32) <= 'z') : in_table(kLetters, cp); }
 bool is_number(uint32_t cp) { return cp < 0x80 ? (cp >= '0' && cp <= '9') : in_table(kNumbers, cp); }
 bool is_space(uint32_t cp) {  // Unicode White_Space
-  return (cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return (cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 // Decodes UTF-8 into code points with their byte offsets; invalid bytes become U+FFFD of length 1
@@ -32,10 +32,14 @@ void decode_utf8(const std::string& s, std::vector<uint32_t>* cps, std::vector<s
     const unsigned char c = static_cast<unsigned char>(s[i]);
     uint32_t cp = 0xFFFD;
     size_t len = 1;
-    if (c < 0x80) cp = c;
-    else if ((c >> 5) == 6) len = 2, cp = c & 0x1F;
-    else if ((c >> 4) == 14) len = 3, cp = c & 0x0F;
-    else if ((c >> 3) == 30) len = 4, cp = c & 0x07;
+    if (c < 0x80)
+      cp = c;
+    else if ((c >> 5) == 6)
+      len = 2, cp = c & 0x1F;
+    else if ((c >> 4) == 14)
+      len = 3, cp = c & 0x0F;
+    else if ((c >> 3) == 30)
+      len = 4, cp = c & 0x07;
     bool ok = i + len <= s.size();
     for (size_t k = 1; ok && k < len; k++) {
       const unsigned char d = static_cast<unsigned char>(s[i + k]);
@@ -93,14 +97,19 @@ std::vector<std::pair<size_t, size_t>> gpt2_pretokenize(const std::string& text)
     size_t j = i;
     if (cp[i] == '\'' && i + 1 < n) {  // contractions
       const uint32_t a = cp[i + 1], b = i + 2 < n ? cp[i + 2] : 0;
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') j = i + 2;
-      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) j = i + 3;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        j = i + 2;
+      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+        j = i + 3;
     }
     if (j == i) {
       const size_t k = (cp[i] == ' ' && i + 1 < n) ? i + 1 : i;  // " ?" before the three classes
-      if (is_letter(cp[k])) j = run(k, is_letter);
-      else if (is_number(cp[k])) j = run(k, is_number);
-      else if (other(cp[k])) j = run(k, other);
+      if (is_letter(cp[k]))
+        j = run(k, is_letter);
+      else if (is_number(cp[k]))
+        j = run(k, is_number);
+      else if (other(cp[k]))
+        j = run(k, other);
     }
     if (j == i) {  // whitespace: \s+(?!\S), else \s+
       const size_t e = run(i, is_space);
@@ -125,12 +134,14 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& path) {
     const std::string tok = ok ? base64_decode(line.substr(0, sp), &ok) : "";
     const long rank = ok ? std::strtol(line.c_str() + sp + 1, nullptr, 10) : -1;
     if (!ok || rank < 0 || rank >= kEot || !bytes_[size_t(rank)].empty())
-      user_error("'", path, "' line ", lines + 1, " is not 'base64 rank' with a new rank below 50256; it is not r50k_base.tiktoken.");
+      user_error("'", path, "' line ", lines + 1,
+                 " is not 'base64 rank' with a new rank below 50256; it is not r50k_base.tiktoken.");
     bytes_[size_t(rank)] = tok;
     ranks_[tok] = int(rank);
     lines++;
   }
-  if (lines != kEot) user_error("'", path, "' has ", lines, " ranks but GPT-2 has 50256; the file is incomplete or not r50k_base.");
+  if (lines != kEot)
+    user_error("'", path, "' has ", lines, " ranks but GPT-2 has 50256; the file is incomplete or not r50k_base.");
   for (int b = 0; b < 256; b++)  // byte-level BPE starts from single bytes: each must be a token
     if (!ranks_.count(std::string(1, char(b))))
       user_error("'", path, "' has no token for the byte 0x", "0123456789abcdef"[b >> 4], "0123456789abcdef"[b & 15],

@@ -1,6 +1,5 @@
-#include "data/prefetcher.h"
-
 #include "common/cuda_check.h"
+#include "data/prefetcher.h"
 
 BatchPrefetcher::BatchPrefetcher(TokenLoader& loader, int64_t batch_tokens, int depth)
     : loader_(loader), n_(batch_tokens), slots_(size_t(depth)), consumed_(loader.position()) {

@@ -53,7 +53,8 @@ class TokenLoader {
   };
   // Checks every shard's header and size, and the tokens at both ends of each (see the .cpp), so a bad
   // shard is refused here, before training starts; the rest of a shard's tokens when it is loaded.
-  TokenLoader(std::vector<std::string> files, int B, int T, int rank, int world, int vocab, bool shuffle, uint64_t seed);
+  TokenLoader(std::vector<std::string> files, int B, int T, int rank, int world, int vocab, bool shuffle,
+              uint64_t seed);
   // Fills inputs and targets (B*T each) with the next batch; wraps to a new epoch at the end.
   void next(int32_t* inputs, int32_t* targets);
   Position position() const { return pos_; }

@@ -22,4 +22,3 @@ struct Vec8 {
     *reinterpret_cast<uint4*>(p) = u;
   }
 };
-

@@ -27,7 +27,8 @@ __global__ void colsum_partial_k(float* partial, const bf16* dy, int ld, int N, 
 // The same column sums of d after d *= gelu'(pre) in place (the GELU backward, tanh form). kRows rows'
 // loads are issued before the first store, because the compiler may not move a load
 // of d above a store to d by itself.
-__global__ void gelu_colsum_partial_k(float* partial, bf16* d, const bf16* pre, int ld, int N, int C, int rows_per_split) {
+__global__ void gelu_colsum_partial_k(float* partial, bf16* d, const bf16* pre, int ld, int N, int C,
+                                      int rows_per_split) {
   const int c = blockIdx.x * kColsPerBlock + 2 * threadIdx.x;
   if (c >= C) return;
   const int r0 = blockIdx.y * rows_per_split, r1 = min(N, r0 + rows_per_split);
@@ -39,7 +40,8 @@ __global__ void gelu_colsum_partial_k(float* partial, bf16* d, const bf16* pre, 
     for (int k = 0; k < kRows; k++)
       if (rb + k < r1) {
         const int64_t o = int64_t(rb + k) * ld + c;
-        dv[k] = *reinterpret_cast<const __nv_bfloat162*>(d + o), pv[k] = *reinterpret_cast<const __nv_bfloat162*>(pre + o);
+        dv[k] = *reinterpret_cast<const __nv_bfloat162*>(d + o),
+        pv[k] = *reinterpret_cast<const __nv_bfloat162*>(pre + o);
       }
 #pragma unroll
     for (int k = 0; k < kRows; k++) {
@@ -61,7 +63,8 @@ size_t column_sums_scratch_floats(int C) { return size_t(std::max(kLnBlocks, kMa
 
 void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* scratch, cudaStream_t s) {
   const int splits = splits_for(N), per = (N + splits - 1) / splits;
-  colsum_partial_k<<<dim3(blocks(cols, kColsPerBlock), unsigned(splits)), kColsPerBlock / 2, 0, s>>>(scratch, dy, ld, N, cols, per);
+  colsum_partial_k<<<dim3(blocks(cols, kColsPerBlock), unsigned(splits)), kColsPerBlock / 2, 0, s>>>(scratch, dy, ld, N,
+                                                                                                     cols, per);
   CUDA_CHECK_LAUNCH();
   colsum_final_k<<<blocks(cols, 32), 32 * kFinalWarps, 0, s>>>(Outs{{db, nullptr, nullptr}}, 1, scratch, cols, splits);
   CUDA_CHECK_LAUNCH();
@@ -69,7 +72,8 @@ void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* sc
 
 void gelu_bias_backward(float* db, bf16* d, const bf16* pre, int ld, int N, int cols, float* scratch, cudaStream_t s) {
   const int splits = splits_for(N), per = (N + splits - 1) / splits;
-  gelu_colsum_partial_k<<<dim3(blocks(cols, kColsPerBlock), unsigned(splits)), kColsPerBlock / 2, 0, s>>>(scratch, d, pre, ld, N, cols, per);
+  gelu_colsum_partial_k<<<dim3(blocks(cols, kColsPerBlock), unsigned(splits)), kColsPerBlock / 2, 0, s>>>(
+      scratch, d, pre, ld, N, cols, per);
   CUDA_CHECK_LAUNCH();
   colsum_final_k<<<blocks(cols, 32), 32 * kFinalWarps, 0, s>>>(Outs{{db, nullptr, nullptr}}, 1, scratch, cols, splits);
   CUDA_CHECK_LAUNCH();

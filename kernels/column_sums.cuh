@@ -23,7 +23,8 @@ struct Outs {
   float* p[3];
 };
 constexpr int kFinalWarps = 32;
-__global__ void __launch_bounds__(32 * kFinalWarps) colsum_final_k(Outs outs, int nout, const float* partial, int C, int splits) {
+__global__ void __launch_bounds__(32 * kFinalWarps)
+    colsum_final_k(Outs outs, int nout, const float* partial, int C, int splits) {
   __shared__ float red[3][kFinalWarps][33];
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, c = blockIdx.x * 32 + lane;
   const int64_t width = int64_t(nout) * C;

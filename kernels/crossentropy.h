@@ -6,4 +6,5 @@
 
 // Per row n of logits z (N rows of V, stride ld): loss[n] = logsumexp(z) - z[target]; z is replaced by
 // (softmax(z) - onehot(target)) * scale, in bf16; columns V..ld-1 become 0.
-void crossentropy_forward_backward(bf16* z, int ld, float* loss, const int* targets, int N, int V, float scale, cudaStream_t s);
+void crossentropy_forward_backward(bf16* z, int ld, float* loss, const int* targets, int N, int V, float scale,
+                                   cudaStream_t s);

@@ -54,7 +54,9 @@ DROPOUT_HD uint32_t dropout_row(uint64_t key, uint32_t row) {
   return lowbias32(lowbias32(row ^ uint32_t(key)) + uint32_t(key >> 32));
 }
 // 32 random bits for columns 2 pair and 2 pair + 1 of a row (low half: the even column).
-DROPOUT_HD uint32_t dropout_pair_bits(uint32_t row_hash, uint32_t pair) { return lowbias32(row_hash ^ (pair * 0x9e3779b9u)); }
+DROPOUT_HD uint32_t dropout_pair_bits(uint32_t row_hash, uint32_t pair) {
+  return lowbias32(row_hash ^ (pair * 0x9e3779b9u));
+}
 DROPOUT_HD bool dropout_keep(uint32_t row_hash, uint32_t col, uint32_t threshold) {
   const uint32_t h = dropout_pair_bits(row_hash, col >> 1);
   return ((col & 1) ? h >> 16 : h & 0xffffu) >= threshold;

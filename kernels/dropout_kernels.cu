@@ -1,13 +1,16 @@
-#include "kernels/dropout_kernels.h"
-
 #include "common/cuda_check.h"
 #include "common/error.h"
+#include "kernels/dropout_kernels.h"
 
 namespace {
 __device__ __forceinline__ float2 load2(const float* p) { return *reinterpret_cast<const float2*>(p); }
-__device__ __forceinline__ float2 load2(const __nv_bfloat16* p) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p)); }
+__device__ __forceinline__ float2 load2(const __nv_bfloat16* p) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+}
 __device__ __forceinline__ void store2(float* p, float2 v) { *reinterpret_cast<float2*>(p) = v; }
-__device__ __forceinline__ void store2(__nv_bfloat16* p, float2 v) { *reinterpret_cast<__nv_bfloat162*>(p) = __float22bfloat162_rn(v); }
+__device__ __forceinline__ void store2(__nv_bfloat16* p, float2 v) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __float22bfloat162_rn(v);
+}
 
 // One thread per pair of columns: one hash gives both elements' bits.
 template <class T>
@@ -41,11 +44,12 @@ void launch(T* out, const T* x, const T* add, int64_t rows, int C, const Dropout
 __global__ void advance_k(uint64_t* counter) { *counter += 1; }
 }  // namespace
 
-void dropout_forward(float* out, const float* x, const float* add, int64_t rows, int C, const DropoutArgs& d, cudaStream_t s) {
+void dropout_forward(float* out, const float* x, const float* add, int64_t rows, int C, const DropoutArgs& d,
+                     cudaStream_t s) {
   launch(out, x, add, rows, C, d, s);
 }
-void dropout_forward(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16* add, int64_t rows, int C, const DropoutArgs& d,
-                     cudaStream_t s) {
+void dropout_forward(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16* add, int64_t rows, int C,
+                     const DropoutArgs& d, cudaStream_t s) {
   launch(out, x, add, rows, C, d, s);
 }
 void dropout_counter_advance(uint64_t* counter, cudaStream_t s) {
@@ -55,12 +59,14 @@ void dropout_counter_advance(uint64_t* counter, cudaStream_t s) {
 
 void DropoutState::set(float p, uint64_t seed) {
   if (!(p >= 0.0f && p < 1.0f)) user_error("dropout must be at least 0 and below 1 (got ", p, ").");
-  if (dropout_threshold(p) >= 65536u) user_error("dropout ", p, " keeps nothing (p is rounded to 1/65536); use at most 0.9999.");
+  if (dropout_threshold(p) >= 65536u)
+    user_error("dropout ", p, " keeps nothing (p is rounded to 1/65536); use at most 0.9999.");
   p_ = p, seed_ = seed, threshold_ = dropout_threshold(p);
 }
 
 DropoutArgs DropoutState::site(uint32_t site) const {
   DropoutArgs d;
-  d.seed = seed_, d.counter = counter_.get(), d.site = site, d.threshold = threshold_, d.scale = dropout_scale(threshold_);
+  d.seed = seed_, d.counter = counter_.get(), d.site = site, d.threshold = threshold_,
+  d.scale = dropout_scale(threshold_);
   return d;
 }

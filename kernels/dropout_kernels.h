@@ -12,9 +12,10 @@
 // out = (add ? add : 0) + keep * scale * x. out may be x or add (in place). C must be even.
 // Serves the forward (embeddings; a residual branch added to the stream) and the backward (the branch's
 // gradient is the stream's gradient with the same mask and scale).
-void dropout_forward(float* out, const float* x, const float* add, int64_t rows, int C, const DropoutArgs& d, cudaStream_t s);
-void dropout_forward(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16* add, int64_t rows, int C, const DropoutArgs& d,
+void dropout_forward(float* out, const float* x, const float* add, int64_t rows, int C, const DropoutArgs& d,
                      cudaStream_t s);
+void dropout_forward(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16* add, int64_t rows, int C,
+                     const DropoutArgs& d, cudaStream_t s);
 // *counter += 1 (one thread), so that each micro-batch draws new masks, also inside a CUDA graph.
 void dropout_counter_advance(uint64_t* counter, cudaStream_t s);
 

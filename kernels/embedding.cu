@@ -1,19 +1,25 @@
+#include <algorithm>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
 #include <cub/device/device_scan.cuh>
 
-#include <algorithm>
-
 #include "common/cuda_check.h"
-#include "kernels/embedding.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/embedding.h"
 
 namespace {
 __device__ __forceinline__ float to_f(float x) { return x; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <class T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <class T>
+__device__ __forceinline__ T from_f(float x);
+template <>
+__device__ __forceinline__ float from_f<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 __global__ void iota_k(int* v, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -42,8 +48,9 @@ __global__ void encoder_bwd_wpe_k(float* dwpe, const X* dx, int B, int T, int C)
 // in a fixed order, so the result does not depend on scheduling.
 constexpr int kWarps = 8;
 template <class X>
-__global__ void __launch_bounds__(32 * kWarps) encoder_bwd_wte_k(float* dwte, const X* dx, const int* pos, const int* run_token,
-                                                                 const int* run_start, const int* run_len, const int* num_runs, int C) {
+__global__ void __launch_bounds__(32 * kWarps)
+    encoder_bwd_wte_k(float* dwte, const X* dx, const int* pos, const int* run_token, const int* run_start,
+                      const int* run_len, const int* num_runs, int C) {
   constexpr int kVec = 16 / sizeof(X);
   __shared__ float part[kWarps][32 * kVec];
   const int u = blockIdx.x;
@@ -74,27 +81,31 @@ __global__ void __launch_bounds__(32 * kWarps) encoder_bwd_wte_k(float* dwte, co
 
 TokenGroups::TokenGroups(int N, int vocab) : N_(N), bits_(1) {
   while ((1 << bits_) < vocab) bits_++;
-  for (auto* b : {&vals_in_, &keys_out_, &vals_out_, &run_token_, &run_start_, &run_len_}) b->alloc(size_t(N), "token groups");
+  for (auto* b : {&vals_in_, &keys_out_, &vals_out_, &run_token_, &run_start_, &run_len_})
+    b->alloc(size_t(N), "token groups");
   num_runs_.alloc(1, "token groups");
   iota_k<<<blocks(N, 256), 256>>>(vals_in_.get(), N);
   CUDA_CHECK_LAUNCH();
   size_t a = 0, b = 0, c = 0;
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, a, static_cast<const int*>(nullptr), static_cast<int*>(nullptr),
-                                             static_cast<const int*>(nullptr), static_cast<int*>(nullptr), N, 0, bits_));
-  CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, b, static_cast<const int*>(nullptr), static_cast<int*>(nullptr),
-                                                static_cast<int*>(nullptr), static_cast<int*>(nullptr), N));
-  CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, c, static_cast<const int*>(nullptr), static_cast<int*>(nullptr), N));
+                                             static_cast<const int*>(nullptr), static_cast<int*>(nullptr), N, 0,
+                                             bits_));
+  CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, b, static_cast<const int*>(nullptr),
+                                                static_cast<int*>(nullptr), static_cast<int*>(nullptr),
+                                                static_cast<int*>(nullptr), N));
+  CUDA_CHECK(
+      cub::DeviceScan::ExclusiveSum(nullptr, c, static_cast<const int*>(nullptr), static_cast<int*>(nullptr), N));
   temp_bytes_ = std::max(a, std::max(b, c));
   temp_.alloc(temp_bytes_, "token groups");
 }
 
 void TokenGroups::build(const int* d_tokens, cudaStream_t s) {
   size_t bytes = temp_bytes_;
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.get(), bytes, d_tokens, keys_out_.get(), vals_in_.get(), vals_out_.get(), N_, 0,
-                                             bits_, s));
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.get(), bytes, d_tokens, keys_out_.get(), vals_in_.get(),
+                                             vals_out_.get(), N_, 0, bits_, s));
   bytes = temp_bytes_;
-  CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp_.get(), bytes, keys_out_.get(), run_token_.get(), run_len_.get(), num_runs_.get(),
-                                                N_, s));
+  CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp_.get(), bytes, keys_out_.get(), run_token_.get(), run_len_.get(),
+                                                num_runs_.get(), N_, s));
   bytes = temp_bytes_;
   CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.get(), bytes, run_len_.get(), run_start_.get(), N_, s));
 }
@@ -106,17 +117,19 @@ void encoder_forward(X* x, const int* tok, const P* wte, const P* wpe, int N, in
 }
 
 template <class X>
-void encoder_backward(float* dwte, float* dwpe, const X* dx, const TokenGroups& g, int B, int T, int C, cudaStream_t s) {
+void encoder_backward(float* dwte, float* dwpe, const X* dx, const TokenGroups& g, int B, int T, int C,
+                      cudaStream_t s) {
   encoder_bwd_wpe_k<<<blocks(int64_t(T) * C, 256), 256, 0, s>>>(dwpe, dx, B, T, C);
   CUDA_CHECK_LAUNCH();
   CHECK(C % (16 / int(sizeof(X))) == 0);
-  encoder_bwd_wte_k<<<unsigned(g.N()), 32 * kWarps, 0, s>>>(dwte, dx, g.sorted_pos(), g.run_token(), g.run_start(), g.run_len(),
-                                                            g.num_runs(), C);
+  encoder_bwd_wte_k<<<unsigned(g.N()), 32 * kWarps, 0, s>>>(dwte, dx, g.sorted_pos(), g.run_token(), g.run_start(),
+                                                            g.run_len(), g.num_runs(), C);
   CUDA_CHECK_LAUNCH();
 }
 
 template void encoder_forward(float*, const int*, const float*, const float*, int, int, int, cudaStream_t);
-template void encoder_forward(__nv_bfloat16*, const int*, const __nv_bfloat16*, const __nv_bfloat16*, int, int, int, cudaStream_t);
+template void encoder_forward(__nv_bfloat16*, const int*, const __nv_bfloat16*, const __nv_bfloat16*, int, int, int,
+                              cudaStream_t);
 template void encoder_backward(float*, float*, const float*, const TokenGroups&, int, int, int, cudaStream_t);
 template void encoder_backward(float*, float*, const __nv_bfloat16*, const TokenGroups&, int, int, int, cudaStream_t);
 
@@ -126,6 +139,7 @@ TokenBatch::TokenBatch(int N, int vocab) : N_(N), groups_(N, vocab) {
 
 void TokenBatch::set(const int* tokens, const int* targets, cudaStream_t s) {
   CUDA_CHECK(cudaMemcpyAsync(tokens_.get(), tokens, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
-  if (targets) CUDA_CHECK(cudaMemcpyAsync(targets_.get(), targets, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
+  if (targets)
+    CUDA_CHECK(cudaMemcpyAsync(targets_.get(), targets, size_t(N_) * sizeof(int), cudaMemcpyHostToDevice, s));
   groups_.build(tokens_.get(), s);
 }

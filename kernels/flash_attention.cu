@@ -34,10 +34,10 @@
 #include "kernels/flash_attention.h"
 
 namespace {
-constexpr int kHead = 64;                         // head size: one row of a head is 128 bytes
-constexpr int kTile = 64;                         // rows per K/V tile, and per query tile of the backward
-constexpr int kTileBytes = kTile * kHead * 2;     // 8 KB
-constexpr int kThreads = 128;                     // every kernel here runs 4 warps
+constexpr int kHead = 64;                                   // head size: one row of a head is 128 bytes
+constexpr int kTile = 64;                                   // rows per K/V tile, and per query tile of the backward
+constexpr int kTileBytes = kTile * kHead * 2;               // 8 KB
+constexpr int kThreads = 128;                               // every kernel here runs 4 warps
 constexpr float kScaleLog2 = 0.125f * 1.4426950408889634f;  // 1/sqrt(64) * log2(e)
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -166,7 +166,8 @@ __device__ __forceinline__ void load_vec(uint32_t dst, const float* x, int r0, i
 
 // Writes a warp's 16 x 64 accumulator tile (row half hf scaled by mul[hf]) as bf16 into rows row0.. of a
 // swizzled tile.
-__device__ __forceinline__ void stage_acc(uint8_t* tile, int row0, const float (&acc)[8][4], const float (&mul)[2], int lane) {
+__device__ __forceinline__ void stage_acc(uint8_t* tile, int row0, const float (&acc)[8][4], const float (&mul)[2],
+                                          int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int nt = 0; nt < 8; nt++)
@@ -177,13 +178,15 @@ __device__ __forceinline__ void stage_acc(uint8_t* tile, int row0, const float (
 }
 // One warp copies ROWS rows of a swizzled tile to global rows grow0.. (only rows < T), 16 bytes a lane.
 template <int ROWS>
-__device__ __forceinline__ void store_rows(bf16* g, int64_t ld, int grow0, int T, const uint8_t* tile, int row0, int lane) {
+__device__ __forceinline__ void store_rows(bf16* g, int64_t ld, int grow0, int T, const uint8_t* tile, int row0,
+                                           int lane) {
   const int c = lane & 7;
 #pragma unroll
   for (int i = 0; i < ROWS / 4; i++) {
     const int r = (lane >> 3) + 4 * i;
     if (grow0 + r < T)
-      *reinterpret_cast<uint4*>(g + int64_t(grow0 + r) * ld + c * 8) = *reinterpret_cast<const uint4*>(tile + swz(row0 + r, c));
+      *reinterpret_cast<uint4*>(g + int64_t(grow0 + r) * ld + c * 8) =
+          *reinterpret_cast<const uint4*>(tile + swz(row0 + r, c));
   }
 }
 
@@ -213,8 +216,8 @@ constexpr int kFwdSmem = kFwdRows * 128 + kStages * 2 * kTileBytes;
 // kDrop: rh holds the rows' dropout hashes; dropped p are zeroed after the row sums (scale: at the end).
 template <int MT0, bool kDrop>
 __device__ __forceinline__ void fwd_tile(float (&o)[2][8][4], float (&row_max)[2][2], float (&row_sum)[2][2],
-                                         const uint32_t (&qf)[2][4][4], uint32_t sK, uint32_t sV, int n0, int r0, int lane,
-                                         const uint32_t (&rh)[2][2], uint32_t thr16) {
+                                         const uint32_t (&qf)[2][4][4], uint32_t sK, uint32_t sV, int n0, int r0,
+                                         int lane, const uint32_t (&rh)[2][2], uint32_t thr16) {
   const int g = lane >> 2, t4 = lane & 3;
   float s[2][8][4] = {};
 #pragma unroll
@@ -293,7 +296,7 @@ __device__ __forceinline__ void fwd_tile(float (&o)[2][8][4], float (&row_max)[2
         for (int i = 0; i < w; i++) sum[i] += sum[i + w];
       row_sum[mt][hf] += sum[0];  // this lane's part; the quad is summed at the end
     }
-  // O += P V: P's accumulator layout is already the A-fragment layout (two n-tiles per k-step).
+    // O += P V: P's accumulator layout is already the A-fragment layout (two n-tiles per k-step).
 #pragma unroll
   for (int kk = 0; kk < 4; kk++) {
     uint32_t pa[2][4];
@@ -342,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const bf16* k = q + C;
   const bf16* v = q + 2 * C;
   const uint32_t sQ = smem_u32(smem), sKV = sQ + kFwdRows * 128;  // stage s: K at sKV + 2s*8K, V after it
-  const int n_kv = (min(m0 + kFwdRows, T) + kTile - 1) / kTile;     // key tiles up to the diagonal
+  const int n_kv = (min(m0 + kFwdRows, T) + kTile - 1) / kTile;   // key tiles up to the diagonal
   auto load_kv = [&](int j, int st) {
     load_rows<kTile>(sKV + 2 * st * kTileBytes, k, ld, j * kTile, T, tid);
     load_rows<kTile>(sKV + (2 * st + 1) * kTileBytes, v, ld, j * kTile, T, tid);
@@ -372,7 +375,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-      for (int hf = 0; hf < 2; hf++) rh[mt][hf] = dropout_row(key, uint32_t(bh) * uint32_t(T) + uint32_t(r0 + 64 * mt + g + 8 * hf));
+      for (int hf = 0; hf < 2; hf++)
+        rh[mt][hf] = dropout_row(key, uint32_t(bh) * uint32_t(T) + uint32_t(r0 + 64 * mt + g + 8 * hf));
   }
 
   for (int j = 0, st = 0; j < n_kv; j++, st = st == kStages - 1 ? 0 : st + 1) {
@@ -446,8 +450,8 @@ constexpr int kBwdSmem = (2 + 2 * kStages) * kTileBytes + kStages * 2 * kTile * 
 // that the K and V fragments stay in registers and the dK, dV accumulators never leave the warp.
 template <bool kDrop>
 __global__ void __launch_bounds__(kThreads, 2)
-    flash_bwd_dkdv_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH, int group,
-                     DropoutArgs drop, uint32_t thr16) {
+    flash_bwd_dkdv_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH,
+                     int group, DropoutArgs drop, uint32_t thr16) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int n_m = (T + kTile - 1) / kTile;
@@ -524,7 +528,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         mma(s[2 * np + 1], kf[kk], bq[2], bq[3]);
       }
     const bool mask = m0 < kw + 16 || m0 + kTile > T;  // the diagonal tile, or the one with rows past T
-    uint32_t rh_mine[2];                                // dropout: see drop_bits_kv
+    uint32_t rh_mine[2];                               // dropout: see drop_bits_kv
     if constexpr (kDrop)
 #pragma unroll
       for (int par = 0; par < 2; par++) rh_mine[par] = dropout_row(key, row_base + uint32_t(m0 + par));
@@ -616,8 +620,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 // m0 + 16w .. +15.
 template <bool kDrop>
 __global__ void __launch_bounds__(kThreads, 3)
-    flash_bwd_dq_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH, int group,
-                   DropoutArgs drop, uint32_t thr16) {
+    flash_bwd_dq_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH,
+                   int group, DropoutArgs drop, uint32_t thr16) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int n_qt = (T + kTile - 1) / kTile;
@@ -727,7 +731,8 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
       for (int r = 0; r < 4; r++) {
         const int nt = 2 * kk + (r >> 1), hf = r & 1;
-        da[r] = pack_bf16(s[nt][2 * hf] * (dp[nt][2 * hf] - Drow[hf]), s[nt][2 * hf + 1] * (dp[nt][2 * hf + 1] - Drow[hf]));
+        da[r] =
+            pack_bf16(s[nt][2 * hf] * (dp[nt][2 * hf] - Drow[hf]), s[nt][2 * hf + 1] * (dp[nt][2 * hf + 1] - Drow[hf]));
       }
 #pragma unroll
       for (int dn = 0; dn < 4; dn++) {
@@ -746,7 +751,8 @@ __global__ void __launch_bounds__(kThreads, 3)
 }
 
 void check_shape(const char* who, int B, int T, int NH) {
-  if (B < 1 || T < 1 || NH < 1) user_error(who, ": B, T and NH must all be at least 1 (got B=", B, ", T=", T, ", NH=", NH, ").");
+  if (B < 1 || T < 1 || NH < 1)
+    user_error(who, ": B, T and NH must all be at least 1 (got B=", B, ", T=", T, ", NH=", NH, ").");
   if (int64_t(B) * NH * ((T + kTile - 1) / kTile) > 0x7fffffff)  // one CTA per (batch, head, 64-row tile)
     user_error(who, ": shape B=", B, ", T=", T, ", NH=", NH, " is too large for the attention kernels' grid.");
 }
@@ -765,7 +771,8 @@ int heads_per_group(int B, int T, int NH) {
 template <class K>
 void set_smem(K kernel, int bytes) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared)));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  int(cudaSharedmemCarveoutMaxShared)));
 }
 void check_dropout(const char* who, const DropoutArgs& d) {
   if (!d.on()) return;
@@ -774,7 +781,8 @@ void check_dropout(const char* who, const DropoutArgs& d) {
 }
 }  // namespace
 
-void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t s, const DropoutArgs& drop) {
+void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t s,
+                             const DropoutArgs& drop) {
   const char* who = "flash_attention_forward";
   check_shape(who, B, T, NH);
   check_aligned(who, out, "out", 16);

@@ -25,4 +25,5 @@ void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int 
 // scratch: at least B*NH*T floats (for D = rowsum(dout * out)).
 // drop: as given to the forward that produced out and lse.
 void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
-                              float* scratch, int B, int T, int NH, cudaStream_t s, const DropoutArgs& drop = DropoutArgs());
+                              float* scratch, int B, int T, int NH, cudaStream_t s,
+                              const DropoutArgs& drop = DropoutArgs());

@@ -3,13 +3,13 @@
 #include <cmath>
 
 #include "common/cuda_check.h"
-#include "kernels/gpt2_kernels.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/gpt2_kernels.h"
 
 namespace {
 
-__global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C,
-                                float eps) {
+__global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                                int N, int C, float eps) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;
   const float* xr = x + int64_t(row) * C;
@@ -23,8 +23,8 @@ __global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float*
   if (lane == 0) mean[row] = m, rstd[row] = r;
 }
 
-__global__ void layernorm_bwd_dx_k(float* dx, const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
-                                   int N, int C) {
+__global__ void layernorm_bwd_dx_k(float* dx, const float* dy, const float* x, const float* w, const float* mean,
+                                   const float* rstd, int N, int C) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;
   const float* xr = x + int64_t(row) * C;
@@ -42,8 +42,8 @@ __global__ void layernorm_bwd_dx_k(float* dx, const float* dy, const float* x, c
 }
 
 // Column sums in a fixed order: out[c] += sum_n a[n, c] (* xhat[n, c] when x is given).
-__global__ void column_sums_k(float* out, float* out2, const float* dy, int ld, const float* x, const float* mean, const float* rstd,
-                              int N, int C) {
+__global__ void column_sums_k(float* out, float* out2, const float* dy, int ld, const float* x, const float* mean,
+                              const float* rstd, int N, int C) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float s = 0.0f, s2 = 0.0f;
@@ -74,7 +74,8 @@ __global__ void gelu_bwd_k(float* dx, const float* x, const float* dy, int64_t n
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float u = x[i], th = tanhf(gelu_inner(u));
-  dx[i] = dy[i] * (0.5f * (1.0f + th) + 0.5f * u * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * u * u));
+  dx[i] = dy[i] *
+          (0.5f * (1.0f + th) + 0.5f * u * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * u * u));
 }
 __global__ void add_k(float* y, const float* x, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -89,10 +90,13 @@ constexpr int kMaxHs = 64, kAttWarps = 2;
 __device__ __forceinline__ float att_keep(const DropoutArgs& d, uint32_t row_hash, int j) {
   return !d.on() ? 1.0f : dropout_keep(row_hash, uint32_t(j), d.threshold) ? d.scale : 0.0f;
 }
-__device__ __forceinline__ uint64_t att_key(const DropoutArgs& d) { return d.on() ? dropout_site_key(d.seed, *d.counter, d.site) : 0; }
+__device__ __forceinline__ uint64_t att_key(const DropoutArgs& d) {
+  return d.on() ? dropout_site_key(d.seed, *d.counter, d.site) : 0;
+}
 
-__global__ void __launch_bounds__(32 * kAttWarps) attention_fwd_k(float* out, float* lse, const float* q, const float* k,
-                                                                  const float* v, int ld, int B, int T, int NH, int hs, DropoutArgs drop) {
+__global__ void __launch_bounds__(32 * kAttWarps)
+    attention_fwd_k(float* out, float* lse, const float* q, const float* k, const float* v, int ld, int B, int T,
+                    int NH, int hs, DropoutArgs drop) {
   __shared__ float acc[kAttWarps][32][kMaxHs + 1];
   __shared__ float qs[kAttWarps][kMaxHs], ms[kAttWarps][32], ls[kAttWarps][32];
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -144,9 +148,9 @@ __global__ void attention_D_k(float* D, const float* dout, const float* out, int
 }
 
 // dq: one warp per query row, lanes over keys.
-__global__ void __launch_bounds__(32 * kAttWarps) attention_dq_k(float* dq, const float* dout, const float* lse, const float* D,
-                                                                 const float* q, const float* k, const float* v, int ld, int B, int T,
-                                                                 int NH, int hs, DropoutArgs drop) {
+__global__ void __launch_bounds__(32 * kAttWarps)
+    attention_dq_k(float* dq, const float* dout, const float* lse, const float* D, const float* q, const float* k,
+                   const float* v, int ld, int B, int T, int NH, int hs, DropoutArgs drop) {
   __shared__ float acc[kAttWarps][32][kMaxHs + 1];
   __shared__ float qs[kAttWarps][kMaxHs], gs[kAttWarps][kMaxHs];
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -180,9 +184,9 @@ __global__ void __launch_bounds__(32 * kAttWarps) attention_dq_k(float* dq, cons
 }
 
 // dk, dv: one warp per key row j, lanes over queries i >= j.
-__global__ void __launch_bounds__(32 * kAttWarps) attention_dkv_k(float* dk, float* dv, const float* dout, const float* lse,
-                                                                  const float* D, const float* q, const float* k, const float* v, int ld,
-                                                                  int B, int T, int NH, int hs, DropoutArgs drop) {
+__global__ void __launch_bounds__(32 * kAttWarps)
+    attention_dkv_k(float* dk, float* dv, const float* dout, const float* lse, const float* D, const float* q,
+                    const float* k, const float* v, int ld, int B, int T, int NH, int hs, DropoutArgs drop) {
   __shared__ float ak[kAttWarps][32][kMaxHs + 1], av[kAttWarps][32][kMaxHs + 1];
   __shared__ float ks[kAttWarps][kMaxHs], vs[kAttWarps][kMaxHs];
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -250,22 +254,22 @@ __global__ void crossentropy_k(float* z, float* loss, const int* targets, int V,
 
 }  // namespace
 
-void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C, float eps,
-                       cudaStream_t s) {
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N, int C,
+                       float eps, cudaStream_t s) {
   layernorm_fwd_k<<<blocks(N, 8), 256, 0, s>>>(y, mean, rstd, x, w, b, N, C, eps);
   CUDA_CHECK_LAUNCH();
 }
 
-void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, const float* mean,
-                        const float* rstd, int N, int C, cudaStream_t s) {
+void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
+                        const float* mean, const float* rstd, int N, int C, cudaStream_t s) {
   layernorm_bwd_dx_k<<<blocks(N, 8), 256, 0, s>>>(dx, dy, x, w, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH();
   column_sums_k<<<blocks(C, 128), 128, 0, s>>>(dw, db, dy, C, x, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH();
 }
 
-void linear_forward(cublasHandle_t h, float* y, int ldy, const float* x, int ldx, const float* W, const float* b, int N, int I, int O,
-                    cudaStream_t s) {
+void linear_forward(cublasHandle_t h, float* y, int ldy, const float* x, int ldx, const float* W, const float* b, int N,
+                    int I, int O, cudaStream_t s) {
   const float one = 1.0f, zero = 0.0f;
   CUBLAS_CHECK(cublasSetStream(h, s));
   CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &one, W, I, x, ldx, &zero, y, ldy));
@@ -275,12 +279,13 @@ void linear_forward(cublasHandle_t h, float* y, int ldy, const float* x, int ldx
   }
 }
 
-void linear_backward(cublasHandle_t h, float* dx, int lddx, bool dx_accumulate, float* dW, float* db, const float* dy, int lddy,
-                     const float* x, int ldx, const float* W, int N, int I, int O, cudaStream_t s) {
+void linear_backward(cublasHandle_t h, float* dx, int lddx, bool dx_accumulate, float* dW, float* db, const float* dy,
+                     int lddy, const float* x, int ldx, const float* W, int N, int I, int O, cudaStream_t s) {
   const float one = 1.0f, zero = 0.0f;
   CUBLAS_CHECK(cublasSetStream(h, s));
   if (dx)
-    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &one, W, I, dy, lddy, dx_accumulate ? &one : &zero, dx, lddx));
+    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &one, W, I, dy, lddy, dx_accumulate ? &one : &zero,
+                             dx, lddx));
   CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, &one, x, ldx, dy, lddy, &one, dW, I));
   if (db) {
     column_sums_k<<<blocks(O, 128), 128, 0, s>>>(db, nullptr, dy, lddy, nullptr, nullptr, nullptr, N, O);
@@ -301,26 +306,29 @@ void add_inplace(float* y, const float* x, int64_t n, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
 }
 
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int ld, int B, int T, int NH, int hs,
-                       cudaStream_t s, const DropoutArgs& drop) {
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int ld, int B, int T,
+                       int NH, int hs, cudaStream_t s, const DropoutArgs& drop) {
   if (hs > kMaxHs) user_error("attention head size ", hs, " is above the supported ", kMaxHs, ".");
-  attention_fwd_k<<<blocks(int64_t(B) * NH * T, kAttWarps), 32 * kAttWarps, 0, s>>>(out, lse, q, k, v, ld, B, T, NH, hs, drop);
+  attention_fwd_k<<<blocks(int64_t(B) * NH * T, kAttWarps), 32 * kAttWarps, 0, s>>>(out, lse, q, k, v, ld, B, T, NH, hs,
+                                                                                    drop);
   CUDA_CHECK_LAUNCH();
 }
 
-void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse, const float* q,
-                        const float* k, const float* v, int ld, int B, int T, int NH, int hs, float* D, cudaStream_t s,
-                        const DropoutArgs& drop) {
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, int ld, int B, int T, int NH, int hs, float* D,
+                        cudaStream_t s, const DropoutArgs& drop) {
   const int64_t rows = int64_t(B) * NH * T;
   attention_D_k<<<blocks(rows, 8), 256, 0, s>>>(D, dout, out, B, T, NH, hs);
   CUDA_CHECK_LAUNCH();
   attention_dq_k<<<blocks(rows, kAttWarps), 32 * kAttWarps, 0, s>>>(dq, dout, lse, D, q, k, v, ld, B, T, NH, hs, drop);
   CUDA_CHECK_LAUNCH();
-  attention_dkv_k<<<blocks(rows, kAttWarps), 32 * kAttWarps, 0, s>>>(dk, dv, dout, lse, D, q, k, v, ld, B, T, NH, hs, drop);
+  attention_dkv_k<<<blocks(rows, kAttWarps), 32 * kAttWarps, 0, s>>>(dk, dv, dout, lse, D, q, k, v, ld, B, T, NH, hs,
+                                                                     drop);
   CUDA_CHECK_LAUNCH();
 }
 
-void crossentropy_forward_backward(float* z, float* loss, const int* targets, int N, int V, float grad_scale, cudaStream_t s) {
+void crossentropy_forward_backward(float* z, float* loss, const int* targets, int N, int V, float grad_scale,
+                                   cudaStream_t s) {
   crossentropy_k<<<unsigned(N), 1024, 0, s>>>(z, loss, targets, V, grad_scale / float(N));
   CUDA_CHECK_LAUNCH();
 }

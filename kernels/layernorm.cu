@@ -8,8 +8,8 @@
 
 namespace {
 // One warp per row; the row is read twice (mean, then variance about it) and once more to write.
-__global__ void layernorm_fwd_k(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C,
-                                float eps) {
+__global__ void layernorm_fwd_k(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N,
+                                int C, float eps) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;
   const bf16* xr = x + int64_t(row) * C;
@@ -47,8 +47,9 @@ __global__ void layernorm_fwd_k(bf16* y, float* mean, float* rstd, const bf16* x
 // (A two-pass variant, row statistics then a column-tiled pass with 8 columns per thread, measured
 // slower: 0.305 vs 0.200 ms at 355M.)
 template <int kChunks, bool kSum>
-__global__ void __launch_bounds__(256, kChunks <= 4 ? 2 : 1) layernorm_bwd_k(bf16* dx, float* partial, const bf16* dy, const bf16* x, const bf16* w,
-                                                       const float* mean, const float* rstd, int N, int C, int rows_per_block) {
+__global__ void __launch_bounds__(256, kChunks <= 4 ? 2 : 1)
+    layernorm_bwd_k(bf16* dx, float* partial, const bf16* dy, const bf16* x, const bf16* w, const float* mean,
+                    const float* rstd, int N, int C, int rows_per_block) {
   __shared__ float red[8][256];
   const int wid = threadIdx.x / 32, lane = threadIdx.x % 32;
   float pw[kChunks][8] = {}, pb[kChunks][8] = {}, ps[kSum ? kChunks : 1][8] = {};
@@ -88,7 +89,8 @@ __global__ void __launch_bounds__(256, kChunks <= 4 ? 2 : 1) layernorm_bwd_k(bf1
   for (int k = 0; k < kChunks; k++) {
     if (k * 256 >= C) break;
     for (int half = 0; half < (kSum ? 3 : 2); half++) {
-      for (int e = 0; e < 8; e++) red[wid][lane * 8 + e] = half == 0 ? pb[k][e] : half == 1 ? pw[k][e] : ps[kSum ? k : 0][e];
+      for (int e = 0; e < 8; e++)
+        red[wid][lane * 8 + e] = half == 0 ? pb[k][e] : half == 1 ? pw[k][e] : ps[kSum ? k : 0][e];
       __syncthreads();
       const int c = k * 256 + threadIdx.x;
       if (c < C) {
@@ -103,8 +105,8 @@ __global__ void __launch_bounds__(256, kChunks <= 4 ? 2 : 1) layernorm_bwd_k(bf1
 
 }  // namespace
 
-void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C, float eps,
-                       cudaStream_t s) {
+void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C,
+                       float eps, cudaStream_t s) {
   layernorm_fwd_k<<<blocks(N, 8), 256, 0, s>>>(y, mean, rstd, x, w, b, N, C, eps);
   CUDA_CHECK_LAUNCH();
 }
@@ -114,8 +116,10 @@ void layernorm_backward(bf16* dx, float* dw, float* db, const bf16* dy, const bf
   if (C > 256 * kLnMaxChunks) user_error("LayerNorm width ", C, " is above the supported ", 256 * kLnMaxChunks, ".");
   const int per = (N + kLnBlocks - 1) / kLnBlocks;
   switch ((C + 255) / 256 * 2 + (dsum != nullptr)) {
-#define LN_BWD(k, sum) \
-  case 2 * k + sum: layernorm_bwd_k<k, sum><<<kLnBlocks, 256, 0, s>>>(dx, scratch, dy, x, w, mean, rstd, N, C, per); break;
+#define LN_BWD(k, sum)                                                                               \
+  case 2 * k + sum:                                                                                  \
+    layernorm_bwd_k<k, sum><<<kLnBlocks, 256, 0, s>>>(dx, scratch, dy, x, w, mean, rstd, N, C, per); \
+    break;
 #define LN_BWD2(k) LN_BWD(k, 0) LN_BWD(k, 1)
     LN_BWD2(1) LN_BWD2(2) LN_BWD2(3) LN_BWD2(4) LN_BWD2(5) LN_BWD2(6) LN_BWD2(7)
 #undef LN_BWD2

@@ -7,8 +7,8 @@
 #include "kernels/bf16_vec.cuh"
 
 // y = LN(x) * w + b per row of C; saves mean and rstd (fp32).
-void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C, float eps,
-                       cudaStream_t s);
+void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C,
+                       float eps, cudaStream_t s);
 // One pass: dx += the input gradient (dx is the residual stream's gradient, bf16), and the parameter
 // gradients dw[c] += sum_n dy[n, c] * xhat[n, c], db[c] += sum_n dy[n, c] (fp32, fixed order). With
 // dsum: dsum[c] += sum_n of the updated dx[n, c] — the bias gradient of the projection that wrote

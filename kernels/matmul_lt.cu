@@ -1,10 +1,9 @@
-#include "kernels/matmul_lt.h"
-
 #include <algorithm>
 #include <vector>
 
 #include "common/cuda_check.h"
 #include "common/event_timer.h"
+#include "kernels/matmul_lt.h"
 
 namespace {
 constexpr size_t kWorkspace = size_t(32) << 20;  // what cuBLASLt's Hopper kernels like to have
@@ -38,12 +37,14 @@ LtMatmul::~LtMatmul() {
   if (lt_) cublasLtDestroy(lt_);
 }
 
-void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb, void* D, bool d_fp32,
-                    int ldd, const void* C, Epi epi, const bf16* bias, const bf16* aux, int ldaux, cudaStream_t s) {
+void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb, void* D,
+                    bool d_fp32, int ldd, const void* C, Epi epi, const bf16* bias, const bf16* aux, int ldaux,
+                    cudaStream_t s) {
   const int al_a = alignment(A), al_b = alignment(B), al_d = std::min(alignment(D), C ? alignment(C) : 256);
-  const auto key = std::make_tuple(int64_t(ta) | int64_t(tb) << 1 | int64_t(d_fp32) << 2 | int64_t(epi) << 3 | int64_t(C != nullptr) << 6,
-                                   int64_t(m), int64_t(n), int64_t(k), int64_t(lda) << 32 | ldb, int64_t(ldd) << 32 | ldaux,
-                                   int64_t(al_a) << 32 | al_b, int64_t(al_d) << 32 | (aux ? alignment(aux) : 0));
+  const auto key = std::make_tuple(
+      int64_t(ta) | int64_t(tb) << 1 | int64_t(d_fp32) << 2 | int64_t(epi) << 3 | int64_t(C != nullptr) << 6,
+      int64_t(m), int64_t(n), int64_t(k), int64_t(lda) << 32 | ldb, int64_t(ldd) << 32 | ldaux,
+      int64_t(al_a) << 32 | al_b, int64_t(al_d) << 32 | (aux ? alignment(aux) : 0));
   Plan*& p = plans_[key];
   if (!p) {
     p = new Plan;
@@ -51,7 +52,7 @@ void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int ld
     const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob));
-    const cublasLtEpilogue_t e = epi == kBias ? CUBLASLT_EPILOGUE_BIAS
+    const cublasLtEpilogue_t e = epi == kBias       ? CUBLASLT_EPILOGUE_BIAS
                                  : epi == kGeluBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                                  : epi == kDGelu    ? CUBLASLT_EPILOGUE_DGELU
                                                     : CUBLASLT_EPILOGUE_DEFAULT;
@@ -76,16 +77,22 @@ void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int ld
     const uint64_t ws = kWorkspace;
     const uint32_t aa = uint32_t(al_a), ab = uint32_t(al_b), ad = uint32_t(al_d);
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof ad));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof ad));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad));
     std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(tune_candidates_));
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->c, p->d, pref, tune_candidates_, res.data(), &found);
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->c, p->d, pref, tune_candidates_, res.data(), &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-      throw CudaError(str_cat("cuBLASLt has no algorithm for a ", m, "x", n, "x", k, " bf16 matmul (epilogue ", int(epi), ")"));
+      throw CudaError(
+          str_cat("cuBLASLt has no algorithm for a ", m, "x", n, "x", k, " bf16 matmul (epilogue ", int(epi), ")"));
     p->algo = res[0].algo;
     if (found > 1) {
       set_pointers(p, epi, bias, aux);
@@ -115,27 +122,28 @@ void LtMatmul::set_pointers(Plan* p, Epi epi, const bf16* bias, const bf16* aux)
 
 void LtMatmul::run(Plan* p, const bf16* A, const bf16* B, void* D, const void* C, cudaStream_t s) {
   const float alpha = 1.0f, beta = C ? 1.0f : 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(lt_, p->op, &alpha, A, p->a, B, p->b, &beta, C ? C : D, p->c, D, p->d, &p->algo, workspace_.get(),
-                              kWorkspace, s));
+  CUBLAS_CHECK(cublasLtMatmul(lt_, p->op, &alpha, A, p->a, B, p->b, &beta, C ? C : D, p->c, D, p->d, &p->algo,
+                              workspace_.get(), kWorkspace, s));
 }
 
-void LtMatmul::forward(bf16* y, int ldy, const bf16* x, int ldx, const bf16* W, const bf16* b, int N, int I, int O, cudaStream_t s,
-                       const bf16* residual, bf16* gelu_pre) {
+void LtMatmul::forward(bf16* y, int ldy, const bf16* x, int ldx, const bf16* W, const bf16* b, int N, int I, int O,
+                       cudaStream_t s, const bf16* residual, bf16* gelu_pre) {
   // Column-major view: y^T (O x N) = W (O x I, stored as I x O, transposed) * x^T (I x N).
   CHECK(!(gelu_pre && residual) && (!gelu_pre || b));
   const Epi epi = gelu_pre ? kGeluBias : b ? kBias : kNone;
   gemm(true, false, O, N, I, W, I, x, ldx, y, false, ldy, residual, epi, b, gelu_pre, ldy, s);
 }
 
-void LtMatmul::backward_dx(bf16* dx, int lddx, bool accumulate, const bf16* dy, int lddy, const bf16* W, int N, int I, int O,
-                           cudaStream_t s, const bf16* gelu_pre) {
+void LtMatmul::backward_dx(bf16* dx, int lddx, bool accumulate, const bf16* dy, int lddy, const bf16* W, int N, int I,
+                           int O, cudaStream_t s, const bf16* gelu_pre) {
   CHECK(!(gelu_pre && accumulate));
   // dx^T (I x N) = W^T (I x O: W stored as I x O) * dy^T (O x N)
-  gemm(false, false, I, N, O, W, I, dy, lddy, dx, false, lddx, accumulate ? dx : nullptr, gelu_pre ? kDGelu : kNone, nullptr,
-       gelu_pre, lddx, s);
+  gemm(false, false, I, N, O, W, I, dy, lddy, dx, false, lddx, accumulate ? dx : nullptr, gelu_pre ? kDGelu : kNone,
+       nullptr, gelu_pre, lddx, s);
 }
 
-void LtMatmul::backward_dw(float* dW, const bf16* dy, int lddy, const bf16* x, int ldx, int N, int I, int O, cudaStream_t s) {
+void LtMatmul::backward_dw(float* dW, const bf16* dy, int lddy, const bf16* x, int ldx, int N, int I, int O,
+                           cudaStream_t s) {
   // dW^T (I x O, i.e. row-major dW) += x^T (I x N) * dy (N x O)
   gemm(false, true, I, O, N, x, ldx, dy, lddy, dW, true, I, dW, kNone, nullptr, nullptr, 0, s);
 }

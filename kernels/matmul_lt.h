@@ -28,11 +28,11 @@ class LtMatmul {
 
   // y = x W^T + b (+ residual).   With gelu_pre: gelu_pre = x W^T + b and y = gelu(gelu_pre) (tanh form).
   // ldy also serves residual and gelu_pre. b may be null.
-  void forward(bf16* y, int ldy, const bf16* x, int ldx, const bf16* W, const bf16* b, int N, int I, int O, cudaStream_t s,
-               const bf16* residual = nullptr, bf16* gelu_pre = nullptr);
+  void forward(bf16* y, int ldy, const bf16* x, int ldx, const bf16* W, const bf16* b, int N, int I, int O,
+               cudaStream_t s, const bf16* residual = nullptr, bf16* gelu_pre = nullptr);
   // dx (+)= dy W.   With gelu_pre: dx = (dy W) * gelu'(gelu_pre) (the input's pre-activation, ld lddx).
-  void backward_dx(bf16* dx, int lddx, bool accumulate, const bf16* dy, int lddy, const bf16* W, int N, int I, int O, cudaStream_t s,
-                   const bf16* gelu_pre = nullptr);
+  void backward_dx(bf16* dx, int lddx, bool accumulate, const bf16* dy, int lddy, const bf16* W, int N, int I, int O,
+                   cudaStream_t s, const bf16* gelu_pre = nullptr);
   // dW += dy^T x, accumulated in fp32 (the arena's gradients). (cuBLASLt's bias-gradient epilogue was
   // measured slower here than a separate column-sum kernel, so bias gradients are not fused in.)
   void backward_dw(float* dW, const bf16* dy, int lddy, const bf16* x, int ldx, int N, int I, int O, cudaStream_t s);
@@ -47,8 +47,8 @@ class LtMatmul {
   enum Epi { kNone, kBias, kGeluBias, kDGelu };
   struct Plan;
   // m x n result D (column-major, ldd) = op(A) op(B) (+ C, ldd, when C is given)
-  void gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb, void* D, bool d_fp32, int ldd,
-            const void* C, Epi epi, const bf16* bias, const bf16* aux, int ldaux, cudaStream_t s);
+  void gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb, void* D, bool d_fp32,
+            int ldd, const void* C, Epi epi, const bf16* bias, const bf16* aux, int ldaux, cudaStream_t s);
   int tune_candidates_;
   std::vector<TuneRecord> tune_log_;
   static void set_pointers(Plan* p, Epi epi, const bf16* bias, const bf16* aux);

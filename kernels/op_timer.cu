@@ -1,9 +1,8 @@
-#include "kernels/op_timer.h"
-
 #include <cstdio>
 #include <cstdlib>
 
 #include "common/cuda_check.h"
+#include "kernels/op_timer.h"
 
 OpTimer::OpTimer() {
   const char* e = std::getenv("GPT2_PROFILE");
@@ -15,7 +14,8 @@ OpTimer::~OpTimer() {
   double total = 0;
   for (const auto& kv : ms_) total += kv.second;
   std::fprintf(stderr, "GPT2_PROFILE: GPU ms per step over %d steps (total %.2f)\n", steps_, total / steps_);
-  for (const auto& kv : ms_) std::fprintf(stderr, "  %-28s %8.3f  %5.1f%%\n", kv.first.c_str(), kv.second / steps_, 100 * kv.second / total);
+  for (const auto& kv : ms_)
+    std::fprintf(stderr, "  %-28s %8.3f  %5.1f%%\n", kv.first.c_str(), kv.second / steps_, 100 * kv.second / total);
   for (auto e : events_) cudaEventDestroy(e);
 }
 

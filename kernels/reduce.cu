@@ -1,6 +1,5 @@
-#include "kernels/reduce.h"
-
 #include "common/cuda_check.h"
+#include "kernels/reduce.h"
 
 namespace {
 __global__ void mean_k(float* out, const float* x, int n) {
@@ -16,7 +15,9 @@ __global__ void mean_k(float* out, const float* x, int n) {
   if (threadIdx.x == 0) *out = float(red[0] / n);
 }
 
-__global__ void scale_add_k(float* dst, const float* src, float scale, bool acc) { *dst = (acc ? *dst : 0.0f) + scale * *src; }
+__global__ void scale_add_k(float* dst, const float* src, float scale, bool acc) {
+  *dst = (acc ? *dst : 0.0f) + scale * *src;
+}
 }  // namespace
 
 void mean_reduce(float* out, const float* x, int n, cudaStream_t s) {

@@ -1,21 +1,30 @@
-#include "models/gpt2_bf16.h"
-
 #include "common/cuda_check.h"
 #include "common/device_random.h"
 #include "common/event_timer.h"
-#include "kernels/dropout_kernels.h"
-#include "kernels/flash_attention.h"
 #include "kernels/column_sums.h"
 #include "kernels/crossentropy.h"
+#include "kernels/dropout_kernels.h"
+#include "kernels/flash_attention.h"
+#include "kernels/gpt2_kernels.h"
 #include "kernels/layernorm.h"
 #include "kernels/reduce.h"
-#include "kernels/gpt2_kernels.h"
+#include "models/gpt2_bf16.h"
 #include "models/gpt2_sites.h"
 
 Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
-    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), Vp_(gpt2_padded_vocab(shape.vocab)), batch_(B * T, shape.vocab) {
-  if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq, " or less.");
-  if (s_.channels != 64 * s_.heads) user_error("the bf16 model needs 64 channels per head (got ", s_.channels, " for ", s_.heads, " heads); use --precision fp32.");
+    : s_(shape),
+      arena_(arena),
+      B_(B),
+      T_(T),
+      N_(B * T),
+      Vp_(gpt2_padded_vocab(shape.vocab)),
+      batch_(B * T, shape.vocab) {
+  if (T > s_.max_seq)
+    user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq,
+               " or less.");
+  if (s_.channels != 64 * s_.heads)
+    user_error("the bf16 model needs 64 channels per head (got ", s_.channels, " for ", s_.heads,
+               " heads); use --precision fp32.");
   CHECK(arena.params_bf16() != nullptr);
   const ParamTable& t = arena.table();
   const Gpt2Tensors ix = gpt2_tensors(t, s_);
@@ -38,7 +47,8 @@ Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
     L.res.alloc(size_t(N * C), act), L.ln1.alloc(size_t(N * C), act), L.qkv.alloc(size_t(N * 3 * C), act);
     L.att.alloc(size_t(N * C), act), L.mid.alloc(size_t(N * C), act), L.ln2.alloc(size_t(N * C), act);
     L.fc_pre.alloc(size_t(N * 4 * C), act), L.fc.alloc(size_t(N * 4 * C), act);
-    L.ln1_mean.alloc(size_t(N), act), L.ln1_rstd.alloc(size_t(N), act), L.ln2_mean.alloc(size_t(N), act), L.ln2_rstd.alloc(size_t(N), act);
+    L.ln1_mean.alloc(size_t(N), act), L.ln1_rstd.alloc(size_t(N), act), L.ln2_mean.alloc(size_t(N), act),
+        L.ln2_rstd.alloc(size_t(N), act);
     L.lse.alloc(size_t(N * s_.heads), act);
   }
   res_final_.alloc(size_t(N * C), act), lnf_.alloc(size_t(N * C), act);
@@ -74,11 +84,15 @@ bool Gpt2Bf16::gelu_in_epilogue_faster() {
   return !(median_event_ms(kernel, 0) < 0.9 * median_event_ms(epilogue, 0));
 }
 
-std::string Gpt2Bf16::kernel_choices() const { return gelu_in_epilogue_ ? "gelu_backward=epilogue" : "gelu_backward=kernel"; }
+std::string Gpt2Bf16::kernel_choices() const {
+  return gelu_in_epilogue_ ? "gelu_backward=epilogue" : "gelu_backward=kernel";
+}
 
 void Gpt2Bf16::set_kernel_choices(const std::string& choices) {
-  if (choices == "gelu_backward=epilogue" || choices == "gelu_backward=kernel") gelu_in_epilogue_ = choices == "gelu_backward=epilogue";
-  else user_error("unknown kernel choices '", choices, "' (a checkpoint from another version of train_gpt2?).");
+  if (choices == "gelu_backward=epilogue" || choices == "gelu_backward=kernel")
+    gelu_in_epilogue_ = choices == "gelu_backward=epilogue";
+  else
+    user_error("unknown kernel choices '", choices, "' (a checkpoint from another version of train_gpt2?).");
 }
 
 void Gpt2Bf16::set_batch(const Batch& b, cudaStream_t s) {
@@ -88,7 +102,8 @@ void Gpt2Bf16::set_batch(const Batch& b, cudaStream_t s) {
 
 // out = stream + dropout(x W^T + b) for a projection (I inputs) that writes the residual stream. Without
 // dropout the add is the matmul's accumulate; with it the projection goes to datt_ (free in forward).
-void Gpt2Bf16::project_into_stream(bf16* out, const bf16* stream, const bf16* x, int I, int64_t w, int64_t b, uint32_t site, cudaStream_t s) {
+void Gpt2Bf16::project_into_stream(bf16* out, const bf16* stream, const bf16* x, int I, int64_t w, int64_t b,
+                                   uint32_t site, cudaStream_t s) {
   const int C = s_.channels, N = N_;
   if (!dropout_.on()) {
     mm_.forward(out, C, x, I, W(w), W(b), N, I, C, s, stream);
@@ -119,29 +134,35 @@ void Gpt2Bf16::forward(cudaStream_t s) {
   for (int l = 0; l < s_.layers; l++) {
     Layer& L = layers_[size_t(l)];
     bf16* out = l + 1 < s_.layers ? layers_[size_t(l + 1)].res.get() : res_final_.get();
-    layernorm_forward(L.ln1.get(), L.ln1_mean.get(), L.ln1_rstd.get(), L.res.get(), W(L.ln1w), W(L.ln1b), N, C, kGpt2LnEps, s);
+    layernorm_forward(L.ln1.get(), L.ln1_mean.get(), L.ln1_rstd.get(), L.res.get(), W(L.ln1w), W(L.ln1b), N, C,
+                      kGpt2LnEps, s);
     prof_.mark("fwd layernorm", s);
     mm_.forward(L.qkv.get(), 3 * C, L.ln1.get(), C, W(L.qkvw), W(L.qkvb), N, C, 3 * C, s);
     prof_.mark("fwd matmul qkv", s);
-    flash_attention_forward(L.att.get(), L.lse.get(), L.qkv.get(), B_, T_, NH, s, dropout_.site(dropout_site_attention(l)));
+    flash_attention_forward(L.att.get(), L.lse.get(), L.qkv.get(), B_, T_, NH, s,
+                            dropout_.site(dropout_site_attention(l)));
     prof_.mark("fwd attention", s);
     project_into_stream(L.mid.get(), L.res.get(), L.att.get(), C, L.projw, L.projb, dropout_site_attn_proj(l), s);
     prof_.mark("fwd matmul proj", s);
-    layernorm_forward(L.ln2.get(), L.ln2_mean.get(), L.ln2_rstd.get(), L.mid.get(), W(L.ln2w), W(L.ln2b), N, C, kGpt2LnEps, s);
+    layernorm_forward(L.ln2.get(), L.ln2_mean.get(), L.ln2_rstd.get(), L.mid.get(), W(L.ln2w), W(L.ln2b), N, C,
+                      kGpt2LnEps, s);
     prof_.mark("fwd layernorm", s);
-    mm_.forward(L.fc.get(), 4 * C, L.ln2.get(), C, W(L.fcw), W(L.fcb), N, C, 4 * C, s, nullptr, L.fc_pre.get());  // GELU epilogue
+    mm_.forward(L.fc.get(), 4 * C, L.ln2.get(), C, W(L.fcw), W(L.fcb), N, C, 4 * C, s, nullptr,
+                L.fc_pre.get());  // GELU epilogue
     prof_.mark("fwd matmul fc+gelu", s);
     project_into_stream(out, L.mid.get(), L.fc.get(), 4 * C, L.fcprojw, L.fcprojb, dropout_site_mlp_proj(l), s);
     prof_.mark("fwd matmul fcproj", s);
   }
-  layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), res_final_.get(), W(lnfw_), W(lnfb_), N, C, kGpt2LnEps, s);
+  layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), res_final_.get(), W(lnfw_), W(lnfb_), N, C,
+                    kGpt2LnEps, s);
   prof_.mark("fwd layernorm", s);
   mm_.forward(logits_.get(), Vp_, lnf_.get(), C, W(wte_), nullptr, N, C, Vp_, s);  // tied head; the padded rows give 0
   prof_.mark("fwd matmul head", s);
 }
 
 void Gpt2Bf16::loss_and_dlogits(float grad_scale, cudaStream_t s) {
-  crossentropy_forward_backward(logits_.get(), Vp_, losses_.get(), batch_.targets(), N_, s_.vocab, grad_scale / float(N_), s);
+  crossentropy_forward_backward(logits_.get(), Vp_, losses_.get(), batch_.targets(), N_, s_.vocab,
+                                grad_scale / float(N_), s);
   mean_reduce(loss_mean_.get(), losses_.get(), N_, s);
   prof_.mark("crossentropy", s);
 }
@@ -160,8 +181,8 @@ void Gpt2Bf16::backward(cudaStream_t s) {
   // Bias gradients: the projections that write the residual stream (attn.proj, mlp.proj) get theirs
   // from the LayerNorm backward that produces that stream's gradient; fc and qkv from column sums.
   const bool drop = dropout_.on();  // then the LayerNorms do not give the projections' bias gradients
-  layernorm_backward(dres, G(lnfw_), G(lnfb_), dln_.get(), res_final_.get(), W(lnfw_), lnf_mean_.get(), lnf_rstd_.get(), N, C, scratch, s,
-                     layers_.empty() || drop ? nullptr : G(layers_.back().fcprojb));
+  layernorm_backward(dres, G(lnfw_), G(lnfb_), dln_.get(), res_final_.get(), W(lnfw_), lnf_mean_.get(), lnf_rstd_.get(),
+                     N, C, scratch, s, layers_.empty() || drop ? nullptr : G(layers_.back().fcprojb));
   prof_.mark("bwd layernorm", s);
   for (int l = s_.layers - 1; l >= 0; l--) {
     Layer& L = layers_[size_t(l)];
@@ -184,8 +205,8 @@ void Gpt2Bf16::backward(cudaStream_t s) {
     prof_.mark("bwd matmul dW", s);
     mm_.backward_dx(dln_.get(), C, false, dfc_.get(), 4 * C, W(L.fcw), N, C, 4 * C, s);
     prof_.mark("bwd matmul dx", s);
-    layernorm_backward(dres, G(L.ln2w), G(L.ln2b), dln_.get(), L.mid.get(), W(L.ln2w), L.ln2_mean.get(), L.ln2_rstd.get(), N, C, scratch, s,
-                       drop ? nullptr : G(L.projb));
+    layernorm_backward(dres, G(L.ln2w), G(L.ln2b), dln_.get(), L.mid.get(), W(L.ln2w), L.ln2_mean.get(),
+                       L.ln2_rstd.get(), N, C, scratch, s, drop ? nullptr : G(L.projb));
     prof_.mark("bwd layernorm", s);
     // attention: dres is now d(mid)
     dy = branch_grad(dres, G(L.projb), dropout_site_attn_proj(l), s);
@@ -202,7 +223,8 @@ void Gpt2Bf16::backward(cudaStream_t s) {
     prof_.mark("bwd bias", s);
     mm_.backward_dx(dln_.get(), C, false, dqkv_.get(), 3 * C, W(L.qkvw), N, C, 3 * C, s);
     prof_.mark("bwd matmul dx", s);
-    layernorm_backward(dres, G(L.ln1w), G(L.ln1b), dln_.get(), L.res.get(), W(L.ln1w), L.ln1_mean.get(), L.ln1_rstd.get(), N, C, scratch, s,
+    layernorm_backward(dres, G(L.ln1w), G(L.ln1b), dln_.get(), L.res.get(), W(L.ln1w), L.ln1_mean.get(),
+                       L.ln1_rstd.get(), N, C, scratch, s,
                        l > 0 && !drop ? G(layers_[size_t(l - 1)].fcprojb) : nullptr);
     prof_.mark("bwd layernorm", s);
     block_done(l, s);  // its mlp.proj bias came from block l + 1's LayerNorm backward, the rest from here
@@ -218,7 +240,9 @@ void Gpt2Bf16::backward(cudaStream_t s) {
 void Gpt2Bf16::logits_to_host(int first, int count, float* host) const {
   CHECK(first >= 0 && count >= 0 && first + count <= N_);
   std::vector<bf16> rows(size_t(count) * size_t(Vp_));
-  CUDA_CHECK(cudaMemcpy(rows.data(), logits_.get() + size_t(first) * size_t(Vp_), rows.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(rows.data(), logits_.get() + size_t(first) * size_t(Vp_), rows.size() * sizeof(bf16),
+                        cudaMemcpyDeviceToHost));
   for (int r = 0; r < count; r++)
-    for (int v = 0; v < s_.vocab; v++) host[size_t(r) * size_t(s_.vocab) + size_t(v)] = __bfloat162float(rows[size_t(r) * size_t(Vp_) + size_t(v)]);
+    for (int v = 0; v < s_.vocab; v++)
+      host[size_t(r) * size_t(s_.vocab) + size_t(v)] = __bfloat162float(rows[size_t(r) * size_t(Vp_) + size_t(v)]);
 }

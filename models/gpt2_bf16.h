@@ -1,7 +1,7 @@
 // GPT-2 in mixed precision (the fast Gpt2Net): bf16 activations and weight copy, cuBLASLt tensor-core
 // matmuls with fp32 accumulation (bias, GELU and GELU-gradient fused into their epilogues, residual
-// adds folded into the projections' accumulate unless dropout stands between), flash attention, fp32 LayerNorm statistics, fp32
-// gradients accumulated straight into the arena. q, k, v are always one (3C, C) matmul: the parameter
+// adds folded into the projections' accumulate unless dropout stands between), flash attention, fp32 LayerNorm
+// statistics, fp32 gradients accumulated straight into the arena. q, k, v are always one (3C, C) matmul: the parameter
 // table keeps separate q/k/v matrices contiguous, so the separate and fused layouts compute alike.
 #pragma once
 #include <vector>
@@ -36,7 +36,8 @@ class Gpt2Bf16 : public Gpt2Net {
     DeviceBuffer<float> ln1_mean, ln1_rstd, lse, ln2_mean, ln2_rstd;
   };
   bool gelu_in_epilogue_faster();
-  void project_into_stream(bf16* out, const bf16* stream, const bf16* x, int I, int64_t w, int64_t b, uint32_t site, cudaStream_t s);
+  void project_into_stream(bf16* out, const bf16* stream, const bf16* x, int I, int64_t w, int64_t b, uint32_t site,
+                           cudaStream_t s);
   const bf16* branch_grad(const bf16* dres, float* dbias, uint32_t site, cudaStream_t s);
   const bf16* W(int64_t off) const { return arena_.params_bf16() + off; }
   float* G(int64_t off) const { return arena_.grads() + off; }

@@ -1,14 +1,15 @@
-#include "models/gpt2_model.h"
-
 #include "common/cuda_check.h"
 #include "kernels/dropout_kernels.h"
 #include "kernels/gpt2_kernels.h"
 #include "kernels/reduce.h"
+#include "models/gpt2_model.h"
 #include "models/gpt2_sites.h"
 
 Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
     : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), batch_(B * T, shape.vocab) {
-  if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq, " or less.");
+  if (T > s_.max_seq)
+    user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq,
+               " or less.");
   if (s_.channels % s_.heads) user_error("channels (", s_.channels, ") must divide into ", s_.heads, " heads.");
   CUBLAS_CHECK(cublasCreate(&blas_));
   CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));  // fp32, no TF32
@@ -37,15 +38,19 @@ Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
     a.ln1_mean.alloc(size_t(N), "activations"), a.ln1_rstd.alloc(size_t(N), "activations");
     a.qkv.alloc(size_t(N * 3 * C), "activations"), a.att.alloc(size_t(N * C), "activations");
     a.lse.alloc(size_t(N * s_.heads), "activations"), a.x_mid.alloc(size_t(N * C), "activations");
-    a.ln2.alloc(size_t(N * C), "activations"), a.ln2_mean.alloc(size_t(N), "activations"), a.ln2_rstd.alloc(size_t(N), "activations");
+    a.ln2.alloc(size_t(N * C), "activations"), a.ln2_mean.alloc(size_t(N), "activations"),
+        a.ln2_rstd.alloc(size_t(N), "activations");
     a.fc.alloc(size_t(N * 4 * C), "activations"), a.gelu.alloc(size_t(N * 4 * C), "activations");
     la_.push_back(std::move(a));
   }
   x_final_.alloc(size_t(N * C), "activations"), lnf_.alloc(size_t(N * C), "activations");
   lnf_mean_.alloc(size_t(N), "activations"), lnf_rstd_.alloc(size_t(N), "activations");
-  logits_.alloc(size_t(N) * size_t(s_.vocab), "logits"), losses_.alloc(size_t(N), "losses"), loss_mean_.alloc(1, "loss");
-  dres_.alloc(size_t(N * C), "gradients"), dln_.alloc(size_t(N * C), "gradients"), datt_.alloc(size_t(N * C), "gradients");
-  dqkv_.alloc(size_t(N * 3 * C), "gradients"), dbig_.alloc(size_t(N * 4 * C), "gradients"), att_D_.alloc(size_t(N * s_.heads), "gradients");
+  logits_.alloc(size_t(N) * size_t(s_.vocab), "logits"), losses_.alloc(size_t(N), "losses"),
+      loss_mean_.alloc(1, "loss");
+  dres_.alloc(size_t(N * C), "gradients"), dln_.alloc(size_t(N * C), "gradients"),
+      datt_.alloc(size_t(N * C), "gradients");
+  dqkv_.alloc(size_t(N * 3 * C), "gradients"), dbig_.alloc(size_t(N * 4 * C), "gradients"),
+      att_D_.alloc(size_t(N * s_.heads), "gradients");
 }
 
 Gpt2Model::~Gpt2Model() {
@@ -59,14 +64,16 @@ void Gpt2Model::set_batch(const Batch& b, cudaStream_t s) {
 
 void Gpt2Model::logits_to_host(int first, int count, float* host) const {
   CHECK(first >= 0 && count >= 0 && first + count <= N_);
-  CUDA_CHECK(cudaMemcpy(host, logits_.get() + size_t(first) * size_t(s_.vocab), size_t(count) * size_t(s_.vocab) * sizeof(float),
-                        cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(host, logits_.get() + size_t(first) * size_t(s_.vocab),
+                        size_t(count) * size_t(s_.vocab) * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
 // branch = stream + dropout(branch), in place.
 void Gpt2Model::add_branch(float* branch, const float* stream, uint32_t site, cudaStream_t s) {
-  if (dropout_.on()) dropout_forward(branch, branch, stream, N_, s_.channels, dropout_.site(site), s);
-  else add_inplace(branch, stream, int64_t(N_) * s_.channels, s);
+  if (dropout_.on())
+    dropout_forward(branch, branch, stream, N_, s_.channels, dropout_.site(site), s);
+  else
+    add_inplace(branch, stream, int64_t(N_) * s_.channels, s);
 }
 
 // The gradient of a residual branch's output: the stream's gradient dres, dropped out as in forward (into
@@ -86,16 +93,19 @@ void Gpt2Model::forward(cudaStream_t s) {
     const LayerParams& p = lp_[size_t(l)];
     LayerActs& a = la_[size_t(l)];
     float* x_out = l + 1 < s_.layers ? la_[size_t(l + 1)].x_in.get() : x_final_.get();
-    layernorm_forward(a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), a.x_in.get(), p.ln1w, p.ln1b, N, C, kGpt2LnEps, s);
+    layernorm_forward(a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), a.x_in.get(), p.ln1w, p.ln1b, N, C, kGpt2LnEps,
+                      s);
     if (s_.separate_qkv)
-      for (int k = 0; k < 3; k++) linear_forward(blas_, a.qkv.get() + k * C, 3 * C, a.ln1.get(), C, p.qkvw[k], p.qkvb[k], N, C, C, s);
+      for (int k = 0; k < 3; k++)
+        linear_forward(blas_, a.qkv.get() + k * C, 3 * C, a.ln1.get(), C, p.qkvw[k], p.qkvb[k], N, C, C, s);
     else
       linear_forward(blas_, a.qkv.get(), 3 * C, a.ln1.get(), C, p.qkvw[0], p.qkvb[0], N, C, 3 * C, s);
-    attention_forward(a.att.get(), a.lse.get(), a.qkv.get(), a.qkv.get() + C, a.qkv.get() + 2 * C, 3 * C, B_, T_, NH, hs, s,
-                      dropout_.site(dropout_site_attention(l)));
+    attention_forward(a.att.get(), a.lse.get(), a.qkv.get(), a.qkv.get() + C, a.qkv.get() + 2 * C, 3 * C, B_, T_, NH,
+                      hs, s, dropout_.site(dropout_site_attention(l)));
     linear_forward(blas_, a.x_mid.get(), C, a.att.get(), C, p.projw, p.projb, N, C, C, s);
     add_branch(a.x_mid.get(), a.x_in.get(), dropout_site_attn_proj(l), s);
-    layernorm_forward(a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), a.x_mid.get(), p.ln2w, p.ln2b, N, C, kGpt2LnEps, s);
+    layernorm_forward(a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), a.x_mid.get(), p.ln2w, p.ln2b, N, C, kGpt2LnEps,
+                      s);
     linear_forward(blas_, a.fc.get(), 4 * C, a.ln2.get(), C, p.fcw, p.fcb, N, C, 4 * C, s);
     gelu_forward(a.gelu.get(), a.fc.get(), int64_t(N) * 4 * C, s);
     linear_forward(blas_, x_out, C, a.gelu.get(), 4 * C, p.fcprojw, p.fcprojb, N, 4 * C, C, s);
@@ -115,30 +125,36 @@ void Gpt2Model::backward(cudaStream_t s) {
   float* dres = dres_.get();
   CUDA_CHECK(cudaMemsetAsync(dres, 0, size_t(N) * C * sizeof(float), s));
   linear_backward(blas_, dln_.get(), C, false, d_wte_, nullptr, logits_.get(), V, lnf_.get(), C, wte_, N, C, V, s);
-  layernorm_backward(dres, d_lnfw_, d_lnfb_, dln_.get(), x_final_.get(), lnfw_, lnf_mean_.get(), lnf_rstd_.get(), N, C, s);
+  layernorm_backward(dres, d_lnfw_, d_lnfb_, dln_.get(), x_final_.get(), lnfw_, lnf_mean_.get(), lnf_rstd_.get(), N, C,
+                     s);
   for (int l = s_.layers - 1; l >= 0; l--) {
     const LayerParams& p = lp_[size_t(l)];
     LayerActs& a = la_[size_t(l)];
     // MLP
     const float* dbranch = branch_grad(dres, dropout_site_mlp_proj(l), s);
-    linear_backward(blas_, dbig_.get(), 4 * C, false, p.d_fcprojw, p.d_fcprojb, dbranch, C, a.gelu.get(), 4 * C, p.fcprojw, N, 4 * C, C,
-                    s);
+    linear_backward(blas_, dbig_.get(), 4 * C, false, p.d_fcprojw, p.d_fcprojb, dbranch, C, a.gelu.get(), 4 * C,
+                    p.fcprojw, N, 4 * C, C, s);
     gelu_backward(dbig_.get(), a.fc.get(), dbig_.get(), int64_t(N) * 4 * C, s);
-    linear_backward(blas_, dln_.get(), C, false, p.d_fcw, p.d_fcb, dbig_.get(), 4 * C, a.ln2.get(), C, p.fcw, N, C, 4 * C, s);
-    layernorm_backward(dres, p.d_ln2w, p.d_ln2b, dln_.get(), a.x_mid.get(), p.ln2w, a.ln2_mean.get(), a.ln2_rstd.get(), N, C, s);
+    linear_backward(blas_, dln_.get(), C, false, p.d_fcw, p.d_fcb, dbig_.get(), 4 * C, a.ln2.get(), C, p.fcw, N, C,
+                    4 * C, s);
+    layernorm_backward(dres, p.d_ln2w, p.d_ln2b, dln_.get(), a.x_mid.get(), p.ln2w, a.ln2_mean.get(), a.ln2_rstd.get(),
+                       N, C, s);
     // Attention
     dbranch = branch_grad(dres, dropout_site_attn_proj(l), s);
-    linear_backward(blas_, datt_.get(), C, false, p.d_projw, p.d_projb, dbranch, C, a.att.get(), C, p.projw, N, C, C, s);
-    attention_backward(dqkv_.get(), dqkv_.get() + C, dqkv_.get() + 2 * C, datt_.get(), a.att.get(), a.lse.get(), a.qkv.get(),
-                       a.qkv.get() + C, a.qkv.get() + 2 * C, 3 * C, B_, T_, NH, hs, att_D_.get(), s, dropout_.site(dropout_site_attention(l)));
+    linear_backward(blas_, datt_.get(), C, false, p.d_projw, p.d_projb, dbranch, C, a.att.get(), C, p.projw, N, C, C,
+                    s);
+    attention_backward(dqkv_.get(), dqkv_.get() + C, dqkv_.get() + 2 * C, datt_.get(), a.att.get(), a.lse.get(),
+                       a.qkv.get(), a.qkv.get() + C, a.qkv.get() + 2 * C, 3 * C, B_, T_, NH, hs, att_D_.get(), s,
+                       dropout_.site(dropout_site_attention(l)));
     if (s_.separate_qkv)
       for (int k = 0; k < 3; k++)
-        linear_backward(blas_, dln_.get(), C, k > 0, p.d_qkvw[k], p.d_qkvb[k], dqkv_.get() + k * C, 3 * C, a.ln1.get(), C, p.qkvw[k],
-                        N, C, C, s);
+        linear_backward(blas_, dln_.get(), C, k > 0, p.d_qkvw[k], p.d_qkvb[k], dqkv_.get() + k * C, 3 * C, a.ln1.get(),
+                        C, p.qkvw[k], N, C, C, s);
     else
-      linear_backward(blas_, dln_.get(), C, false, p.d_qkvw[0], p.d_qkvb[0], dqkv_.get(), 3 * C, a.ln1.get(), C, p.qkvw[0], N, C,
-                      3 * C, s);
-    layernorm_backward(dres, p.d_ln1w, p.d_ln1b, dln_.get(), a.x_in.get(), p.ln1w, a.ln1_mean.get(), a.ln1_rstd.get(), N, C, s);
+      linear_backward(blas_, dln_.get(), C, false, p.d_qkvw[0], p.d_qkvb[0], dqkv_.get(), 3 * C, a.ln1.get(), C,
+                      p.qkvw[0], N, C, 3 * C, s);
+    layernorm_backward(dres, p.d_ln1w, p.d_ln1b, dln_.get(), a.x_in.get(), p.ln1w, a.ln1_mean.get(), a.ln1_rstd.get(),
+                       N, C, s);
     block_done(l, s);
   }
   if (dropout_.on()) dropout_forward(dres, dres, nullptr, N, C, dropout_.site(dropout_site_embedding()), s);

@@ -33,7 +33,8 @@ class Gpt2Model : public Gpt2Net {
  private:
   struct LayerParams {
     const float *ln1w, *ln1b, *qkvw[3], *qkvb[3], *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-    float *d_ln1w, *d_ln1b, *d_qkvw[3], *d_qkvb[3], *d_projw, *d_projb, *d_ln2w, *d_ln2b, *d_fcw, *d_fcb, *d_fcprojw, *d_fcprojb;
+    float *d_ln1w, *d_ln1b, *d_qkvw[3], *d_qkvb[3], *d_projw, *d_projb, *d_ln2w, *d_ln2b, *d_fcw, *d_fcb, *d_fcprojw,
+        *d_fcprojb;
   };
   struct LayerActs {
     DeviceBuffer<float> x_in, ln1, ln1_mean, ln1_rstd, qkv, att, lse, x_mid, ln2, ln2_mean, ln2_rstd, fc, gelu;

@@ -1,7 +1,6 @@
-#include "models/gpt2_net.h"
-
 #include "models/gpt2_bf16.h"
 #include "models/gpt2_model.h"
+#include "models/gpt2_net.h"
 
 std::unique_ptr<Gpt2Net> make_gpt2(const std::string& precision, const Gpt2Shape& shape, Arena& arena, int B, int T) {
   if (precision == "fp32") return std::make_unique<Gpt2Model>(shape, arena, B, T);

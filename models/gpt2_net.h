@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
+#include "core/arena.h"
 #include "models/model.h"
 #include "models/model_tables.h"
-#include "core/arena.h"
 
 class Gpt2Net : public Model {
  public:

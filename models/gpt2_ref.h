@@ -16,7 +16,8 @@ class Gpt2Ref {
  public:
   Gpt2Ref(const Gpt2Shape& shape, const ParamTable& table) : s_(shape), t_(table), ix_(gpt2_tensors(table, shape)) {}
   // Mean cross-entropy of `targets` given `tokens` (B*T each); keeps what backward needs.
-  double forward(const std::vector<double>& params, const std::vector<int>& tokens, const std::vector<int>& targets, int B, int T);
+  double forward(const std::vector<double>& params, const std::vector<int>& tokens, const std::vector<int>& targets,
+                 int B, int T);
   // Gradient of the last forward's loss, in the flat layout (padding zero).
   std::vector<double> backward(const std::vector<double>& params);
   const std::vector<double>& logits() const { return logits_; }  // (B, T, V) of the last forward
@@ -25,7 +26,8 @@ class Gpt2Ref {
 
  private:
   struct Layer {  // activations of one block, all (B*T, ...) row-major
-    std::vector<double> x_in, ln1, ln1_mean, ln1_rstd, q, k, v, att, att_keep, ctx, x_mid, ln2, ln2_mean, ln2_rstd, fc, gelu;
+    std::vector<double> x_in, ln1, ln1_mean, ln1_rstd, q, k, v, att, att_keep, ctx, x_mid, ln2, ln2_mean, ln2_rstd, fc,
+        gelu;
   };
   // The dropout factor (0 or 1 / (1 - p); 1 without dropout) of element (row, col) of a site.
   double keep(uint32_t site, uint32_t row, uint32_t col) const;

@@ -15,9 +15,9 @@
 // untouched until an event recorded after set_batch has passed); pageable memory is copied before
 // set_batch returns.
 struct Batch {
-  const int32_t* tokens = nullptr;   // language models: (B, T) token ids
-  const int32_t* targets = nullptr;  // (B, T) next tokens, or (B) class labels; null: inference
-  const float* images = nullptr;     // image models: (B, channels, H, W), normalised
+  const int32_t* tokens = nullptr;      // language models: (B, T) token ids
+  const int32_t* targets = nullptr;     // (B, T) next tokens, or (B) class labels; null: inference
+  const float* images = nullptr;        // image models: (B, channels, H, W), normalised
   const float* soft_targets = nullptr;  // (B, classes) label distributions (mixup, label smoothing); or null
 };
 
@@ -25,10 +25,11 @@ class Model {
  public:
   virtual ~Model() = default;
   virtual void set_batch(const Batch& b, cudaStream_t s) = 0;
-  virtual void forward(cudaStream_t s) = 0;                             // to logits
-  virtual void loss_and_dlogits(float grad_scale, cudaStream_t s) = 0;  // d_loss() = mean loss; logits become its gradient * grad_scale
-  virtual void backward(cudaStream_t s) = 0;                            // accumulates into arena.grads()
-  virtual const float* d_loss() const = 0;                              // device scalar
+  virtual void forward(cudaStream_t s) = 0;  // to logits
+  virtual void loss_and_dlogits(float grad_scale,
+                                cudaStream_t s) = 0;  // d_loss() = mean loss; logits become its gradient * grad_scale
+  virtual void backward(cudaStream_t s) = 0;          // accumulates into arena.grads()
+  virtual const float* d_loss() const = 0;            // device scalar
 
   // Called on backward's stream with block l = L-1, ..., 0 once that block's parameter gradients are
   // final, then with -1 once the rest (embeddings, final norm, head) are. Empty: no calls.

@@ -6,11 +6,16 @@
 
 Gpt2Shape gpt2_shape(const std::string& name) {
   Gpt2Shape s;
-  if (name == "d12" || name == "124m") s.layers = 12, s.channels = 768, s.heads = 12;
-  else if (name == "d24" || name == "355m") s.layers = 24, s.channels = 1024, s.heads = 16;
-  else if (name == "d36" || name == "774m") s.layers = 36, s.channels = 1280, s.heads = 20;
-  else if (name == "d48" || name == "1558m") s.layers = 48, s.channels = 1600, s.heads = 25;
-  else user_error("unknown GPT-2 size '", name, "'; choose d12, d24, d36 or d48 (124m, 355m, 774m, 1558m).");
+  if (name == "d12" || name == "124m")
+    s.layers = 12, s.channels = 768, s.heads = 12;
+  else if (name == "d24" || name == "355m")
+    s.layers = 24, s.channels = 1024, s.heads = 16;
+  else if (name == "d36" || name == "774m")
+    s.layers = 36, s.channels = 1280, s.heads = 20;
+  else if (name == "d48" || name == "1558m")
+    s.layers = 48, s.channels = 1600, s.heads = 25;
+  else
+    user_error("unknown GPT-2 size '", name, "'; choose d12, d24, d36 or d48 (124m, 355m, 774m, 1558m).");
   return s;
 }
 
@@ -22,7 +27,9 @@ ParamTable gpt2_param_table(const Gpt2Shape& s, Gpt2Tensors* indices) {
   // Each kind of tensor starts as its role says: weights normal, gains one, biases zero.
   auto add = [&](const std::string& name, std::vector<int64_t> shape, Role role, bool decay, float std_dev = 0.02f) {
     TensorSpec x = tensor_spec(name, std::move(shape), role, decay);
-    x.init = role == Role::NormGain ? Init::Ones : role == Role::Bias || role == Role::NormBias ? Init::Zeros : Init::Normal;
+    x.init = role == Role::NormGain                         ? Init::Ones
+             : role == Role::Bias || role == Role::NormBias ? Init::Zeros
+                                                            : Init::Normal;
     x.init_std = x.init == Init::Normal ? std_dev : 0.0f;
     if (name == "wte") x.reserve = int64_t(gpt2_padded_vocab(s.vocab)) * C;  // the head's zero rows
     return t.add(x);

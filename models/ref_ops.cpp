@@ -11,7 +11,8 @@ void ref_linear(const double* x, const double* W, const double* b, double* y, in
       y[n * O + o] = a;
     }
 }
-void ref_linear_back(const double* x, const double* W, const double* dy, double* dx, double* dW, double* db, int N, int I, int O) {
+void ref_linear_back(const double* x, const double* W, const double* dy, double* dx, double* dW, double* db, int N,
+                     int I, int O) {
   for (int n = 0; n < N; n++)
     for (int o = 0; o < O; o++) {
       const double g = dy[n * O + o];
@@ -22,7 +23,8 @@ void ref_linear_back(const double* x, const double* W, const double* dy, double*
       }
     }
 }
-void ref_layernorm(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int N, int C, double eps) {
+void ref_layernorm(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int N,
+                   int C, double eps) {
   for (int n = 0; n < N; n++) {
     double m = 0, v = 0;
     for (int c = 0; c < C; c++) m += x[n * C + c];
@@ -33,8 +35,8 @@ void ref_layernorm(const double* x, const double* w, const double* b, double* y,
     for (int c = 0; c < C; c++) y[n * C + c] = (x[n * C + c] - m) * r * w[c] + b[c];
   }
 }
-void ref_layernorm_back(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx,
-                    double* dw, double* db, int N, int C) {
+void ref_layernorm_back(const double* x, const double* w, const double* mean, const double* rstd, const double* dy,
+                        double* dx, double* dw, double* db, int N, int C) {
   for (int n = 0; n < N; n++) {
     double s1 = 0, s2 = 0;
     for (int c = 0; c < C; c++) {

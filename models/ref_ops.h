@@ -9,12 +9,14 @@ const double kRefGeluC = std::sqrt(2.0 / M_PI);
 // y (N x O) = x (N x I) W^T + b, W (O x I) row-major (torch Linear); b may be null.
 void ref_linear(const double* x, const double* W, const double* b, double* y, int N, int I, int O);
 // Accumulates dx += dy W, dW += dy^T x, db += sum dy (db may be null).
-void ref_linear_back(const double* x, const double* W, const double* dy, double* dx, double* dW, double* db, int N, int I, int O);
+void ref_linear_back(const double* x, const double* W, const double* dy, double* dx, double* dW, double* db, int N,
+                     int I, int O);
 // Per row of C: y = (x - mean) rstd w + b with rstd = 1 / sqrt(var + eps); saves mean and rstd.
-void ref_layernorm(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int N, int C, double eps);
+void ref_layernorm(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int N,
+                   int C, double eps);
 // Accumulates dx, dw, db of the LayerNorm above from dy.
-void ref_layernorm_back(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx,
-                        double* dw, double* db, int N, int C);
+void ref_layernorm_back(const double* x, const double* w, const double* mean, const double* rstd, const double* dy,
+                        double* dx, double* dw, double* db, int N, int C);
 // GELU, tanh form, and its derivative.
 double ref_gelu_tanh(double u);
 double ref_gelu_tanh_grad(double u);

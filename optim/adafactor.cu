@@ -7,15 +7,13 @@
 //   C  (tiles)  read g, p, write p: p = p*(1 - lr*wd) + coef*U.
 // Every reduction is a fixed-order tree (no atomics), so runs are bit-reproducible.
 // Tiles: up to 1024 columns; a warp walks rows, each lane owns 32 columns (float4 when cols % 4 == 0).
-#include "optim/adafactor.h"
-
-#include "optim/step_scalars.cuh"
 #include "kernels/device_utils.cuh"
+#include "optim/adafactor.h"
+#include "optim/step_scalars.cuh"
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kTileCols = 1024, kTileElems = 32768;
-
 
 // Fixed-order block sum in double of one value per thread; result valid in thread 0.
 __device__ double block_sum(double x) {
@@ -48,11 +46,10 @@ __global__ void af_begin_step(int64_t* step, AdafactorOptions h, double eps1, Lr
 }
 
 // ------------------------------------------------------------------------------------- pass A
-__global__ void __launch_bounds__(kThreads) af_pass_a(const Tile* __restrict__ tiles, const AfTensor* __restrict__ tensors,
-                                                      const float* __restrict__ p, const float* __restrict__ g,
-                                                      float* __restrict__ variance, float* __restrict__ rowpart,
-                                                      float* __restrict__ colpart, float* __restrict__ tile_sq,
-                                                      const AfScalars* __restrict__ sc) {
+__global__ void __launch_bounds__(kThreads)
+    af_pass_a(const Tile* __restrict__ tiles, const AfTensor* __restrict__ tensors, const float* __restrict__ p,
+              const float* __restrict__ g, float* __restrict__ variance, float* __restrict__ rowpart,
+              float* __restrict__ colpart, float* __restrict__ tile_sq, const AfScalars* __restrict__ sc) {
   __shared__ float cols[kWarps][kTileCols];
   const Tile tl = tiles[blockIdx.x];
   const AfTensor t = tensors[tl.slot];
@@ -87,9 +84,15 @@ __global__ void __launch_bounds__(kThreads) af_pass_a(const Tile* __restrict__ t
             float4 gv = *reinterpret_cast<const float4*>(grow + cc);
             float4 pv = *reinterpret_cast<const float4*>(prow + cc);
             float a = gv.x * gs, b = gv.y * gs, c = gv.z * gs, d = gv.w * gs;
-            a *= a; b *= b; c *= c; d *= d;
+            a *= a;
+            b *= b;
+            c *= c;
+            d *= d;
             rs += (a + b) + (c + d);
-            acc[4 * j] += a; acc[4 * j + 1] += b; acc[4 * j + 2] += c; acc[4 * j + 3] += d;
+            acc[4 * j] += a;
+            acc[4 * j + 1] += b;
+            acc[4 * j + 2] += c;
+            acc[4 * j + 3] += d;
             psq += pv.x * pv.x + pv.y * pv.y + pv.z * pv.z + pv.w * pv.w;
           }
         }
@@ -139,11 +142,11 @@ __global__ void __launch_bounds__(kThreads) af_pass_a(const Tile* __restrict__ t
 // One block per work item, so that tensors with many slices (conv kernels) or many row tiles (tall
 // embeddings) spread over the GPU: kAlpha (relative step of a tensor), kRows (row_var and its mean for
 // one slice), kCols (col_var of 32 columns of one slice, row tiles split over 8 warps).
-__global__ void __launch_bounds__(kThreads) af_finalize_factors(const AfItem* __restrict__ items, const AfTensor* __restrict__ tensors,
-                                                                float* __restrict__ factors, const float* __restrict__ rowpart,
-                                                                const float* __restrict__ colpart, float* __restrict__ den,
-                                                                const float* __restrict__ tile_sq, double* __restrict__ alpha,
-                                                                const AfScalars* __restrict__ sc) {
+__global__ void __launch_bounds__(kThreads)
+    af_finalize_factors(const AfItem* __restrict__ items, const AfTensor* __restrict__ tensors,
+                        float* __restrict__ factors, const float* __restrict__ rowpart,
+                        const float* __restrict__ colpart, float* __restrict__ den, const float* __restrict__ tile_sq,
+                        double* __restrict__ alpha, const AfScalars* __restrict__ sc) {
   const AfItem it = items[blockIdx.x];
   const AfTensor t = tensors[it.slot];
   const AfScalars s = *sc;
@@ -195,12 +198,11 @@ __device__ __forceinline__ float af_u(float g, float rv, float cv, float den, fl
 
 // kApply = false: pass B (sum of U^2 per tile). kApply = true: pass C (p = p*wd_factor + coef*U).
 template <bool kApply>
-__global__ void __launch_bounds__(kThreads) af_update_pass(const Tile* __restrict__ tiles, const AfTensor* __restrict__ tensors,
-                                                           float* __restrict__ p, const float* __restrict__ g,
-                                                           __nv_bfloat16* __restrict__ pb, const float* __restrict__ factors,
-                                                           const float* __restrict__ variance, const float* __restrict__ den,
-                                                           float* __restrict__ tile_sq, const double* __restrict__ coef_in,
-                                                           const AfScalars* __restrict__ sc) {
+__global__ void __launch_bounds__(kThreads)
+    af_update_pass(const Tile* __restrict__ tiles, const AfTensor* __restrict__ tensors, float* __restrict__ p,
+                   const float* __restrict__ g, __nv_bfloat16* __restrict__ pb, const float* __restrict__ factors,
+                   const float* __restrict__ variance, const float* __restrict__ den, float* __restrict__ tile_sq,
+                   const double* __restrict__ coef_in, const AfScalars* __restrict__ sc) {
   const Tile tl = tiles[blockIdx.x];
   const AfTensor t = tensors[tl.slot];
   const float gs = sc->grad_scale, eps1sq = sc->eps1sq;
@@ -221,8 +223,10 @@ __global__ void __launch_bounds__(kThreads) af_update_pass(const Tile* __restric
     const float* V = variance + t.var_off;
     for (int c = tl.c0 + threadIdx.x; c < tl.c0 + tl.nc; c += kThreads) {
       float u = rsqrtf(fmaxf(V[c], eps1sq)) * (G[c] * gs);
-      if (kApply) apply(P + c, u, c);
-      else usq += u * u;
+      if (kApply)
+        apply(P + c, u, c);
+      else
+        usq += u * u;
     }
   } else {
     const float dn = den[t.den_off + tl.b];
@@ -243,8 +247,10 @@ __global__ void __launch_bounds__(kThreads) af_update_pass(const Tile* __restric
             float u2 = af_u(gv.z * gs, rv, cv.z, dn, eps1sq), u3 = af_u(gv.w * gs, rv, cv.w, dn, eps1sq);
             if (kApply) {
               float4 pv = *reinterpret_cast<float4*>(P + row + cc);
-              pv.x = pv.x * wdf + coef * u0; pv.y = pv.y * wdf + coef * u1;
-              pv.z = pv.z * wdf + coef * u2; pv.w = pv.w * wdf + coef * u3;
+              pv.x = pv.x * wdf + coef * u0;
+              pv.y = pv.y * wdf + coef * u1;
+              pv.z = pv.z * wdf + coef * u2;
+              pv.w = pv.w * wdf + coef * u3;
               *reinterpret_cast<float4*>(P + row + cc) = pv;
               if (PB) {
                 __nv_bfloat162 lo = __floats2bfloat162_rn(pv.x, pv.y), hi = __floats2bfloat162_rn(pv.z, pv.w);
@@ -261,8 +267,10 @@ __global__ void __launch_bounds__(kThreads) af_update_pass(const Tile* __restric
       } else {
         for (int cc = lane; cc < tl.nc; cc += 32) {
           float u = af_u(G[row + cc] * gs, rv, CV[cc], dn, eps1sq);
-          if (kApply) apply(P + row + cc, u, row + cc);
-          else usq += u * u;
+          if (kApply)
+            apply(P + row + cc, u, row + cc);
+          else
+            usq += u * u;
         }
       }
     }
@@ -274,8 +282,9 @@ __global__ void __launch_bounds__(kThreads) af_update_pass(const Tile* __restric
 }
 
 // ------------------------------------------------------------------------------------- F2
-__global__ void __launch_bounds__(kThreads) af_finalize_clip(const AfTensor* __restrict__ tensors, const float* __restrict__ tile_sq,
-                                                             double* __restrict__ alpha, const AfScalars* __restrict__ sc) {
+__global__ void __launch_bounds__(kThreads)
+    af_finalize_clip(const AfTensor* __restrict__ tensors, const float* __restrict__ tile_sq,
+                     double* __restrict__ alpha, const AfScalars* __restrict__ sc) {
   const AfTensor t = tensors[blockIdx.x];
   double usq = 0;
   for (int i = t.tile_begin + threadIdx.x; i < t.tile_end; i += kThreads) usq += tile_sq[i];
@@ -323,7 +332,8 @@ Adafactor::Adafactor(Arena& arena, const OptimOptions& opts, const std::vector<i
       nden += t.B;
       append_tiles(&tiles, slot, t.B, t.R, t.C, gr);
     } else {
-      if (ti.numel >= (1ll << 31)) user_error("tensor '", ti.name, "' is too large for Adafactor (2^31 elements or more).");
+      if (ti.numel >= (1ll << 31))
+        user_error("tensor '", ti.name, "' is too large for Adafactor (2^31 elements or more).");
       t.R = 1;
       t.C = int32_t(ti.numel);
       t.B = 1;
@@ -360,13 +370,15 @@ Adafactor::Adafactor(Arena& arena, const OptimOptions& opts, const std::vector<i
 
 void Adafactor::step(const StepInfo& info, cudaStream_t s) {
   const unsigned nt = unsigned(tiles_.size()), nten = unsigned(n_tensors_);
-  af_begin_step<<<1, 1, 0, s>>>(d_step_.get(), opts_.adafactor, opts_.adafactor.eps1_value(), opts_.schedule, info.d_grad_scale, scalars_.get());
+  af_begin_step<<<1, 1, 0, s>>>(d_step_.get(), opts_.adafactor, opts_.adafactor.eps1_value(), opts_.schedule,
+                                info.d_grad_scale, scalars_.get());
   CUDA_CHECK_LAUNCH();
   af_pass_a<<<nt, kThreads, 0, s>>>(tiles_.get(), tensors_.get(), arena_.params(), arena_.grads(), variance_.get(),
                                     rowpart_.get(), colpart_.get(), tile_sq_.get(), scalars_.get());
   CUDA_CHECK_LAUNCH();
-  af_finalize_factors<<<unsigned(items_.size()), kThreads, 0, s>>>(items_.get(), tensors_.get(), factors_.get(), rowpart_.get(), colpart_.get(), den_.get(),
-                                                tile_sq_.get(), alpha_.get(), scalars_.get());
+  af_finalize_factors<<<unsigned(items_.size()), kThreads, 0, s>>>(items_.get(), tensors_.get(), factors_.get(),
+                                                                   rowpart_.get(), colpart_.get(), den_.get(),
+                                                                   tile_sq_.get(), alpha_.get(), scalars_.get());
   CUDA_CHECK_LAUNCH();
   af_update_pass<false><<<nt, kThreads, 0, s>>>(tiles_.get(), tensors_.get(), arena_.params(), arena_.grads(), nullptr,
                                                 factors_.get(), variance_.get(), den_.get(), tile_sq_.get(), nullptr,
@@ -375,11 +387,12 @@ void Adafactor::step(const StepInfo& info, cudaStream_t s) {
   af_finalize_clip<<<nten, kThreads, 0, s>>>(tensors_.get(), tile_sq_.get(), alpha_.get(), scalars_.get());
   CUDA_CHECK_LAUNCH();
   af_update_pass<true><<<nt, kThreads, 0, s>>>(tiles_.get(), tensors_.get(), arena_.params(), arena_.grads(),
-                                               arena_.params_bf16(), factors_.get(), variance_.get(), den_.get(), nullptr,
-                                               alpha_.get(), scalars_.get());
+                                               arena_.params_bf16(), factors_.get(), variance_.get(), den_.get(),
+                                               nullptr, alpha_.get(), scalars_.get());
   CUDA_CHECK_LAUNCH();
 }
 
 std::vector<Optimizer::StateBuffer> Adafactor::state_buffers() const {
-  return {{"adafactor.factors", factors_.get(), factors_.bytes()}, {"adafactor.variance", variance_.get(), variance_.bytes()}};
+  return {{"adafactor.factors", factors_.get(), factors_.bytes()},
+          {"adafactor.variance", variance_.get(), variance_.bytes()}};
 }

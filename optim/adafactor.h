@@ -47,8 +47,8 @@ class Adafactor : public Optimizer {
   DeviceBuffer<AfTensor> tensors_;
   DeviceBuffer<Tile> tiles_;
   DeviceBuffer<AfItem> items_;
-  DeviceBuffer<float> factors_, variance_;              // state: row/col vars, full variance of vectors
+  DeviceBuffer<float> factors_, variance_;                 // state: row/col vars, full variance of vectors
   DeviceBuffer<float> rowpart_, colpart_, den_, tile_sq_;  // per-step scratch
-  DeviceBuffer<double> alpha_;                          // per tensor: relative step, then -alpha/denom
+  DeviceBuffer<double> alpha_;                             // per tensor: relative step, then -alpha/denom
   DeviceBuffer<AfScalars> scalars_;
 };

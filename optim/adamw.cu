@@ -37,10 +37,10 @@ __device__ __forceinline__ void adamw_vec(float4* P, const float4* G, float4* M,
   if (PB) store_bf16x4(PB + 4 * i, p);
 }
 
-__global__ void __launch_bounds__(kThreads) adamw_kernel(const Chunk* __restrict__ chunks, const TensorDesc* __restrict__ desc,
-                                                         float* __restrict__ p, const float* __restrict__ g,
-                                                         float* __restrict__ m, float* __restrict__ v,
-                                                         __nv_bfloat16* __restrict__ pb, const AdamWScalars* __restrict__ sc) {
+__global__ void __launch_bounds__(kThreads)
+    adamw_kernel(const Chunk* __restrict__ chunks, const TensorDesc* __restrict__ desc, float* __restrict__ p,
+                 const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
+                 __nv_bfloat16* __restrict__ pb, const AdamWScalars* __restrict__ sc) {
   const Chunk c = chunks[blockIdx.x];
   const AdamWScalars s = *sc;
   const float lr_wd = (desc[c.tensor].flags & kDecay) ? s.lr_wd : 0.0f;
@@ -67,7 +67,8 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(const Chunk* __restrict
   }
 }
 
-__global__ void adamw_begin_step(int64_t* step, AdamWOptions h, LrSchedule sched, const float* grad_scale, AdamWScalars* out) {
+__global__ void adamw_begin_step(int64_t* step, AdamWOptions h, LrSchedule sched, const float* grad_scale,
+                                 AdamWScalars* out) {
   int64_t t = ++*step;
   *out = make_adamw_scalars(h, t, sched.factor(t - 1), read_grad_scale(grad_scale));
 }
@@ -87,8 +88,8 @@ AdamWCore::AdamWCore(const Arena& arena, const std::vector<int>& subset) : arena
 
 void AdamWCore::run(const AdamWScalars* d_scalars, cudaStream_t s) const {
   if (empty()) return;
-  adamw_kernel<<<unsigned(chunks_.size()), kThreads, 0, s>>>(chunks_.get(), arena_.desc(), arena_.params(), arena_.grads(),
-                                                              m.get(), v.get(), arena_.params_bf16(), d_scalars);
+  adamw_kernel<<<unsigned(chunks_.size()), kThreads, 0, s>>>(
+      chunks_.get(), arena_.desc(), arena_.params(), arena_.grads(), m.get(), v.get(), arena_.params_bf16(), d_scalars);
   CUDA_CHECK_LAUNCH();
 }
 

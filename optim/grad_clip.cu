@@ -3,8 +3,8 @@
 namespace {
 constexpr int kThreads = 256, kChunk = 16384, kFinal = 1024;
 
-__global__ void __launch_bounds__(kThreads) sumsq_chunks(const Chunk* __restrict__ chunks, const float* __restrict__ g,
-                                                         float* __restrict__ partial) {
+__global__ void __launch_bounds__(kThreads)
+    sumsq_chunks(const Chunk* __restrict__ chunks, const float* __restrict__ g, float* __restrict__ partial) {
   const Chunk c = chunks[blockIdx.x];
   const float4* G4 = reinterpret_cast<const float4*>(g + c.p_begin);
   float s = 0.0f;
@@ -24,7 +24,8 @@ __global__ void __launch_bounds__(kThreads) sumsq_chunks(const Chunk* __restrict
   if (threadIdx.x == 0) partial[blockIdx.x] = red[0];
 }
 
-__global__ void __launch_bounds__(kFinal) finish_norm(const float* __restrict__ partial, int n, float max_norm, float* out) {
+__global__ void __launch_bounds__(kFinal)
+    finish_norm(const float* __restrict__ partial, int n, float max_norm, float* out) {
   __shared__ double red[kFinal];
   double s = 0;
   for (int i = threadIdx.x; i < n; i += kFinal) s += partial[i];

@@ -11,7 +11,7 @@ class GradClipper {
  public:
   // The norm over the tensors `owned` (table indices; empty = all). max_norm <= 0: measure only, scale 1.
   GradClipper(const Arena& arena, float max_norm, const std::vector<int>& owned = {});
-  void run(cudaStream_t s);                         // two launches
+  void run(cudaStream_t s);  // two launches
   const float* d_scale() const { return out_.get(); }
   const float* d_norm() const { return out_.get() + 1; }
   float max_norm() const { return max_norm_; }

@@ -6,19 +6,19 @@
 //   NS         3 GEMMs per iteration per shape group (5 iterations)
 //   apply      chunks: p = p*(1 - lr*wd) - lr*ratio*float(x)       R p, x  W p (10 B/param)
 //   aux AdamW  one launch over the other tensors
-#include "optim/muon.h"
-
 #include <algorithm>
 #include <cmath>
 #include <map>
 
+#include "optim/muon.h"
 #include "optim/step_scalars.cuh"
 
 namespace {
 constexpr int kThreads = 256;
 constexpr int kChunk = 16384;
 
-__global__ void muon_begin_step(int64_t* step, MuonOptions h, LrSchedule sched, const float* grad_scale, MuonScalars* out) {
+__global__ void muon_begin_step(int64_t* step, MuonOptions h, LrSchedule sched, const float* grad_scale,
+                                MuonScalars* out) {
   int64_t t = ++*step;
   double f = sched.factor(t - 1);
   MuonScalars s;
@@ -31,10 +31,10 @@ __global__ void muon_begin_step(int64_t* step, MuonOptions h, LrSchedule sched, 
   *out = s;
 }
 
-__global__ void __launch_bounds__(kThreads) muon_momentum(const Chunk* __restrict__ chunks, const float* __restrict__ g,
-                                                          float* __restrict__ buf, __nv_bfloat16* __restrict__ x,
-                                                          float* __restrict__ chunk_sq, bool nesterov,
-                                                          const MuonScalars* __restrict__ sc) {
+__global__ void __launch_bounds__(kThreads)
+    muon_momentum(const Chunk* __restrict__ chunks, const float* __restrict__ g, float* __restrict__ buf,
+                  __nv_bfloat16* __restrict__ x, float* __restrict__ chunk_sq, bool nesterov,
+                  const MuonScalars* __restrict__ sc) {
   const Chunk c = chunks[blockIdx.x];
   const float gs = sc->grad_scale, w = sc->one_minus_mu, mu = sc->mu;
   float sq = 0.0f;
@@ -57,9 +57,9 @@ __global__ void __launch_bounds__(kThreads) muon_momentum(const Chunk* __restric
   if (threadIdx.x == 0) chunk_sq[blockIdx.x] = red[0];
 }
 
-__global__ void __launch_bounds__(kThreads) muon_normalise(const Chunk* __restrict__ chunks, const MuonTensor* __restrict__ mt,
-                                                           const float* __restrict__ chunk_sq, __nv_bfloat16* __restrict__ x,
-                                                           float eps) {
+__global__ void __launch_bounds__(kThreads)
+    muon_normalise(const Chunk* __restrict__ chunks, const MuonTensor* __restrict__ mt,
+                   const float* __restrict__ chunk_sq, __nv_bfloat16* __restrict__ x, float eps) {
   const Chunk c = chunks[blockIdx.x];
   const MuonTensor t = mt[c.tensor];
   __shared__ float inv;
@@ -75,9 +75,10 @@ __global__ void __launch_bounds__(kThreads) muon_normalise(const Chunk* __restri
     x[c.s_begin + i] = __float2bfloat16_rn(__bfloat162float(x[c.s_begin + i]) / d);
 }
 
-__global__ void __launch_bounds__(kThreads) muon_apply(const Chunk* __restrict__ chunks, const MuonTensor* __restrict__ mt,
-                                                       float* __restrict__ p, __nv_bfloat16* __restrict__ pb,
-                                                       const __nv_bfloat16* __restrict__ x, const MuonScalars* __restrict__ sc) {
+__global__ void __launch_bounds__(kThreads)
+    muon_apply(const Chunk* __restrict__ chunks, const MuonTensor* __restrict__ mt, float* __restrict__ p,
+               __nv_bfloat16* __restrict__ pb, const __nv_bfloat16* __restrict__ x,
+               const MuonScalars* __restrict__ sc) {
   const Chunk c = chunks[blockIdx.x];
   const MuonTensor t = mt[c.tensor];
   const float wdf = t.decay ? sc->wd_factor : 1.0f;
@@ -103,7 +104,9 @@ std::vector<int> muon_owned(const ParamTable& t, const std::vector<int>& owned, 
 }
 
 Muon::Muon(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned)
-    : Optimizer(arena, opts, owned), muon_(muon_owned(arena.table(), owned_, true)), adamw_(muon_owned(arena.table(), owned_, false)),
+    : Optimizer(arena, opts, owned),
+      muon_(muon_owned(arena.table(), owned_, true)),
+      adamw_(muon_owned(arena.table(), owned_, false)),
       aux_(arena, adamw_) {
   const ParamTable& tab = arena.table();
   // Group the Muon tensors by their 2-D shape so each group sits back to back at a fixed stride.
@@ -158,14 +161,18 @@ void Muon::step(const StepInfo& info, cudaStream_t s) {
     muon_normalise<<<nc, kThreads, 0, s>>>(chunks_.get(), mt_.get(), chunk_sq_.get(), x_.get(), float(opts_.muon.eps));
     CUDA_CHECK_LAUNCH();
     ns_->run(x_.get(), s);
-    muon_apply<<<nc, kThreads, 0, s>>>(chunks_.get(), mt_.get(), arena_.params(), arena_.params_bf16(), x_.get(), scalars_.get());
+    muon_apply<<<nc, kThreads, 0, s>>>(chunks_.get(), mt_.get(), arena_.params(), arena_.params_bf16(), x_.get(),
+                                       scalars_.get());
     CUDA_CHECK_LAUNCH();
   }
   // The aux AdamW reads its scalars from inside MuonScalars.
-  aux_.run(reinterpret_cast<const AdamWScalars*>(reinterpret_cast<const char*>(scalars_.get()) + offsetof(MuonScalars, aux)), s);
+  aux_.run(
+      reinterpret_cast<const AdamWScalars*>(reinterpret_cast<const char*>(scalars_.get()) + offsetof(MuonScalars, aux)),
+      s);
 }
 
 std::vector<Optimizer::StateBuffer> Muon::state_buffers() const {
-  return {{"muon.momentum", buf_.get(), buf_.bytes()}, {"muon.adamw.m", aux_.m.get(), aux_.m.bytes()},
+  return {{"muon.momentum", buf_.get(), buf_.bytes()},
+          {"muon.adamw.m", aux_.m.get(), aux_.m.bytes()},
           {"muon.adamw.v", aux_.v.get(), aux_.v.bytes()}};
 }

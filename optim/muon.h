@@ -5,8 +5,8 @@
 #include <memory>
 #include <vector>
 
-#include "optim/adamw.h"
 #include "core/chunks.h"
+#include "optim/adamw.h"
 #include "optim/newton_schulz.h"
 #include "optim/optimizer.h"
 
@@ -35,8 +35,8 @@ class Muon : public Optimizer {
  private:
   std::vector<int> muon_, adamw_;  // table indices by owner
   AdamWCore aux_;
-  DeviceBuffer<float> buf_;            // momentum, compact over the Muon tensors (grouped by shape)
-  DeviceBuffer<__nv_bfloat16> x_;      // Newton-Schulz input/output, same offsets as buf_
+  DeviceBuffer<float> buf_;        // momentum, compact over the Muon tensors (grouped by shape)
+  DeviceBuffer<__nv_bfloat16> x_;  // Newton-Schulz input/output, same offsets as buf_
   DeviceBuffer<Chunk> chunks_;
   DeviceBuffer<float> chunk_sq_;
   DeviceBuffer<MuonTensor> mt_;

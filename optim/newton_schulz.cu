@@ -3,9 +3,8 @@
 //   wide (R <= C): stored = X^T (n x m, ld n):  A = st^T st;   X' = st * B + a st   (B symmetric)
 //   tall (R >  C): stored = X   (m x n, ld m):  A = st st^T;   X' = B * st + a st
 // Either way X' lands in the same storage layout as X, i.e. the parameter's own.
-#include "optim/newton_schulz.h"
-
 #include "common/cuda_check.h"
+#include "optim/newton_schulz.h"
 
 namespace {
 constexpr size_t kLtWorkspace = size_t(32) << 20;
@@ -17,7 +16,8 @@ cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld, int batch,
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, uint64_t(rows), uint64_t(cols), ld));
   int32_t bc = batch;
   CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
-  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
   return l;
 }
 }  // namespace
@@ -74,7 +74,11 @@ NewtonSchulz::NewtonSchulz(std::vector<NsGroup> groups, int steps, double a, dou
   lt_workspace_.alloc(kLtWorkspace, "cuBLASLt workspace");
   // Scratch per matrix: two X buffers (ping-pong) and the Gram matrices A and B.
   size_t scratch_elems = 0;
-  struct Pending { const NsGroup* g; int64_t first; int count; };
+  struct Pending {
+    const NsGroup* g;
+    int64_t first;
+    int count;
+  };
   std::vector<Pending> pend;
   for (const auto& g : groups_) {
     int64_t m = std::min(g.rows, g.cols), xs = align32(g.rows * g.cols), gs = align32(m * m);
@@ -130,10 +134,13 @@ void NewtonSchulz::run(__nv_bfloat16* x, cudaStream_t s) {
       __nv_bfloat16* dst = (it == steps_ - 1 && steps_ > 1) ? X0 : S[it % 2];
       p->gram->run(lt_, 1.0f, src, src, 0.0f, A, A, ws, s);
       p->poly->run(lt_, c_, A, A, b_, A, B, ws, s);
-      if (p->wide) p->update->run(lt_, 1.0f, src, B, a_, src, dst, ws, s);
-      else p->update->run(lt_, 1.0f, B, src, a_, src, dst, ws, s);
+      if (p->wide)
+        p->update->run(lt_, 1.0f, src, B, a_, src, dst, ws, s);
+      else
+        p->update->run(lt_, 1.0f, B, src, a_, src, dst, ws, s);
     }
     if (steps_ == 1)
-      CUDA_CHECK(cudaMemcpyAsync(X0, S[0], size_t(p->count * p->xs) * sizeof(__nv_bfloat16), cudaMemcpyDeviceToDevice, s));
+      CUDA_CHECK(
+          cudaMemcpyAsync(X0, S[0], size_t(p->count * p->xs) * sizeof(__nv_bfloat16), cudaMemcpyDeviceToDevice, s));
   }
 }

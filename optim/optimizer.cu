@@ -1,5 +1,3 @@
-#include "optim/optimizer.h"
-
 #include <algorithm>
 
 #include "optim/adafactor.h"
@@ -7,6 +5,7 @@
 #include "optim/lopt/small_fc_lopt.h"
 #include "optim/lopt/velo.h"
 #include "optim/muon.h"
+#include "optim/optimizer.h"
 
 std::vector<int> owned_tensors(const ParamTable& t, std::vector<int> owned) {
   if (owned.empty()) return all_tensors(t);
@@ -54,14 +53,15 @@ void Optimizer::save_state(SectionWriter& w) const {
 void Optimizer::load_state(const SectionReader& r) {
   std::string saved = r.get_string("optim.name");
   if (saved != name())
-    user_error("'", r.path(), "' holds the state of optimizer '", saved, "', not '", name(),
-               "'; resume with -o ", saved, " or start without the state file.");
+    user_error("'", r.path(), "' holds the state of optimizer '", saved, "', not '", name(), "'; resume with -o ",
+               saved, " or start without the state file.");
   uint64_t fp = 0;
   r.read("optim.fingerprint", &fp, sizeof fp);
   if (fp != arena_.table().fingerprint())
     user_error("'", r.path(), "' was saved for a different model (parameter names or shapes differ).");
   // Written since optimizers own subsets; older files hold the state of every tensor.
-  const std::vector<int> saved_owned = r.has("optim.owned") ? r.get_vector<int>("optim.owned") : all_tensors(arena_.table());
+  const std::vector<int> saved_owned =
+      r.has("optim.owned") ? r.get_vector<int>("optim.owned") : all_tensors(arena_.table());
   if (saved_owned != owned_)
     user_error("'", r.path(), "' holds optimizer state for ", saved_owned.size(), " tensors, not the ", owned_.size(),
                " this run steps; resume with the same number of GPUs and sharding.");
@@ -69,8 +69,8 @@ void Optimizer::load_state(const SectionReader& r) {
   bufs.insert(bufs.begin(), StateBuffer{"counter", d_step_.get(), sizeof(int64_t)});
   for (const auto& b : bufs)  // check everything before overwriting anything
     if (r.size("optim." + b.name) != b.bytes)
-      r.fail("optim." + b.name, str_cat("holds ", r.size("optim." + b.name), " bytes but this optimizer needs ", b.bytes,
-                                        "; it was saved with other settings"));
+      r.fail("optim." + b.name, str_cat("holds ", r.size("optim." + b.name), " bytes but this optimizer needs ",
+                                        b.bytes, "; it was saved with other settings"));
   CUDA_CHECK(cudaDeviceSynchronize());
   for (const auto& b : bufs)
     r.read_pieces("optim." + b.name, b.bytes, size_t(64) << 20, [&](const void* p, size_t n, uint64_t off) {

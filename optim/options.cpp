@@ -37,14 +37,19 @@ std::vector<Entry> table(OptimOptions& o) {
                  [p] { return number_text(*p); }});
   };
   auto integer = [&](const std::string& k, int* p, const char* help) {
-    t.push_back({k, help, [k, p](const std::string& v) { *p = int(parse_integer("option " + k, v, INT32_MIN, INT32_MAX)); },
+    t.push_back({k, help,
+                 [k, p](const std::string& v) { *p = int(parse_integer("option " + k, v, INT32_MIN, INT32_MAX)); },
                  [p] { return str_cat(*p); }});
   };
   auto boolean = [&](const std::string& k, bool* p, const char* help) {
-    t.push_back({k, help, [k, p](const std::string& v) {
-                   if (v == "1" || v == "true") *p = true;
-                   else if (v == "0" || v == "false") *p = false;
-                   else user_error("option ", k, " needs true or false, got '", v, "'.");
+    t.push_back({k, help,
+                 [k, p](const std::string& v) {
+                   if (v == "1" || v == "true")
+                     *p = true;
+                   else if (v == "0" || v == "false")
+                     *p = false;
+                   else
+                     user_error("option ", k, " needs true or false, got '", v, "'.");
                  },
                  [p] { return std::string(*p ? "true" : "false"); }});
   };
@@ -89,7 +94,9 @@ std::vector<Entry> table(OptimOptions& o) {
   num("velo.lr", &o.velo.lr, "multiplier of VeLO's step (1 = VeLO)");
   num("velo.wd", &o.velo.weight_decay, "decoupled weight decay after the step (x lr)");
   t.push_back({"velo.num_steps", "planned number of updates (fraction-of-training and loss features)",
-               [&o](const std::string& v) { o.velo.num_steps = parse_integer("option velo.num_steps", v, INT64_MIN, INT64_MAX); },
+               [&o](const std::string& v) {
+                 o.velo.num_steps = parse_integer("option velo.num_steps", v, INT64_MIN, INT64_MAX);
+               },
                [&o] { return std::to_string(o.velo.num_steps); }});
   text("velo.weights", &o.velo.weights, "folder with VeLO_RNN/ and VeLO_MLP/, or a JAX params file (default weights)");
   text("velo.tie", &o.velo.tie,
@@ -132,7 +139,8 @@ void check_options_apply(const std::vector<std::string>& sets, const std::vector
     if (used) continue;
     std::string list;
     for (const auto& name : selected) list += (list.empty() ? "" : ", ") + name;
-    user_error("option ", kv, " is for ", owner, ", which is not the optimizer selected (", list, "); remove it or choose -o ", owner, ".");
+    user_error("option ", kv, " is for ", owner, ", which is not the optimizer selected (", list,
+               "); remove it or choose -o ", owner, ".");
   }
 }
 
@@ -151,7 +159,8 @@ std::string options_help(const OptimOptions& o) {
   return out;
 }
 
-std::unique_ptr<TempDir> write_random_lopt_weights(const std::vector<std::string>& optimizers, OptimOptions& o, uint64_t seed) {
+std::unique_ptr<TempDir> write_random_lopt_weights(const std::vector<std::string>& optimizers, OptimOptions& o,
+                                                   uint64_t seed) {
   bool small_fc = false, velo = false;
   for (const auto& name : optimizers) {
     small_fc |= name == "small_fc_lopt" && o.small_fc.weights.empty();

@@ -26,8 +26,8 @@ struct MuonOptions {  // torch.optim.Muon defaults; `aux` is the AdamW for tenso
   bool nesterov = true;
   int ns_steps = 5;
   double ns_a = 3.4445, ns_b = -4.7750, ns_c = 2.0315;
-  std::string adjust_lr = "original";  // "original" (Keller) | "match_rms_adamw" (Moonshot)
-  double ns_workspace_mb = 1024;       // cap on Newton-Schulz scratch; larger = bigger batched GEMMs
+  std::string adjust_lr = "original";             // "original" (Keller) | "match_rms_adamw" (Moonshot)
+  double ns_workspace_mb = 1024;                  // cap on Newton-Schulz scratch; larger = bigger batched GEMMs
   AdamWOptions aux{3e-4, 0.9, 0.95, 1e-10, 0.0};  // Keller's MuonWithAuxAdam defaults
 };
 
@@ -61,7 +61,8 @@ void check_lopt_weights(const std::string& optimizer, const OptimOptions& o);
 // optimizer in `optimizers` whose weights are not set in `o`, which then names them. They are written to
 // a temporary folder ($TMPDIR) that is removed with the returned object: keep it until the optimizers are
 // made, which read the files. Null when no optimizer needs them.
-std::unique_ptr<TempDir> write_random_lopt_weights(const std::vector<std::string>& optimizers, OptimOptions& o, uint64_t seed);
+std::unique_ptr<TempDir> write_random_lopt_weights(const std::vector<std::string>& optimizers, OptimOptions& o,
+                                                   uint64_t seed);
 // The optimizer names the factory knows, for messages.
 const std::vector<std::string>& optimizer_names();
 void check_optimizer_name(const std::string& name);

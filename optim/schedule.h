@@ -41,6 +41,5 @@ struct LrSchedule {
 };
 
 // "constant" | "warmup" | "cosine" | "wsd"; UserError for anything else or inconsistent numbers.
-LrSchedule make_schedule(const std::string& kind, int64_t warmup, int64_t total, double final_frac,
-                         double decay_frac);
+LrSchedule make_schedule(const std::string& kind, int64_t warmup, int64_t total, double final_frac, double decay_frac);
 const char* schedule_name(LrSchedule::Kind k);

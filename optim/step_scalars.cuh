@@ -11,7 +11,8 @@ struct AdamWScalars {
 };
 
 // torch fused AdamW: bias corrections and step size in double, then used in fp32.
-__device__ inline AdamWScalars make_adamw_scalars(const AdamWOptions& h, int64_t t, double lr_factor, float grad_scale) {
+__device__ inline AdamWScalars make_adamw_scalars(const AdamWOptions& h, int64_t t, double lr_factor,
+                                                  float grad_scale) {
   double lr = h.lr * lr_factor;
   double bc1 = 1.0 - pow(h.beta1, double(t)), bc2 = 1.0 - pow(h.beta2, double(t));
   AdamWScalars s;

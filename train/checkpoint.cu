@@ -1,5 +1,3 @@
-#include "train/checkpoint.h"
-
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,9 +7,10 @@
 #include <sstream>
 
 #include "common/cuda_check.h"
+#include "train/checkpoint.h"
 
-void save_checkpoint(const std::string& path, const Arena& arena, const Model& model, const Optimizer& opt, const TrainState& state,
-                     const std::function<void(SectionWriter&)>& model_sections) {
+void save_checkpoint(const std::string& path, const Arena& arena, const Model& model, const Optimizer& opt,
+                     const TrainState& state, const std::function<void(SectionWriter&)>& model_sections) {
   CUDA_CHECK(cudaDeviceSynchronize());
   SectionWriter w(path);
   model_sections(w);
@@ -64,12 +63,16 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
 void prepare_ckpt_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) user_error("--ckpt-dir '", dir, "' is a file, not a folder; choose a folder.");
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    user_error("--ckpt-dir '", dir, "' is a file, not a folder; choose a folder.");
   fs::create_directories(dir, ec);
-  if (ec) user_error("cannot create the checkpoint folder '", dir, "' (", ec.message(), "); choose another --ckpt-dir.");
+  if (ec)
+    user_error("cannot create the checkpoint folder '", dir, "' (", ec.message(), "); choose another --ckpt-dir.");
   std::string probe = dir + "/.checkpoint_write_test_XXXXXX";
   const int fd = mkstemp(&probe[0]);
-  if (fd < 0) user_error("cannot write in the checkpoint folder '", dir, "' (", std::strerror(errno), "); choose another --ckpt-dir.");
+  if (fd < 0)
+    user_error("cannot write in the checkpoint folder '", dir, "' (", std::strerror(errno),
+               "); choose another --ckpt-dir.");
   close(fd);
   unlink(probe.c_str());
 }

@@ -22,8 +22,8 @@ struct TrainState {
 };
 
 // Writes path. model_sections adds the model's description (what the load side checks first).
-void save_checkpoint(const std::string& path, const Arena& arena, const Model& model, const Optimizer& opt, const TrainState& state,
-                     const std::function<void(SectionWriter&)>& model_sections);
+void save_checkpoint(const std::string& path, const Arena& arena, const Model& model, const Optimizer& opt,
+                     const TrainState& state, const std::function<void(SectionWriter&)>& model_sections);
 // The training state, read before any GPU work (the caller has checked the model's description).
 TrainState read_train_state(const SectionReader& r);
 // UserError unless the file's parameters fill exactly the arena of `table`.

@@ -22,5 +22,6 @@ auto read_data(F fn) -> decltype(fn()) {
 // The message for a data error once the state at the start of the failed step is saved at `path`.
 inline std::string data_error_saved(const std::string& error, int64_t step, const std::string& path) {
   const std::string what = !error.empty() && error.back() == '.' ? error.substr(0, error.size() - 1) : error;
-  return str_cat(what, "; the ", step, " steps done are saved in ", path, ": fix the data and resume with --resume ", path, ".");
+  return str_cat(what, "; the ", step, " steps done are saved in ", path, ": fix the data and resume with --resume ",
+                 path, ".");
 }

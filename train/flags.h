@@ -41,7 +41,8 @@ struct ModelChoice {
 inline std::string model_names(unsigned accept) {
   std::vector<std::string> names;
   if (accept & kGpt2Sizes)
-    names = {"d12", "d24", "d36", "d48 (GPT-2 124M to 1558M, also named 124m, ..., 1558m or gpt2-124m, ..., gpt2-1558m)"};
+    names = {"d12", "d24", "d36",
+             "d48 (GPT-2 124M to 1558M, also named 124m, ..., 1558m or gpt2-124m, ..., gpt2-1558m)"};
   if (accept & kGpt2Tiny) names.push_back("tiny (4 layers, 128 channels)");
   if (accept & kVitB16) names.push_back("vit-b16");
   std::string out;
@@ -56,8 +57,11 @@ inline ModelChoice model_by_name(const std::string& name, unsigned accept) {
   ModelChoice c;
   bool known = false;
   for (const auto& s : sizes)
-    if (name == s[0] || name == s[1] || name == std::string("gpt2-") + s[1]) c.kind = kGpt2Sizes, c.gpt2 = gpt2_shape(s[0]), known = true;
-  if (name == "tiny") c.kind = kGpt2Tiny, c.gpt2.layers = 4, c.gpt2.channels = 128, c.gpt2.heads = 2, known = true;  // 64 channels per head
+    if (name == s[0] || name == s[1] || name == std::string("gpt2-") + s[1])
+      c.kind = kGpt2Sizes, c.gpt2 = gpt2_shape(s[0]), known = true;
+  if (name == "tiny")
+    c.kind = kGpt2Tiny, c.gpt2.layers = 4, c.gpt2.channels = 128, c.gpt2.heads = 2,
+    known = true;  // 64 channels per head
   if (name == "vit-b16") c.kind = kVitB16, known = true;
   if (!known) user_error("unknown model '", name, "'; choose ", model_names(accept), ".");
   if (!(accept & c.kind)) user_error("the model '", name, "' cannot be used here; choose ", model_names(accept), ".");
@@ -70,7 +74,9 @@ inline void add_model(Cli& cli, std::string* target, unsigned accept, bool list,
   cli.add('e', "model", target, (list ? "comma-separated models: " : "model: ") + model_names(accept) + more);
 }
 // -o, --optimizer: one optimizer or (bench_optim) a list.
-inline void add_optimizer(Cli& cli, std::string* target, const std::string& help) { cli.add('o', "optimizer", target, help); }
+inline void add_optimizer(Cli& cli, std::string* target, const std::string& help) {
+  cli.add('o', "optimizer", target, help);
+}
 // -x, --steps: the optimizer steps to run.
 template <class Int>
 void add_steps(Cli& cli, Int* target, const std::string& help) {
@@ -87,7 +93,9 @@ inline void add_set(Cli& cli, std::vector<std::string>* target) {
   cli.add(0, "set", target, "optimizer option key=value (repeatable), e.g. --set adamw.beta2=0.99; the keys are below");
 }
 // --tokenizer: the GPT-2 BPE ranks.
-inline void add_tokenizer(Cli& cli, std::string* target, const std::string& help) { cli.add(0, "tokenizer", target, help); }
+inline void add_tokenizer(Cli& cli, std::string* target, const std::string& help) {
+  cli.add(0, "tokenizer", target, help);
+}
 
 // The notes of `program` (Cli::note): its earlier spellings, and for train_gpt2 the llm.c letters it
 // does not take. A note on a spelling that is still a flag (train_gpt2's -k, -s and -g, which changed
@@ -99,7 +107,8 @@ inline void add_flag_notes(Cli& cli, const char* program) {
   static const Note notes[] = {
       {"train_gpt2", "-k", "-k is the LR schedule now, as in llm.c; sample every N steps is -s"},
       {"train_gpt2", "-z", "tokens per sample is -g now, as in llm.c; llm.c's -z (ZeRO stage) is not taken here"},
-      {"train_gpt2", "-r", "the checkpoint to resume from is --resume FILE now; llm.c's -r (recompute) is not taken here"},
+      {"train_gpt2", "-r",
+       "the checkpoint to resume from is --resume FILE now; llm.c's -r (recompute) is not taken here"},
       {"train_gpt2", "-s", "-s is sample every N steps now, as in llm.c; the LR schedule is -k"},
       {"train_gpt2", "-g", "-g is tokens per sample now, llm.c's genT; the grad-norm clip is --clip"},
       {"train_gpt2", "-y", "llm.c's -y (resume from the output folder) is --resume FILE here"},

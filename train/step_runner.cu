@@ -1,12 +1,18 @@
-#include "train/step_runner.h"
-
 #include <cstring>
 
 #include "common/cuda_check.h"
 #include "kernels/reduce.h"
+#include "train/step_runner.h"
 
-StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, int64_t micro_tokens, bool cuda_graph)
-    : model_(model), opt_(opt), clipper_(clipper), clip_(clip), graphs_(cuda_graph), accum_(accum), micro_tokens_(micro_tokens),
+StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, int64_t micro_tokens,
+                       bool cuda_graph)
+    : model_(model),
+      opt_(opt),
+      clipper_(clipper),
+      clip_(clip),
+      graphs_(cuda_graph),
+      accum_(accum),
+      micro_tokens_(micro_tokens),
       loss_(1, "loss") {
   if (graphs_) {
     CUDA_CHECK(cudaStreamCreate(&stream_));  // blocking: ordered with the default stream's work
@@ -72,8 +78,10 @@ StepRunner::Result StepRunner::run(const BatchSource& batches) {
     enqueue_grads(&batches);
   }
   CUDA_CHECK(cudaEventRecord(ev_[1], stream_));
-  if (graph_opt_) graph_opt_.launch(stream_);
-  else enqueue_optimizer();
+  if (graph_opt_)
+    graph_opt_.launch(stream_);
+  else
+    enqueue_optimizer();
   CUDA_CHECK(cudaEventRecord(ev_[2], stream_));
   CUDA_CHECK(cudaMemcpyAsync(host_, loss_.get(), 4, cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaMemcpyAsync(host_ + 1, clipper_.d_norm(), 4, cudaMemcpyDeviceToHost, stream_));

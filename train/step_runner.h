@@ -25,7 +25,8 @@ struct BatchSource {
 
 class StepRunner {
  public:
-  StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, int64_t micro_tokens, bool cuda_graph);
+  StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, int64_t micro_tokens,
+             bool cuda_graph);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;

@@ -15,7 +15,8 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   cli.add('q', "final-lr-frac", &f->final_frac, "LR at the end of cosine / wsd, as a fraction");
   flags::add_steps(cli, &f->steps, "optimizer steps");
   cli.add('b', "batch", &f->B, "micro-batch size");
-  cli.add('d', "total-batch", &f->total_batch, "tokens per step (0 = b*t; else a multiple of b*t: gradient accumulation)");
+  cli.add('d', "total-batch", &f->total_batch,
+          "tokens per step (0 = b*t; else a multiple of b*t: gradient accumulation)");
   flags::add_clip(cli, &f->clip);
   cli.add('v', "val-every", &f->val_every, "validate every N steps (0 = never)");
   cli.add('m', "val-batches", &f->val_batches, "validation batches");
@@ -23,11 +24,15 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   cli.add(0, "ckpt-dir", &f->ckpt_dir, "checkpoint folder (empty = no checkpoints)");
   cli.add(0, "resume", &f->resume, "checkpoint file to resume from (llm.c's -y 1 resumes from its output folder)");
   cli.add(0, "log", &f->log, "JSON-lines log file (one line per step)");
-  cli.add(0, "dropout", &f->dropout, "dropout probability in training (embeddings, attention, residual branches; 0 = off)");
-  cli.add(0, "lopt-weights", &f->lopt_weights, "learned-optimizer weights folder or file (velo, small_fc_lopt; no effect on the others)");
+  cli.add(0, "dropout", &f->dropout,
+          "dropout probability in training (embeddings, attention, residual branches; 0 = off)");
+  cli.add(0, "lopt-weights", &f->lopt_weights,
+          "learned-optimizer weights folder or file (velo, small_fc_lopt; no effect on the others)");
   cli.add(0, "lopt-random", &f->lopt_random,
-          "random meta-weights of the published shapes for velo / small_fc_lopt (throughput tests only: they do not train well)");
-  cli.add(0, "cuda-graph", &f->cuda_graph, "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
+          "random meta-weights of the published shapes for velo / small_fc_lopt (throughput tests only: they do not "
+          "train well)");
+  cli.add(0, "cuda-graph", &f->cuda_graph,
+          "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
   cli.add(0, "seed", &f->seed, "initialisation and sampling seed");
   flags::add_set(cli, &f->sets);
 }
@@ -40,28 +45,38 @@ bool lr_flag_given(int argc, char** argv) {
 
 void check_train_flags(const TrainFlags& f) {
   if (f.total_batch < 0)
-    user_error("-d must be 0 (one micro-batch of -b * -t tokens) or a positive multiple of -b * -t (got ", f.total_batch, ").");
-  if (!(f.clip >= 0)) user_error("--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", f.clip, ").");
+    user_error("-d must be 0 (one micro-batch of -b * -t tokens) or a positive multiple of -b * -t (got ",
+               f.total_batch, ").");
+  if (!(f.clip >= 0))
+    user_error("--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", f.clip, ").");
   if (!(f.wd >= 0)) user_error("-c (weight decay) must be >= 0 (got ", f.wd, ").");
-  if (f.val_every < 0) user_error("-v (validate every N steps) must be >= 0, where 0 means never (got ", f.val_every, ").");
+  if (f.val_every < 0)
+    user_error("-v (validate every N steps) must be >= 0, where 0 means never (got ", f.val_every, ").");
   if (f.val_batches < 1) user_error("-m (validation batches) must be >= 1 (got ", f.val_batches, ").");
-  if (f.ckpt_every < 0) user_error("-n (checkpoint every N steps) must be >= 0, where 0 means only at the end (got ", f.ckpt_every, ").");
+  if (f.ckpt_every < 0)
+    user_error("-n (checkpoint every N steps) must be >= 0, where 0 means only at the end (got ", f.ckpt_every, ").");
   if (f.warmup < -1) user_error("-u (warmup steps) must be >= 0, or -1 for the default (got ", f.warmup, ").");
   if (f.schedule != "constant" && f.schedule != "warmup" && f.schedule != "cosine" && f.schedule != "wsd")
-    user_error("-k (LR schedule) must be constant, warmup, cosine or wsd (got '", f.schedule, "'); sample every N steps is -s, as in llm.c.");
-  if (f.schedule == "warmup" && f.warmup == 0) user_error("-k warmup needs -u >= 1 warmup steps (or -1 for the default).");
+    user_error("-k (LR schedule) must be constant, warmup, cosine or wsd (got '", f.schedule,
+               "'); sample every N steps is -s, as in llm.c.");
+  if (f.schedule == "warmup" && f.warmup == 0)
+    user_error("-k warmup needs -u >= 1 warmup steps (or -1 for the default).");
   if (f.schedule == "constant" && f.warmup > 0)
-    user_error("-u ", f.warmup, " has no effect with -k constant, which has no warmup; use -k warmup, cosine or wsd, or leave out -u.");
-  if (!(f.final_frac >= 0 && f.final_frac <= 1)) user_error("-q (final LR fraction) must be in [0, 1] (got ", f.final_frac, ").");
+    user_error("-u ", f.warmup,
+               " has no effect with -k constant, which has no warmup; use -k warmup, cosine or wsd, or leave out -u.");
+  if (!(f.final_frac >= 0 && f.final_frac <= 1))
+    user_error("-q (final LR fraction) must be in [0, 1] (got ", f.final_frac, ").");
   if ((f.schedule == "constant" || f.schedule == "warmup") && f.final_frac != 0)
-    user_error("-q ", f.final_frac, " has no effect with -k ", f.schedule, ", which does not decay; use -k cosine or wsd, or leave out -q.");
+    user_error("-q ", f.final_frac, " has no effect with -k ", f.schedule,
+               ", which does not decay; use -k cosine or wsd, or leave out -q.");
   if (!(f.dropout >= 0 && f.dropout < 1)) user_error("--dropout must be at least 0 and below 1 (got ", f.dropout, ").");
 }
 
 int resolve_batching(TrainFlags* f, int64_t micro_tokens) {
   if (f->warmup < 0) f->warmup = std::min<int64_t>(100, f->steps / 10);
   if (f->total_batch == 0) f->total_batch = micro_tokens;
-  if (f->total_batch % micro_tokens) user_error("-d (", f->total_batch, ") must be a multiple of -b * -t (", micro_tokens, ").");
+  if (f->total_batch % micro_tokens)
+    user_error("-d (", f->total_batch, ") must be a multiple of -b * -t (", micro_tokens, ").");
   if (f->total_batch / micro_tokens > INT32_MAX)
     user_error("-d (", f->total_batch, ") asks for more than ", INT32_MAX, " micro-batches per step.");
   return int(f->total_batch / micro_tokens);
@@ -69,8 +84,8 @@ int resolve_batching(TrainFlags* f, int64_t micro_tokens) {
 
 OptimOptions train_optimizer_options(const TrainFlags& f, OptimOptions o) {
   o.schedule = f.schedule == "constant" ? make_schedule("constant", 0, f.steps, 0, 0.2)
-                                        : make_schedule(f.schedule, std::max<int64_t>(f.warmup, f.schedule == "warmup"), f.steps,
-                                                        f.final_frac, 0.2);
+                                        : make_schedule(f.schedule, std::max<int64_t>(f.warmup, f.schedule == "warmup"),
+                                                        f.steps, f.final_frac, 0.2);
   for (const auto& s : f.sets) set_option(o, s);
   return o;
 }
@@ -84,6 +99,7 @@ void check_train_optimizer(const TrainFlags& f, const OptimOptions& o) {
   if (!is_learned(f.optimizer)) return;
   const std::string& given = f.optimizer == "velo" ? o.velo.weights : o.small_fc.weights;
   if (f.lopt_random && !given.empty())
-    user_error("--lopt-random replaces the weights given by --lopt-weights or --set ", f.optimizer, ".weights; use one or the other.");
+    user_error("--lopt-random replaces the weights given by --lopt-weights or --set ", f.optimizer,
+               ".weights; use one or the other.");
   if (!f.lopt_random) check_lopt_weights(f.optimizer, o);  // read now: a missing file is found before the GPU check
 }

@@ -1,16 +1,15 @@
-#include "train/train_log.h"
-
 #include <cuda_runtime.h>
 
 #include "common/cuda_check.h"
 #include "common/error.h"
+#include "train/train_log.h"
 
 // Dense bf16 FLOPs per clock per SM (tensor cores, fp32 accumulation), by architecture.
 static double bf16_flops_per_clock_per_sm(int major, int minor) {
-  if (major == 9) return 4096;                 // Hopper
-  if (major == 8 && minor == 0) return 2048;   // A100
-  if (major == 8) return 512;                  // Ampere / Ada consumer parts with fp32 accumulation
-  if (major >= 10) return 8192;                // Blackwell
+  if (major == 9) return 4096;                // Hopper
+  if (major == 8 && minor == 0) return 2048;  // A100
+  if (major == 8) return 512;                 // Ampere / Ada consumer parts with fp32 accumulation
+  if (major >= 10) return 8192;               // Blackwell
   return 0;
 }
 
@@ -40,7 +39,8 @@ DevicePeak device_peak_bf16(int device) {
   return p;
 }
 
-TrainLog::TrainLog(const std::string& json_path, double peak_flops, double work_per_step, double units_per_step, const char* unit)
+TrainLog::TrainLog(const std::string& json_path, double peak_flops, double work_per_step, double units_per_step,
+                   const char* unit)
     : peak_(peak_flops), work_(work_per_step), units_(units_per_step), unit_(unit) {
   if (json_path.empty()) return;
   json_.reset(std::fopen(json_path.c_str(), "a"));
@@ -57,12 +57,15 @@ void TrainLog::validation(int64_t step, float loss) {
 void TrainLog::step(const Step& s) {
   ema_ms_ = ema_ms_ < 0 ? s.ms : 0.9 * ema_ms_ + 0.1 * s.ms;
   const double per_s = units_ / (s.ms * 1e-3), mfu = peak_ > 0 ? work_ / (s.ms * 1e-3) / peak_ : 0.0;
-  std::printf("step %5lld/%lld | loss %.4f | lr x%.3f | norm %.3f | %.1f ms (optimizer %.2f) | %.0f %s/s | MFU %.1f%% | ETA %.1f min\n",
-              (long long)s.step, (long long)s.steps, s.loss, s.lr_scale, s.grad_norm, s.ms, s.opt_ms, per_s, unit_, 100 * mfu,
-              ema_ms_ * double(s.steps - s.step) / 60000.0);
+  std::printf(
+      "step %5lld/%lld | loss %.4f | lr x%.3f | norm %.3f | %.1f ms (optimizer %.2f) | %.0f %s/s | MFU %.1f%% | ETA "
+      "%.1f min\n",
+      (long long)s.step, (long long)s.steps, s.loss, s.lr_scale, s.grad_norm, s.ms, s.opt_ms, per_s, unit_, 100 * mfu,
+      ema_ms_ * double(s.steps - s.step) / 60000.0);
   if (!json_) return;
   std::fprintf(json_.get(),
-               "{\"step\":%lld,\"loss\":%.6f,\"lr_scale\":%.6f,\"grad_norm\":%.5f,\"ms\":%.3f,\"opt_ms\":%.3f,\"%s_per_s\":%.1f,\"mfu\":%.4f}\n",
+               "{\"step\":%lld,\"loss\":%.6f,\"lr_scale\":%.6f,\"grad_norm\":%.5f,\"ms\":%.3f,\"opt_ms\":%.3f,\"%s_per_"
+               "s\":%.1f,\"mfu\":%.4f}\n",
                (long long)s.step, s.loss, s.lr_scale, s.grad_norm, s.ms, s.opt_ms, unit_, per_s, mfu);
   std::fflush(json_.get());
 }

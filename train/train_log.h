@@ -18,7 +18,8 @@ class TrainLog {
  public:
   // json_path empty: console only. work_per_step: the model FLOPs of one optimizer step; unit: what
   // the throughput counts ("tok", "img"), units_per_step of it in a step.
-  TrainLog(const std::string& json_path, double peak_flops, double work_per_step, double units_per_step, const char* unit);
+  TrainLog(const std::string& json_path, double peak_flops, double work_per_step, double units_per_step,
+           const char* unit);
   void validation(int64_t step, float loss);
   struct Step {
     int64_t step, steps;  // the step just done (1-based) and the planned total

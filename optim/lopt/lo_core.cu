@@ -1,8 +1,8 @@
 #include <algorithm>
 
+#include "kernels/device_utils.cuh"
 #include "optim/lopt/lo_core.h"
 #include "optim/step_scalars.cuh"
-#include "kernels/device_utils.cuh"
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
@@ -14,13 +14,11 @@ __device__ __forceinline__ float lo_grad(float g, float scale, float clip) {
   return clip > 0 ? fminf(clip, fmaxf(-clip, g)) : g;
 }
 
-
 // Pass A over 2-D factored tensors: per tile, sums of g^2 per row (over the tile's columns) and per
 // column (over the tile's rows); the same tiling and fixed-order reduction as Adafactor's pass A.
-__global__ void __launch_bounds__(kThreads) lo_pass_a(const Tile* __restrict__ tiles, const LoTensor* __restrict__ ts,
-                                                      const float* __restrict__ g, float* __restrict__ rowpart,
-                                                      float* __restrict__ colpart, const float* __restrict__ gscale,
-                                                      float clip) {
+__global__ void __launch_bounds__(kThreads)
+    lo_pass_a(const Tile* __restrict__ tiles, const LoTensor* __restrict__ ts, const float* __restrict__ g,
+              float* __restrict__ rowpart, float* __restrict__ colpart, const float* __restrict__ gscale, float clip) {
   __shared__ __align__(16) float cols[kWarps][kPassACols];
   const Tile tl = tiles[blockIdx.x];
   const LoTensor t = ts[tl.slot];
@@ -96,14 +94,15 @@ __device__ __forceinline__ void lo_update_entry(float4* rec, float4* cfac, int64
   r.y = d.f[1] * r.y + (1.0f - d.f[1]) * mean;
   r.z = d.f[2] * r.z + (1.0f - d.f[2]) * mean;
   rec[idx] = r;
-  if (cfac) cfac[idx] = make_float4(rsqrtf(fmaxf(r.x, 1e-9f)), rsqrtf(fmaxf(r.y, 1e-9f)), rsqrtf(fmaxf(r.z, 1e-9f)), 0.0f);
+  if (cfac)
+    cfac[idx] = make_float4(rsqrtf(fmaxf(r.x, 1e-9f)), rsqrtf(fmaxf(r.y, 1e-9f)), rsqrtf(fmaxf(r.z, 1e-9f)), 0.0f);
 }
 
-__global__ void __launch_bounds__(kThreads) lo_f1(const LoItem* __restrict__ items, const LoTensor* __restrict__ ts,
-                                                  const float* __restrict__ g, const float* __restrict__ rowpart,
-                                                  const float* __restrict__ colpart, float4* __restrict__ rrec,
-                                                  float4* __restrict__ crec, float4* __restrict__ cfac,
-                                                  const float* __restrict__ gscale, float clip, LoDecays d) {
+__global__ void __launch_bounds__(kThreads)
+    lo_f1(const LoItem* __restrict__ items, const LoTensor* __restrict__ ts, const float* __restrict__ g,
+          const float* __restrict__ rowpart, const float* __restrict__ colpart, float4* __restrict__ rrec,
+          float4* __restrict__ crec, float4* __restrict__ cfac, const float* __restrict__ gscale, float clip,
+          LoDecays d) {
   const LoItem it = items[blockIdx.x];
   const LoTensor t = ts[it.slot];
   if (it.kind == LoItem::kRows) {  // mean over axis 1 (the columns) of each row
@@ -112,8 +111,10 @@ __global__ void __launch_bounds__(kThreads) lo_f1(const LoItem* __restrict__ ite
     float s = 0.0f;
     for (int k = 0; k < t.col_tiles; k++) s += rowpart[t.rowpart_off + int64_t(k) * t.na + r];
     const float mean = float(double(s) / double(t.nb) + 1e-30);
-    if (t.d0_is_a) lo_update_entry(crec + t.c_off, cfac + t.c_off, r, mean, d);  // tall: axis 1 is d1
-    else lo_update_entry(rrec + t.r_off, nullptr, r, mean, d);
+    if (t.d0_is_a)
+      lo_update_entry(crec + t.c_off, cfac + t.c_off, r, mean, d);  // tall: axis 1 is d1
+    else
+      lo_update_entry(rrec + t.r_off, nullptr, r, mean, d);
   } else if (it.kind == LoItem::kCols) {  // mean over axis 0 of 32 columns, row tiles split over warps
     __shared__ float part[kWarps][32];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -128,8 +129,10 @@ __global__ void __launch_bounds__(kThreads) lo_f1(const LoItem* __restrict__ ite
 #pragma unroll
     for (int w = 0; w < kWarps; w++) tot += part[w][lane];
     const float mean = float(double(tot) / double(t.na) + 1e-30);
-    if (t.d0_is_a) lo_update_entry(rrec + t.r_off, nullptr, c, mean, d);
-    else lo_update_entry(crec + t.c_off, cfac + t.c_off, c, mean, d);
+    if (t.d0_is_a)
+      lo_update_entry(rrec + t.r_off, nullptr, c, mean, d);
+    else
+      lo_update_entry(crec + t.c_off, cfac + t.c_off, c, mean, d);
   } else {  // N-D: one thread per R (kNdR) or C (kNdC) entry, reducing straight from g
     const bool is_r = it.kind == LoItem::kNdR;
     const int64_t e = it.first + threadIdx.x;
@@ -156,8 +159,10 @@ __global__ void __launch_bounds__(kThreads) lo_f1(const LoItem* __restrict__ ite
       s += v * v;
     }
     const float mean = float(double(s) / double(n) + 1e-30);
-    if (is_r) lo_update_entry(rrec + t.r_off, nullptr, e, mean, d);
-    else lo_update_entry(crec + t.c_off, cfac + t.c_off, e, mean, d);
+    if (is_r)
+      lo_update_entry(rrec + t.r_off, nullptr, e, mean, d);
+    else
+      lo_update_entry(crec + t.c_off, cfac + t.c_off, e, mean, d);
   }
 }
 
@@ -186,19 +191,22 @@ __global__ void __launch_bounds__(kThreads) lo_f1b(const int2* __restrict__ grou
       for (int q = 0; q < 3; q++) red[q][threadIdx.x] += red[q][threadIdx.x + k];
     __syncthreads();
   }
-  const float mu0 = float(red[0][0] / double(n)), mu1 = float(red[1][0] / double(n)), mu2 = float(red[2][0] / double(n));
+  const float mu0 = float(red[0][0] / double(n)), mu1 = float(red[1][0] / double(n)),
+              mu2 = float(red[2][0] / double(n));
   for (int64_t j = threadIdx.x; j < n; j += kThreads) {
     const int64_t ri = ridx(j);
     float4 r = R[ri];
-    rfac[t.r_off + ri] = make_float4(rsqrtf(fmaxf(r.x / (mu0 + 1e-9f), 1e-9f)), rsqrtf(fmaxf(r.y / (mu1 + 1e-9f), 1e-9f)),
-                                     rsqrtf(fmaxf(r.z / (mu2 + 1e-9f), 1e-9f)), 0.0f);
+    rfac[t.r_off + ri] =
+        make_float4(rsqrtf(fmaxf(r.x / (mu0 + 1e-9f), 1e-9f)), rsqrtf(fmaxf(r.y / (mu1 + 1e-9f), 1e-9f)),
+                    rsqrtf(fmaxf(r.z / (mu2 + 1e-9f), 1e-9f)), 0.0f);
   }
 }
 }  // namespace
 
 // Chunks over `tensors` (table indices) whose .tensor names the slot (position in `owned`) instead.
-static std::vector<Chunk> slot_chunks(const ParamTable& tab, const std::vector<int>& owned, const std::vector<int>& tensors,
-                                      const std::vector<int64_t>& soff, int chunk_elems) {
+static std::vector<Chunk> slot_chunks(const ParamTable& tab, const std::vector<int>& owned,
+                                      const std::vector<int>& tensors, const std::vector<int64_t>& soff,
+                                      int chunk_elems) {
   std::vector<int> slot_of(size_t(tab.size()), -1);
   for (size_t k = 0; k < owned.size(); k++) slot_of[size_t(owned[k])] = int(k);
   std::vector<Chunk> c = plan_chunks(tab, tensors, soff, chunk_elems);
@@ -233,11 +241,16 @@ LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool 
       const int A = std::min(fd.d0, fd.d1), B = std::max(fd.d0, fd.d1);
       for (int k = 0; k < ti.ndim(); k++) {
         int64_t s = ti.shape[size_t(k)];
-        if (k < A) t.outer *= s;
-        else if (k == A) t.na = s;
-        else if (k < B) t.mid *= s;
-        else if (k == B) t.nb = s;
-        else t.inner *= s;
+        if (k < A)
+          t.outer *= s;
+        else if (k == A)
+          t.na = s;
+        else if (k < B)
+          t.mid *= s;
+        else if (k == B)
+          t.nb = s;
+        else
+          t.inner *= s;
       }
       t.d0_is_a = fd.d0 == A;
       t.tile2d = t.is2d;
@@ -337,7 +350,8 @@ void LoCore::factor_passes(const float* grad_scale, float clip, const LoDecays& 
   }
   if (items_.size()) {
     lo_f1<<<unsigned(items_.size()), kThreads, 0, s>>>(items_.get(), tensors.get(), arena.grads(), rowpart_.get(),
-                                                       colpart_.get(), rrec.get(), crec.get(), cfac.get(), grad_scale, clip, d);
+                                                       colpart_.get(), rrec.get(), crec.get(), cfac.get(), grad_scale,
+                                                       clip, d);
     CUDA_CHECK_LAUNCH();
   }
   if (groups_.size()) {

@@ -28,7 +28,7 @@
 struct LoTensor {
   int64_t p_off, numel, s_off;  // arena offset; offset into the per-element state records
   int64_t outer, na, mid, nb, inner;
-  int32_t factored, d0_is_a;  // d0 (R's reduced axis) is axis A (else B)
+  int32_t factored, d0_is_a;           // d0 (R's reduced axis) is axis A (else B)
   int64_t r_off, r_len, c_off, c_len;  // entries in the R and C record buffers
   int64_t g_len;                       // μR groups (outer*mid*inner)
   int64_t v_off;                       // per-element {V0, V1, V2} of vectors, in `diag`
@@ -36,9 +36,9 @@ struct LoTensor {
   int64_t rowpart_off, colpart_off;
   float scale;  // per-tensor step multiplier (MuLO 1/fan_in, else 1)
   int32_t decay, rank_class, is2d;
-  int32_t tile2d;                      // factored and 2-D: passes B and C run in tiles
-  int32_t work_begin, work_end;        // LoWork items of passes B and C
-  int64_t side_a_off, side_b_off;      // tile2d: entries in the row- (A) and column- (B) indexed side tables
+  int32_t tile2d;                  // factored and 2-D: passes B and C run in tiles
+  int32_t work_begin, work_end;    // LoWork items of passes B and C
+  int64_t side_a_off, side_b_off;  // tile2d: entries in the row- (A) and column- (B) indexed side tables
 };
 
 // 2-D factored tensors: R drops d0, so when d0 is the row axis R is indexed by the column (B side).
@@ -87,15 +87,15 @@ class LoCore {
   int n_tensors = 0;
   std::vector<LoTensor> host_tensors;
   DeviceBuffer<LoTensor> tensors;
-  DeviceBuffer<Chunk> chunks;          // flat chunks of every tensor (exact small_fc_lopt pass C)
-  DeviceBuffer<Chunk> flat_chunks;     // flat chunks of the tensors that are not tile2d
-  DeviceBuffer<LoWork> work;           // passes B and C
+  DeviceBuffer<Chunk> chunks;       // flat chunks of every tensor (exact small_fc_lopt pass C)
+  DeviceBuffer<Chunk> flat_chunks;  // flat chunks of the tensors that are not tile2d
+  DeviceBuffer<LoWork> work;        // passes B and C
   DeviceBuffer<LoSideItem> side_items;
   int64_t side_a_len = 0, side_b_len = 0;
-  DeviceBuffer<float4> state;          // {m0, m1, m2, v} per element
-  DeviceBuffer<float4> diag;           // {V0, V1, V2, 0} per element of vectors
-  DeviceBuffer<float4> rrec, crec;     // {R0, R1, R2, 0} / {C0, C1, C2, 0}
-  DeviceBuffer<float4> rfac, cfac;     // {rf0, rf1, rf2, 0} / {cf0, cf1, cf2, 0}
+  DeviceBuffer<float4> state;       // {m0, m1, m2, v} per element
+  DeviceBuffer<float4> diag;        // {V0, V1, V2, 0} per element of vectors
+  DeviceBuffer<float4> rrec, crec;  // {R0, R1, R2, 0} / {C0, C1, C2, 0}
+  DeviceBuffer<float4> rfac, cfac;  // {rf0, rf1, rf2, 0} / {cf0, cf1, cf2, 0}
   int64_t state_elems = 0;
 
  private:

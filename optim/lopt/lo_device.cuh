@@ -54,8 +54,9 @@ __device__ __forceinline__ float4 lo_update_diag(float4 V, float g, const LoDeca
 // Calls body(e, g, p, record) for every element e of the chunk, two elements per iteration with their
 // loads issued together (more bytes in flight per thread for the memory-bound pass B).
 template <int kThreads, class F>
-__device__ __forceinline__ void lo_for_each_pair(const Chunk& c, const float* __restrict__ g, const float* __restrict__ p,
-                                                 const float4* __restrict__ state, F&& body) {
+__device__ __forceinline__ void lo_for_each_pair(const Chunk& c, const float* __restrict__ g,
+                                                 const float* __restrict__ p, const float4* __restrict__ state,
+                                                 F&& body) {
   int e = threadIdx.x;
   for (; e + kThreads < c.n; e += 2 * kThreads) {
     const float g0 = g[c.p_begin + e], g1 = g[c.p_begin + e + kThreads];
@@ -127,7 +128,8 @@ __device__ __forceinline__ LoSides lo_sides(const LoTensor& t, const float4* rfa
 // enough bytes are in flight. Threads past the tensor's last column do nothing.
 template <int kUnroll, class F>
 __device__ __forceinline__ void lo_tile_column(const LoWork& w, const LoTensor& t, const float* __restrict__ g,
-                                               const float* __restrict__ p, const float4* __restrict__ state, F&& body) {
+                                               const float* __restrict__ p, const float4* __restrict__ state,
+                                               F&& body) {
   const int64_t col = w.col0 + int(threadIdx.x);
   if (col >= t.nb) return;
   const int64_t at0 = w.row0 * t.nb + col;  // the column's first element in this tile

@@ -28,8 +28,9 @@ TieRule parse_tie_rule(const std::string& s, TieRule pylo_rule) {
   if (s == "argsort") return TieRule::Argsort;
   if (s == "swapped") return TieRule::Swapped;
   if (s == "jax")
-    user_error("tie rule 'jax' was ambiguous and is gone: use argsort (numpy's order, what the JAX code does on its own "
-               "layout) or swapped (square torch matrices get JAX's roles).");
+    user_error(
+        "tie rule 'jax' was ambiguous and is gone: use argsort (numpy's order, what the JAX code does on its own "
+        "layout) or swapped (square torch matrices get JAX's roles).");
   user_error("tie rule must be pylo, argsort or swapped (got '", s, "').");
 }
 

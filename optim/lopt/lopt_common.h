@@ -32,7 +32,7 @@ constexpr TieRule kVeloPyloTie = TieRule::Swapped;     // PyLO VeLO_naive / VeLO
 // 1 - (1 - b0) * exp(10 * theta), in float32 as in every implementation, clipped to [0, 1].
 float learned_decay(float nominal, float theta);
 
-struct SmallFcOptions {  // PyLO AdafacLO / MuLO semantics
+struct SmallFcOptions {       // PyLO AdafacLO / MuLO semantics
   double lr = 1.0;            // multiplies the whole step (and the decoupled weight decay)
   double weight_decay = 0.0;  // decoupled, after the step: p -= lr * wd * p
   double step_mult = 0.01, exp_mult = 0.001;

@@ -46,7 +46,8 @@ void check_config(const std::string& dir, const std::vector<std::pair<std::strin
 
 std::string st_file(const std::string& path) { return is_dir(path) ? path + "/model.safetensors" : path; }
 
-std::vector<float> transpose(const std::vector<float>& a, int64_t rows, int64_t cols) {  // (rows x cols) -> (cols x rows)
+std::vector<float> transpose(const std::vector<float>& a, int64_t rows,
+                             int64_t cols) {  // (rows x cols) -> (cols x rows)
   std::vector<float> t(a.size());
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) t[size_t(c * rows + r)] = a[size_t(r * cols + c)];
@@ -54,8 +55,9 @@ std::vector<float> transpose(const std::vector<float>& a, int64_t rows, int64_t 
 }
 
 // Candidate rows from PyLO's VeLOMLP storage tensors.
-std::vector<float> pack_candidates(const std::vector<float>& w0, const std::vector<float>& b0, const std::vector<float>& w1,
-                                   const std::vector<float>& b1, const std::vector<float>& w2, const std::vector<float>& b2) {
+std::vector<float> pack_candidates(const std::vector<float>& w0, const std::vector<float>& b0,
+                                   const std::vector<float>& w1, const std::vector<float>& b1,
+                                   const std::vector<float>& w2, const std::vector<float>& b2) {
   std::vector<float> cand(size_t(VeloWeights::kCand * VeloWeights::kMlp));
   for (int j = 0; j < VeloWeights::kCand; j++) {
     float* row = &cand[size_t(j * VeloWeights::kMlp)];
@@ -189,14 +191,20 @@ void save_velo_weights_pylo(const std::string& dir, const VeloWeights& w) {
   mkdir(dir.c_str(), 0755);
   mkdir((dir + "/VeLO_RNN").c_str(), 0755);
   mkdir((dir + "/VeLO_MLP").c_str(), 0755);
-  write_safetensors(dir + "/VeLO_RNN/model.safetensors",
-                    {{"mix_layer1.weight", {{512, 30}, w.mix1_w}}, {"mix_layer1.bias", {{512}, w.mix1_b}},
-                     {"mix_layer2.weight", {{512, 30}, w.mix2_w}}, {"mix_layer2.bias", {{512}, w.mix2_b}},
-                     {"final_mix_layer.weight", {{512, 30}, w.final_w}}, {"final_mix_layer.bias", {{512}, w.final_b}},
-                     {"lstm.linear.weight", {{2048, 1024}, w.lstm_w}}, {"lstm.linear.bias", {{2048}, w.lstm_b}},
-                     {"rnn_to_controls.weight", {{256, 512}, w.ctrl_w}}, {"rnn_to_controls.bias", {{256}, w.ctrl_b}},
-                     {"step_size.weight", {{1, 512}, w.ss_w}}, {"step_size.bias", {{1}, w.ss_b}},
-                     {"lstm_init_state.0", {{1, 512}, w.init_h}}, {"lstm_init_state.1", {{1, 512}, w.init_c}}});
+  write_safetensors(dir + "/VeLO_RNN/model.safetensors", {{"mix_layer1.weight", {{512, 30}, w.mix1_w}},
+                                                          {"mix_layer1.bias", {{512}, w.mix1_b}},
+                                                          {"mix_layer2.weight", {{512, 30}, w.mix2_w}},
+                                                          {"mix_layer2.bias", {{512}, w.mix2_b}},
+                                                          {"final_mix_layer.weight", {{512, 30}, w.final_w}},
+                                                          {"final_mix_layer.bias", {{512}, w.final_b}},
+                                                          {"lstm.linear.weight", {{2048, 1024}, w.lstm_w}},
+                                                          {"lstm.linear.bias", {{2048}, w.lstm_b}},
+                                                          {"rnn_to_controls.weight", {{256, 512}, w.ctrl_w}},
+                                                          {"rnn_to_controls.bias", {{256}, w.ctrl_b}},
+                                                          {"step_size.weight", {{1, 512}, w.ss_w}},
+                                                          {"step_size.bias", {{1}, w.ss_b}},
+                                                          {"lstm_init_state.0", {{1, 512}, w.init_h}},
+                                                          {"lstm_init_state.1", {{1, 512}, w.init_c}}});
   std::ofstream(dir + "/VeLO_RNN/config.json")
       << "{\n  \"input_size\": 30,\n  \"lstm_hidden_size\": 512,\n  \"mix_layers\": true,\n  \"param_inits\": 256\n}";
   std::vector<float> w0, b0, w1, b1, w2, b2;
@@ -210,9 +218,12 @@ void save_velo_weights_pylo(const std::string& dir, const VeloWeights& w) {
     b2.insert(b2.end(), row + 156, row + 159);
   }
   write_safetensors(dir + "/VeLO_MLP/model.safetensors",
-                    {{"input_weights_", {{256, 4, 30}, w0}}, {"input_bias_", {{256, 4}, b0}},
-                     {"hidden_weights_.0", {{256, 4, 4}, w1}}, {"hidden_bias_.0", {{256, 4}, b1}},
-                     {"output_weights_", {{256, 3, 4}, w2}}, {"output_bias_", {{256, 3}, b2}},
+                    {{"input_weights_", {{256, 4, 30}, w0}},
+                     {"input_bias_", {{256, 4}, b0}},
+                     {"hidden_weights_.0", {{256, 4, 4}, w1}},
+                     {"hidden_bias_.0", {{256, 4}, b1}},
+                     {"output_weights_", {{256, 3, 4}, w2}},
+                     {"output_bias_", {{256, 3}, b2}},
                      {"input_weights", {{4, 30}, std::vector<float>(120, 0.0f)}}});  // a scratch tensor, ignored
 }
 
@@ -238,7 +249,8 @@ void save_velo_weights_jax(const std::string& file, const VeloWeights& w) {
     std::vector<float> blk(size_t(256 * widths[k] * 4));
     for (int j = 0; j < 256; j++)
       for (int f = 0; f < widths[k]; f++)
-        for (int o = 0; o < 4; o++) blk[size_t((j * widths[k] + f) * 4 + o)] = w.cand[size_t(j * 159 + o * 30 + f0 + f)];
+        for (int o = 0; o < 4; o++)
+          blk[size_t((j * widths[k] + f) * 4 + o)] = w.cand[size_t(j * 159 + o * 30 + f0 + f)];
     t["params/ff_mod_stack/~/w0__" + std::to_string(k)] = {{256, widths[k], 4}, blk};
     f0 += widths[k];
   }

@@ -35,8 +35,8 @@ SmallFcWeights load_small_fc_weights(const std::string& path);
 VeloWeights load_velo_weights(const std::string& path);
 
 // Writers in the published formats (tests and benchmarks make their own files: nothing is downloaded).
-void save_small_fc_weights(const std::string& dir, const SmallFcWeights& w);      // dir/model.safetensors + config.json
-void save_velo_weights_pylo(const std::string& dir, const VeloWeights& w);        // dir/VeLO_RNN, dir/VeLO_MLP
-void save_velo_weights_jax(const std::string& file, const VeloWeights& w);        // flax msgpack params tree
-SmallFcWeights random_small_fc_weights(uint64_t seed, float scale = 1.0f);        // N(0, scale^2/fan_in)
-VeloWeights random_velo_weights(uint64_t seed, float scale = 0.05f);              // N(0, scale^2)
+void save_small_fc_weights(const std::string& dir, const SmallFcWeights& w);  // dir/model.safetensors + config.json
+void save_velo_weights_pylo(const std::string& dir, const VeloWeights& w);    // dir/VeLO_RNN, dir/VeLO_MLP
+void save_velo_weights_jax(const std::string& file, const VeloWeights& w);    // flax msgpack params tree
+SmallFcWeights random_small_fc_weights(uint64_t seed, float scale = 1.0f);    // N(0, scale^2/fan_in)
+VeloWeights random_velo_weights(uint64_t seed, float scale = 0.05f);          // N(0, scale^2)

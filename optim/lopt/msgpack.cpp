@@ -13,7 +13,9 @@ struct Reader {
   size_t i = 0;
   int depth = 0;
 
-  [[noreturn]] void fail(const std::string& why) { user_error("'", file, "' is not a flax msgpack checkpoint (", why, " at byte ", i, ")."); }
+  [[noreturn]] void fail(const std::string& why) {
+    user_error("'", file, "' is not a flax msgpack checkpoint (", why, " at byte ", i, ").");
+  }
   void need(size_t n) {
     if (i + n > b.size()) user_error("'", file, "' is truncated (needs ", n, " more bytes at byte ", i, ").");
   }
@@ -61,46 +63,145 @@ struct Reader {
         v.pairs.emplace_back(ks, read());
       }
     };
-    auto ext = [&](size_t n) { need(1); v.kind = Value::Ext; v.ext_type = int8_t(b[i++]); v.str = raw(n); };
-    if (t <= 0x7f) v.kind = Value::Int, v.ival = t;
-    else if (t >= 0xe0) v.kind = Value::Int, v.ival = int8_t(t);
-    else if ((t & 0xf0) == 0x80) map(t & 0x0f);
-    else if ((t & 0xf0) == 0x90) arr(t & 0x0f);
-    else if ((t & 0xe0) == 0xa0) v.kind = Value::Str, v.str = raw(t & 0x1f);
-    else switch (t) {
-      case 0xc0: break;
-      case 0xc2: v.kind = Value::Bool; v.ival = 0; break;
-      case 0xc3: v.kind = Value::Bool; v.ival = 1; break;
-      case 0xc4: v.kind = Value::Bin; v.str = raw(be(1)); break;
-      case 0xc5: v.kind = Value::Bin; v.str = raw(be(2)); break;
-      case 0xc6: v.kind = Value::Bin; v.str = raw(be(4)); break;
-      case 0xc7: ext(be(1)); break;
-      case 0xc8: ext(be(2)); break;
-      case 0xc9: ext(be(4)); break;
-      case 0xca: { uint32_t u = uint32_t(be(4)); float f; std::memcpy(&f, &u, 4); v.kind = Value::Float; v.fval = f; break; }
-      case 0xcb: { uint64_t u = be(8); double d; std::memcpy(&d, &u, 8); v.kind = Value::Float; v.fval = d; break; }
-      case 0xcc: v.kind = Value::Int; v.ival = int64_t(be(1)); break;
-      case 0xcd: v.kind = Value::Int; v.ival = int64_t(be(2)); break;
-      case 0xce: v.kind = Value::Int; v.ival = int64_t(be(4)); break;
-      case 0xcf: v.kind = Value::Int; v.ival = int64_t(be(8)); break;
-      case 0xd0: v.kind = Value::Int; v.ival = int8_t(be(1)); break;
-      case 0xd1: v.kind = Value::Int; v.ival = int16_t(be(2)); break;
-      case 0xd2: v.kind = Value::Int; v.ival = int32_t(be(4)); break;
-      case 0xd3: v.kind = Value::Int; v.ival = int64_t(be(8)); break;
-      case 0xd4: ext(1); break;
-      case 0xd5: ext(2); break;
-      case 0xd6: ext(4); break;
-      case 0xd7: ext(8); break;
-      case 0xd8: ext(16); break;
-      case 0xd9: v.kind = Value::Str; v.str = raw(be(1)); break;
-      case 0xda: v.kind = Value::Str; v.str = raw(be(2)); break;
-      case 0xdb: v.kind = Value::Str; v.str = raw(be(4)); break;
-      case 0xdc: arr(be(2)); break;
-      case 0xdd: arr(be(4)); break;
-      case 0xde: map(be(2)); break;
-      case 0xdf: map(be(4)); break;
-      default: fail("an unsupported msgpack type byte");
-    }
+    auto ext = [&](size_t n) {
+      need(1);
+      v.kind = Value::Ext;
+      v.ext_type = int8_t(b[i++]);
+      v.str = raw(n);
+    };
+    if (t <= 0x7f)
+      v.kind = Value::Int, v.ival = t;
+    else if (t >= 0xe0)
+      v.kind = Value::Int, v.ival = int8_t(t);
+    else if ((t & 0xf0) == 0x80)
+      map(t & 0x0f);
+    else if ((t & 0xf0) == 0x90)
+      arr(t & 0x0f);
+    else if ((t & 0xe0) == 0xa0)
+      v.kind = Value::Str, v.str = raw(t & 0x1f);
+    else
+      switch (t) {
+        case 0xc0:
+          break;
+        case 0xc2:
+          v.kind = Value::Bool;
+          v.ival = 0;
+          break;
+        case 0xc3:
+          v.kind = Value::Bool;
+          v.ival = 1;
+          break;
+        case 0xc4:
+          v.kind = Value::Bin;
+          v.str = raw(be(1));
+          break;
+        case 0xc5:
+          v.kind = Value::Bin;
+          v.str = raw(be(2));
+          break;
+        case 0xc6:
+          v.kind = Value::Bin;
+          v.str = raw(be(4));
+          break;
+        case 0xc7:
+          ext(be(1));
+          break;
+        case 0xc8:
+          ext(be(2));
+          break;
+        case 0xc9:
+          ext(be(4));
+          break;
+        case 0xca: {
+          uint32_t u = uint32_t(be(4));
+          float f;
+          std::memcpy(&f, &u, 4);
+          v.kind = Value::Float;
+          v.fval = f;
+          break;
+        }
+        case 0xcb: {
+          uint64_t u = be(8);
+          double d;
+          std::memcpy(&d, &u, 8);
+          v.kind = Value::Float;
+          v.fval = d;
+          break;
+        }
+        case 0xcc:
+          v.kind = Value::Int;
+          v.ival = int64_t(be(1));
+          break;
+        case 0xcd:
+          v.kind = Value::Int;
+          v.ival = int64_t(be(2));
+          break;
+        case 0xce:
+          v.kind = Value::Int;
+          v.ival = int64_t(be(4));
+          break;
+        case 0xcf:
+          v.kind = Value::Int;
+          v.ival = int64_t(be(8));
+          break;
+        case 0xd0:
+          v.kind = Value::Int;
+          v.ival = int8_t(be(1));
+          break;
+        case 0xd1:
+          v.kind = Value::Int;
+          v.ival = int16_t(be(2));
+          break;
+        case 0xd2:
+          v.kind = Value::Int;
+          v.ival = int32_t(be(4));
+          break;
+        case 0xd3:
+          v.kind = Value::Int;
+          v.ival = int64_t(be(8));
+          break;
+        case 0xd4:
+          ext(1);
+          break;
+        case 0xd5:
+          ext(2);
+          break;
+        case 0xd6:
+          ext(4);
+          break;
+        case 0xd7:
+          ext(8);
+          break;
+        case 0xd8:
+          ext(16);
+          break;
+        case 0xd9:
+          v.kind = Value::Str;
+          v.str = raw(be(1));
+          break;
+        case 0xda:
+          v.kind = Value::Str;
+          v.str = raw(be(2));
+          break;
+        case 0xdb:
+          v.kind = Value::Str;
+          v.str = raw(be(4));
+          break;
+        case 0xdc:
+          arr(be(2));
+          break;
+        case 0xdd:
+          arr(be(4));
+          break;
+        case 0xde:
+          map(be(2));
+          break;
+        case 0xdf:
+          map(be(4));
+          break;
+        default:
+          fail("an unsupported msgpack type byte");
+      }
     depth--;
     return v;
   }
@@ -127,7 +228,8 @@ void flatten(Reader& r, const Reader::Value& v, const std::string& prefix, Tenso
   std::vector<uint8_t> payload(v.str.begin(), v.str.end());
   Reader sub{payload, r.file};
   V a = sub.read();
-  if (a.kind != V::Arr || a.items.size() != 3 || a.items[0].kind != V::Arr || a.items[1].kind != V::Str || a.items[2].kind != V::Bin)
+  if (a.kind != V::Arr || a.items.size() != 3 || a.items[0].kind != V::Arr || a.items[1].kind != V::Str ||
+      a.items[2].kind != V::Bin)
     user_error("'", r.file, "': array '", prefix, "' is not encoded as [shape, dtype, bytes].");
   if (a.items[1].str != "float32" && a.items[1].str != "<f4")
     user_error("'", r.file, "': array '", prefix, "' has dtype ", a.items[1].str, " but float32 is required.");
@@ -151,11 +253,16 @@ struct Writer {
     for (int k = n - 1; k >= 0; k--) out += char((v >> (8 * k)) & 0xff);
   }
   void str(const std::string& s) {
-    if (s.size() < 32) out += char(0xa0 | s.size());
-    else out += char(0xdb), be(s.size(), 4);
+    if (s.size() < 32)
+      out += char(0xa0 | s.size());
+    else
+      out += char(0xdb), be(s.size(), 4);
     out += s;
   }
-  void map_header(size_t n) { out += char(0xdf); be(n, 4); }
+  void map_header(size_t n) {
+    out += char(0xdf);
+    be(n, 4);
+  }
   void array(const F32Tensor& t) {
     Writer p;
     p.out += char(0x93);

@@ -13,7 +13,8 @@ namespace {
 // A JSON number that is a non-negative integer below 2^63 (it fits a shape's int64); false for anything
 // else (fractions, negatives, NaN, 1e28), so no out-of-range float->integer conversion ever happens.
 bool json_to_u64(const Json& v, uint64_t* out) {
-  if (v.type != Json::Number || !(v.num >= 0 && v.num < 9223372036854775808.0) || v.num != double(uint64_t(v.num))) return false;
+  if (v.type != Json::Number || !(v.num >= 0 && v.num < 9223372036854775808.0) || v.num != double(uint64_t(v.num)))
+    return false;
   *out = uint64_t(v.num);
   return true;
 }
@@ -25,9 +26,11 @@ TensorMap read_safetensors(const std::string& path) {
   const uint64_t size = uint64_t(f.tellg());
   f.seekg(0);
   uint64_t hlen = 0;
-  if (size < 8 || !f.read(reinterpret_cast<char*>(&hlen), 8)) user_error("'", path, "' is too short to be a safetensors file.");
+  if (size < 8 || !f.read(reinterpret_cast<char*>(&hlen), 8))
+    user_error("'", path, "' is too short to be a safetensors file.");
   if (hlen > size - 8 || hlen > (uint64_t(100) << 20))
-    user_error("'", path, "' is not a safetensors file or is truncated (header length ", hlen, " for a ", size, "-byte file).");
+    user_error("'", path, "' is not a safetensors file or is truncated (header length ", hlen, " for a ", size,
+               "-byte file).");
   std::string header(size_t(hlen), '\0');
   f.read(&header[0], std::streamsize(hlen));
   Json j = parse_json(header, "the header of '" + path + "'");
@@ -43,17 +46,21 @@ TensorMap read_safetensors(const std::string& path) {
     if (t.at("dtype").str != "F32")
       user_error("'", path, "': tensor '", name, "' has dtype ", t.at("dtype").str, " but float32 (F32) is required.");
     F32Tensor x;
-    if (t.at("shape").type != Json::Array) user_error("'", path, "': tensor '", name, "' has a bad shape (not a list).");
+    if (t.at("shape").type != Json::Array)
+      user_error("'", path, "': tensor '", name, "' has a bad shape (not a list).");
     for (const auto& d : t.at("shape").arr) {
       uint64_t v;
-      if (!json_to_u64(d, &v)) user_error("'", path, "': tensor '", name, "' has a bad shape (dimensions must be non-negative integers).");
+      if (!json_to_u64(d, &v))
+        user_error("'", path, "': tensor '", name, "' has a bad shape (dimensions must be non-negative integers).");
       x.shape.push_back(int64_t(v));
     }
     const auto& off = t.at("data_offsets").arr;
     uint64_t b = 0, e = 0;
     if (off.size() != 2 || !json_to_u64(off[0], &b) || !json_to_u64(off[1], &e) || e < b)
       user_error("'", path, "': tensor '", name, "' has bad data offsets (two non-negative integers, begin <= end).");
-    if (e > data_size) user_error("'", path, "' is truncated: tensor '", name, "' ends at byte ", e, " of a ", data_size, "-byte data section.");
+    if (e > data_size)
+      user_error("'", path, "' is truncated: tensor '", name, "' ends at byte ", e, " of a ", data_size,
+                 "-byte data section.");
     const uint64_t n = float32_count(x.shape, e - b, str_cat("'", path, "': tensor '", name, "'"));
     x.data.resize(size_t(n));
     if (n) std::memcpy(x.data.data(), data.data() + b, size_t(n * 4));
@@ -66,12 +73,15 @@ uint64_t float32_count(const std::vector<int64_t>& shape, uint64_t nbytes, const
   // 4 * prod(shape) with overflow detection: (2^31, 2^31) must not wrap around to a small byte count.
   uint64_t bytes = 4;
   bool overflow = false;
-  if (std::count(shape.begin(), shape.end(), 0)) bytes = 0;
+  if (std::count(shape.begin(), shape.end(), 0))
+    bytes = 0;
   else
     for (int64_t d : shape) {
       CHECK(d > 0);
-      if (bytes > UINT64_MAX / uint64_t(d)) overflow = true;
-      else bytes *= uint64_t(d);
+      if (bytes > UINT64_MAX / uint64_t(d))
+        overflow = true;
+      else
+        bytes *= uint64_t(d);
     }
   if (overflow || bytes != nbytes)
     user_error(what, " has ", nbytes, " bytes of data but shape ", shape_str(shape), " needs ",
@@ -87,7 +97,7 @@ void write_safetensors(const std::string& path, const TensorMap& tensors) {
     for (size_t i = 0; i < t.shape.size(); i++) shape += (i ? "," : "") + std::to_string(t.shape[i]);
     uint64_t bytes = t.data.size() * 4;
     header += (off || header.size() > 1 ? "," : "") + str_cat("\"", name, "\":{\"dtype\":\"F32\",\"shape\":[", shape,
-                                                          "],\"data_offsets\":[", off, ",", off + bytes, "]}");
+                                                              "],\"data_offsets\":[", off, ",", off + bytes, "]}");
     off += bytes;
   }
   header += "}";

@@ -105,12 +105,12 @@ __device__ __forceinline__ void sf_elem16(float g, float p, float4 st, float rho
 
 // Pass B: moments, and per block the sums of squares of the features. Channels 13-24 of factored
 // tensors are left to F2 (lo_side_sums).
-__global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts,
-                                                        const float* __restrict__ g, const float* __restrict__ p,
-                                                        float4* __restrict__ state, float4* __restrict__ diag,
-                                                        const float4* __restrict__ rrec, const float4* __restrict__ crec,
-                                                        const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-                                                        double* __restrict__ partial, const LoStepScalars* __restrict__ sc, LoDecays d) {
+__global__ void __launch_bounds__(kLoThreads)
+    sf_pass_b(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
+              const float* __restrict__ p, float4* __restrict__ state, float4* __restrict__ diag,
+              const float4* __restrict__ rrec, const float4* __restrict__ crec, const float4* __restrict__ rfac,
+              const float4* __restrict__ cfac, double* __restrict__ partial, const LoStepScalars* __restrict__ sc,
+              LoDecays d) {
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
   const float gs = sc->grad_scale;
@@ -155,9 +155,9 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoWork* __restrict
   lo_block_sums<kF>(acc, partial + int64_t(blockIdx.x) * kF);
 }
 
-__global__ void __launch_bounds__(1024) sf_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial,
-                                                 const float4* __restrict__ rrec, const float4* __restrict__ crec,
-                                                 float* __restrict__ norm) {
+__global__ void __launch_bounds__(1024)
+    sf_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial, const float4* __restrict__ rrec,
+             const float4* __restrict__ crec, float* __restrict__ norm) {
   const LoTensor t = ts[blockIdx.x];
   __shared__ double S[kF], side[12], part[32][kF + 1];
   {  // S = sums of the work items' partials in a fixed order: 32 strides x 32 channel lanes (28 used),
@@ -200,14 +200,14 @@ constexpr int kSideWords = 36;  // fast mode: words per row of the A-side table
 // (r, q = 3) needs as its B operand, one 16-byte load), then the row's Adafactor factor (float4), so
 // that pass C fetches a row's side data with one copy. A side: a warp writes one row (coalesced), 8
 // rows at a time; B side: a thread per column.
-__global__ void __launch_bounds__(256) sf_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts,
-                                               const float4* __restrict__ rrec, const float4* __restrict__ crec,
-                                               const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-                                               const float* __restrict__ norm, const float* __restrict__ mlp,
-                                               uint32_t* __restrict__ side_a, uint4* __restrict__ side_b) {
+__global__ void __launch_bounds__(256)
+    sf_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts, const float4* __restrict__ rrec,
+            const float4* __restrict__ crec, const float4* __restrict__ rfac, const float4* __restrict__ cfac,
+            const float* __restrict__ norm, const float* __restrict__ mlp, uint32_t* __restrict__ side_a,
+            uint4* __restrict__ side_b) {
   const LoSideItem it = items[blockIdx.x];
   const LoTensor t = ts[it.tensor];
-  const bool use_r = (it.side == 1) == lo_b_is_r(t);  // is this side's vector R?
+  const bool use_r = (it.side == 1) == lo_b_is_r(t);       // is this side's vector R?
   const int ch0 = use_r ? 13 : 16, ch1 = use_r ? 19 : 22;  // channels of val_k and of rsqrt(val_k + 1e-8)
   const float4* rec = use_r ? rrec + t.r_off : crec + t.c_off;
   const int64_t len = it.side ? t.nb : t.na;
@@ -248,13 +248,15 @@ __global__ void __launch_bounds__(256) sf_side(const LoSideItem* __restrict__ it
     for (int u = 0; u < 8; u++) {
       const int64_t e = e0 + 8 * u;
       if (e >= end) break;
-      const float f[6] = {v[u].x, v[u].y, v[u].z, rsqrtf(v[u].x + 1e-8f), rsqrtf(v[u].y + 1e-8f), rsqrtf(v[u].z + 1e-8f)};
+      const float f[6] = {
+          v[u].x, v[u].y, v[u].z, rsqrtf(v[u].x + 1e-8f), rsqrtf(v[u].y + 1e-8f), rsqrtf(v[u].z + 1e-8f)};
       float a = b0;
       for (int j = 0; j < 6; j++) a = fmaf(wv[j], f[j], a);
       const float hi = __bfloat162float(__float2bfloat16_rn(a));
       uint32_t* row = side_a + (t.side_a_off + e) * kSideWords;
       row[pos] = pack_bf16(hi, a - hi);
-      if (pos < 4) row[32 + pos] = __float_as_uint(pos == 0 ? fa[u].x : pos == 1 ? fa[u].y : pos == 2 ? fa[u].z : fa[u].w);
+      if (pos < 4)
+        row[32 + pos] = __float_as_uint(pos == 0 ? fa[u].x : pos == 1 ? fa[u].y : pos == 2 ? fa[u].z : fa[u].w);
     }
   }
 }
@@ -278,8 +280,8 @@ __device__ __forceinline__ void sf_load(const Chunk& c, const LoTensor& t, int e
   sf_features(el, out.x);
 }
 
-__device__ __forceinline__ void sf_store(float* __restrict__ p, __nv_bfloat16* __restrict__ pb, int64_t at, float p0, float dir,
-                                         float mag, float lr, float wd, float exp_mult, float step_mult) {
+__device__ __forceinline__ void sf_store(float* __restrict__ p, __nv_bfloat16* __restrict__ pb, int64_t at, float p0,
+                                         float dir, float mag, float lr, float wd, float exp_mult, float step_mult) {
   const float u = dir * expf(mag * exp_mult) * step_mult;
   float pn = p0 - lr * u;
   if (wd > 0) pn -= wd * lr * pn;
@@ -309,17 +311,17 @@ template <int kT>
 struct SfExactSmem {
   float4 w0[28 * 8], w1[32 * 8];  // row k: the 32 weights leaving input (hidden unit) k
   float b0[32], b1[32], w2[66];
-  float xs[32][kT];               // per thread: inputs, then hidden units
+  float xs[32][kT];  // per thread: inputs, then hidden units
 };
 template <int kT>
-__device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-                                               float* __restrict__ p, __nv_bfloat16* __restrict__ pb,
-                                               const float4* __restrict__ state, const float4* __restrict__ diag,
-                                               const float4* __restrict__ rrec, const float4* __restrict__ crec,
-                                               const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-                                               const float* __restrict__ norm, const float* __restrict__ mlp,
-                                               const LoStepScalars* __restrict__ sc, float exp_mult, float step_mult, float wd,
-                                               SfExactSmem<kT>& sm) {
+__device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* __restrict__ ts,
+                                               const float* __restrict__ g, float* __restrict__ p,
+                                               __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
+                                               const float4* __restrict__ diag, const float4* __restrict__ rrec,
+                                               const float4* __restrict__ crec, const float4* __restrict__ rfac,
+                                               const float4* __restrict__ cfac, const float* __restrict__ norm,
+                                               const float* __restrict__ mlp, const LoStepScalars* __restrict__ sc,
+                                               float exp_mult, float step_mult, float wd, SfExactSmem<kT>& sm) {
   const LoTensor t = ts[c.tensor];
   for (int idx = threadIdx.x; idx < 28 * 32; idx += kT)
     reinterpret_cast<float*>(sm.w0)[idx] = mlp[kW0 + idx] * norm[c.tensor * 32 + idx / 32];
@@ -352,17 +354,16 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 2) sf_pass_c_exact(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts,
-                                                            const float* __restrict__ g, float* __restrict__ p,
-                                                            __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
-                                                            const float4* __restrict__ diag, const float4* __restrict__ rrec,
-                                                            const float4* __restrict__ crec, const float4* __restrict__ rfac,
-                                                            const float4* __restrict__ cfac, const float* __restrict__ norm,
-                                                            const float* __restrict__ mlp, const LoStepScalars* __restrict__ sc,
-                                                            float exp_mult, float step_mult, float wd) {
+__global__ void __launch_bounds__(kThreads, 2)
+    sf_pass_c_exact(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts, const float* __restrict__ g,
+                    float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
+                    const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec,
+                    const float4* __restrict__ rfac, const float4* __restrict__ cfac, const float* __restrict__ norm,
+                    const float* __restrict__ mlp, const LoStepScalars* __restrict__ sc, float exp_mult,
+                    float step_mult, float wd) {
   __shared__ SfExactSmem<kThreads> sm;
-  sf_exact_chunk<kThreads>(chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm, mlp, sc, exp_mult,
-                           step_mult, wd, sm);
+  sf_exact_chunk<kThreads>(chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm, mlp, sc,
+                           exp_mult, step_mult, wd, sm);
 }
 
 // ---- fast pass C: the MLP on tensor cores -----------------------------------------------------------------
@@ -445,7 +446,9 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* row) {
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int kPending>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory"); }
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
 
 // Word w of lane (r = lane / 4, q = lane % 4)'s B fragments: two 16-bit values, lower k first (layer 1
 // bf16, layers 2 and 3 fp16). m16n8k16 holds k = {2q, 2q+1} and {2q+8, 2q+9} at n = r, m16n8k8 k = {2q, 2q+1}.
@@ -486,8 +489,8 @@ __device__ __forceinline__ void cp_async_raw(uint32_t dst, size_t src, bool pred
 }
 // cp.async of 16 bytes if issue (a predicated instruction, no branch); fill false: zeros, nothing read.
 __device__ __forceinline__ void cp_async_16_if(uint32_t dst, size_t src, bool issue, bool fill) {
-  asm volatile("{ .reg .pred p; setp.ne.b32 p, %2, 0; @p cp.async.cg.shared.global [%0], [%1], 16, %3; }" ::"r"(dst), "l"(src),
-               "r"(int(issue)), "r"(fill ? 16 : 0)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %2, 0; @p cp.async.cg.shared.global [%0], [%1], 16, %3; }" ::"r"(dst),
+               "l"(src), "r"(int(issue)), "r"(fill ? 16 : 0)
                : "memory");
 }
 // Stores of a float / bf16 to global memory if pred (a predicated instruction, no branch).
@@ -548,24 +551,21 @@ struct SfRowIn {
 // n_exact blocks instead run the exact MLP over the flat chunks (vectors, N-D tensors), overlapping the
 // tiles. kMinBlocksC = 2: up to 255 registers, none spilled (on the H100, GPT-2 355M, whole fast steps
 // with 2, 3 or 4 blocks an SM were within 0.4%, 2 the fastest).
-__global__ void __launch_bounds__(kThreadsC, kMinBlocksC) sf_pass_c_fast(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts,
-                                                               const float* __restrict__ g, float* __restrict__ p,
-                                                               __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
-                                                               const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-                                                               const uint32_t* __restrict__ side_a,
-                                                               const uint32_t* __restrict__ side_b,
-                                                               const float* __restrict__ norm, const float* __restrict__ mlp,
-                                                               const LoStepScalars* __restrict__ sc, float exp_mult, float step_mult,
-                                                               float wd, const Chunk* __restrict__ exact_chunks, int n_exact,
-                                                               const float4* __restrict__ diag, const float4* __restrict__ rrec,
-                                                               const float4* __restrict__ crec) {
+__global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
+    sf_pass_c_fast(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
+                   float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
+                   const float4* __restrict__ rfac, const float4* __restrict__ cfac,
+                   const uint32_t* __restrict__ side_a, const uint32_t* __restrict__ side_b,
+                   const float* __restrict__ norm, const float* __restrict__ mlp, const LoStepScalars* __restrict__ sc,
+                   float exp_mult, float step_mult, float wd, const Chunk* __restrict__ exact_chunks, int n_exact,
+                   const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec) {
   // Shared memory: either an exact chunk's or the tile's.
   constexpr int kFragBytes = 32 * kLdFrag * 4, kTileBytes = kFragBytes + int(sizeof(SfWarpSmem)) * (kThreadsC / 32);
   constexpr int kExactBytes = int(sizeof(SfExactSmem<kThreadsC>));
   __shared__ __align__(16) unsigned char smem[kTileBytes > kExactBytes ? kTileBytes : kExactBytes];
   if (int(blockIdx.x) < n_exact) {  // the first blocks: the tensors that are not tile2d, exact
-    sf_exact_chunk<kThreadsC>(exact_chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm, mlp, sc,
-                              exp_mult, step_mult, wd, *reinterpret_cast<SfExactSmem<kThreadsC>*>(smem));
+    sf_exact_chunk<kThreadsC>(exact_chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm, mlp,
+                              sc, exp_mult, step_mult, wd, *reinterpret_cast<SfExactSmem<kThreadsC>*>(smem));
     return;
   }
   auto& frag = *reinterpret_cast<uint32_t(*)[32][kLdFrag]>(smem);
@@ -594,13 +594,14 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC) sf_pass_c_fast(const L
   }
   const float4 b2c = make_float4(mlp[kB2], mlp[kB2 + 1], mlp[kB2], mlp[kB2 + 1]);
   const float gs = sc->grad_scale, lr = sc->lr * t.scale, wdf = t.decay ? wd : 0.0f;
-  const float mag2 = exp_mult * 1.44269504f;  // exp(m * exp_mult) = exp2(m * mag2)
+  const float mag2 = exp_mult * 1.44269504f;                 // exp(m * exp_mult) = exp2(m * mag2)
   const float lrs = lr * step_mult, keep = 1.0f - wdf * lr;  // p' = (p - lrs * dir * exp(..)) * keep
   const LoSides sd = lo_sides(t, rfac, cfac);
   const uint32_t nb = uint32_t(t.nb);
   const int eo = 16 * (q / 2) + 8 * (q % 2) + r;  // the element whose update this lane writes
   // Global bases of this tensor (opaque: see opaque()).
-  const size_t gbase = opaque(__cvta_generic_to_global(g + t.p_off)), pbase = opaque(__cvta_generic_to_global(p + t.p_off));
+  const size_t gbase = opaque(__cvta_generic_to_global(g + t.p_off)),
+               pbase = opaque(__cvta_generic_to_global(p + t.p_off));
   const size_t sbase = opaque(__cvta_generic_to_global(state + t.s_off));
   const size_t bbase = pb ? opaque(__cvta_generic_to_global(pb + t.p_off)) : 0;
 
@@ -632,7 +633,8 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC) sf_pass_c_fast(const L
       cp_async_raw<4>(d + offsetof(SfStage, g), gbase + size_t(e) * 4, live && in);
       cp_async_raw<4>(d + offsetof(SfStage, p), pbase + size_t(e) * 4, live && in);
       cp_async_raw<16>(d + offsetof(SfStage, st) + 12 * lane, sbase + size_t(e) * 16, live && in);
-      cp_async_16_if(d + offsetof(SfStage, ha) + 12 * lane, hbase + size_t(next) * (4 * kSideWords), lane < kSideWords / 4, in);
+      cp_async_16_if(d + offsetof(SfStage, ha) + 12 * lane, hbase + size_t(next) * (4 * kSideWords),
+                     lane < kSideWords / 4, in);
       cp_async_commit();
       next++;
     };
@@ -651,7 +653,8 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC) sf_pass_c_fast(const L
       sf_elem16(gv, pv, rec, rsqrt_approx(rec.w + 1e-6f), sg, x);
       uint4* xr = reinterpret_cast<uint4*>(ws.x[xi][lane]);
       xr[0] = make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
-      xr[1] = make_uint4(pack_bf16(x[8], x[9]), pack_bf16(x[10], x[11]), pack_bf16(x[12], x[13]), pack_bf16(x[14], x[15]));
+      xr[1] =
+          make_uint4(pack_bf16(x[8], x[9]), pack_bf16(x[10], x[11]), pack_bf16(x[12], x[13]), pack_bf16(x[14], x[15]));
     };
     auto load_a = [&](int xi, SfRowIn& in) {
       ldmatrix_x4(in.a[0], &ws.x[xi][lane % 16][(lane / 16) * 4]);
@@ -738,26 +741,26 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
 
 void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   const SmallFcOptions& h = opts_.small_fc;
-  sf_begin<<<1, 256, 0, s>>>(d_step_.get(), h.lr, opts_.schedule, info.d_grad_scale, weights_.get(), mlp_.get(), scalars_.get());
+  sf_begin<<<1, 256, 0, s>>>(d_step_.get(), h.lr, opts_.schedule, info.d_grad_scale, weights_.get(), mlp_.get(),
+                             scalars_.get());
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(&scalars_.get()->grad_scale, 0.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
-  sf_pass_b<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), core_.state.get(),
-                                      core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(),
-                                      partial_.get(), scalars_.get(), dec_);
+  sf_pass_b<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
+                                      core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(),
+                                      core_.rfac.get(), core_.cfac.get(), partial_.get(), scalars_.get(), dec_);
   CUDA_CHECK_LAUNCH();
-  sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
-                                                       norm_.get());
+  sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(),
+                                                      core_.crec.get(), norm_.get());
   CUDA_CHECK_LAUNCH();
   // Exact: every tensor per element. Fast: one launch, tile2d tensors on tensor cores and, in its first
   // blocks, the rest (vectors, N-D) exact.
   const Chunk* exact_chunks = h.fast ? core_.flat_chunks.get() : core_.chunks.get();
   const unsigned n_exact = unsigned(h.fast ? core_.flat_chunks.size() : core_.chunks.size());
   if (h.fast && core_.side_items.size()) {
-    sf_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(core_.side_items.get(), core_.tensors.get(), core_.rrec.get(),
-                                                             core_.crec.get(), core_.rfac.get(), core_.cfac.get(), norm_.get(),
-                                                             mlp_.get(), reinterpret_cast<uint32_t*>(side_a_.get()),
-                                                             side_b_.get());
+    sf_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(
+        core_.side_items.get(), core_.tensors.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(),
+        core_.cfac.get(), norm_.get(), mlp_.get(), reinterpret_cast<uint32_t*>(side_a_.get()), side_b_.get());
     CUDA_CHECK_LAUNCH();
     sf_pass_c_fast<<<unsigned(n_exact) + nw, kThreadsC, 0, s>>>(
         core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
@@ -769,10 +772,10 @@ void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
     return;
   }
   if (n_exact) {
-    sf_pass_c_exact<<<n_exact, kThreads, 0, s>>>(exact_chunks, core_.tensors.get(), arena_.grads(), arena_.params(),
-                                                 arena_.params_bf16(), core_.state.get(), core_.diag.get(), core_.rrec.get(),
-                                                 core_.crec.get(), core_.rfac.get(), core_.cfac.get(), norm_.get(), mlp_.get(),
-                                                 scalars_.get(), float(h.exp_mult), float(h.step_mult), float(h.weight_decay));
+    sf_pass_c_exact<<<n_exact, kThreads, 0, s>>>(
+        exact_chunks, core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
+        core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(), norm_.get(),
+        mlp_.get(), scalars_.get(), float(h.exp_mult), float(h.step_mult), float(h.weight_decay));
     CUDA_CHECK_LAUNCH();
   }
 }

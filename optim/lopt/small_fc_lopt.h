@@ -27,7 +27,7 @@ class SmallFcLopt : public Optimizer {
   // fast mode: per row of tile2d tensors, its share of layer 1 and its Adafactor factor (kSideWords = 36
   // words, see sf_side)
   DeviceBuffer<float> side_a_;
-  DeviceBuffer<uint4> side_b_;    // fast mode: per column of tile2d tensors, its 6 features in bf16
-  DeviceBuffer<float> norm_;      // per tensor: 28 normalisers
+  DeviceBuffer<uint4> side_b_;  // fast mode: per column of tile2d tensors, its 6 features in bf16
+  DeviceBuffer<float> norm_;    // per tensor: 28 normalisers
   DeviceBuffer<LoStepScalars> scalars_;
 };

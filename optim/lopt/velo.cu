@@ -17,7 +17,7 @@
 
 namespace {
 constexpr int kChunk = 4096, kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
-constexpr int kUnrollC = 4;                          // pass C rows in flight per thread (registers)
+constexpr int kUnrollC = 4;                         // pass C rows in flight per thread (registers)
 // Row lengths of the hypernetwork's GEMM operands. Biases ride along as a constant-1 input column, and
 // rows are padded to a multiple of 4 floats (16 bytes) for cuBLAS's vector loads:
 //   kLdUH: LSTM input [U (512) | h (512) | 1 | 3 pad]       kLdHX: LSTM output [h_new (512) | 1 | 3 pad]
@@ -28,8 +28,8 @@ constexpr int kLdUH = 1028, kLdHX = 516, kCS = 257;
 constexpr int kThB0 = 120, kThW1 = 124, kThB1 = 140, kThW2 = 144, kThB2 = 156, kTheta = 159;
 static_assert(kThW1 % 4 == 0 && kThW2 % 4 == 0 && kThB2 % 4 == 0, "velo_head reads these 16 bytes at a time");
 
-__global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, int64_t num_steps, double lr, LrSchedule sched,
-                           const float* gscale, VeloScalars* scalars) {
+__global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, int64_t num_steps, double lr,
+                           LrSchedule sched, const float* gscale, VeloScalars* scalars) {
   const int64_t t = *step;
   const float L = *loss;
   VeloLossState& b = *lb;
@@ -101,13 +101,12 @@ __device__ __forceinline__ void velo_elem18(float g, float p, float4 st, const f
 
 // Pass B: moments, and per block the sums of squares of the features plus the old state's sums (LSTM
 // inputs). Channels 15-26 of factored tensors are left to F2 (lo_side_sums).
-__global__ void __launch_bounds__(kLoThreads) velo_pass_b(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts,
-                                                          const float* __restrict__ g, const float* __restrict__ p,
-                                                          float4* __restrict__ state, float4* __restrict__ diag,
-                                                          const float4* __restrict__ rrec, const float4* __restrict__ crec,
-                                                          const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-                                                          double* __restrict__ partial, const VeloScalars* __restrict__ sc,
-                                                          LoDecays d) {
+__global__ void __launch_bounds__(kLoThreads)
+    velo_pass_b(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
+                const float* __restrict__ p, float4* __restrict__ state, float4* __restrict__ diag,
+                const float4* __restrict__ rrec, const float4* __restrict__ crec, const float4* __restrict__ rfac,
+                const float4* __restrict__ cfac, double* __restrict__ partial, const VeloScalars* __restrict__ sc,
+                LoDecays d) {
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
   const float gs = sc->step.grad_scale;
@@ -164,10 +163,10 @@ __device__ __forceinline__ float velo_la(double x) {
 }
 
 // One block of 1024 threads per tensor: normalisers, param scale, and the LSTM input row.
-__global__ void __launch_bounds__(1024) velo_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial,
-                                                   const float4* __restrict__ rrec, const float4* __restrict__ crec,
-                                                   const VeloScalars* __restrict__ sc, float* __restrict__ norm,
-                                                   float* __restrict__ x) {
+__global__ void __launch_bounds__(1024)
+    velo_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial, const float4* __restrict__ rrec,
+               const float4* __restrict__ crec, const VeloScalars* __restrict__ sc, float* __restrict__ norm,
+               float* __restrict__ x) {
   const LoTensor t = ts[blockIdx.x];
   __shared__ double S[kS], side[12];
   lo_tensor_sums<kS>(partial, t.work_begin, t.work_end, S);
@@ -216,8 +215,8 @@ __global__ void __launch_bounds__(1024) velo_pool(int n, const float* __restrict
 }
 
 // [U | h | 1 | 0...] rows for the LSTM GEMM, U = linear_2 + pooled.
-__global__ void velo_lstm_in(int n, const float* __restrict__ mix, const float* __restrict__ pooled, const float* __restrict__ h,
-                             float* __restrict__ uh) {
+__global__ void velo_lstm_in(int n, const float* __restrict__ mix, const float* __restrict__ pooled,
+                             const float* __restrict__ h, float* __restrict__ uh) {
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= n * kLdUH) return;
   const int i = idx / kLdUH, k = idx % kLdUH;
@@ -244,10 +243,10 @@ __global__ void velo_gates(int n, const float* __restrict__ z, float* __restrict
 // Per step and tile2d tensor, after the per-tensor MLPs exist: each row's (A side, with the first
 // layer's bias) and each column's (B side) share of the first layer, from the 6 features of its R or C
 // entry {val_k, rsqrt(val_k + 1e-8)} with the normalisers folded in.
-__global__ void __launch_bounds__(256) velo_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts,
-                                                 const float4* __restrict__ rrec, const float4* __restrict__ crec,
-                                                 const float* __restrict__ norm, const float* __restrict__ theta,
-                                                 float4* __restrict__ side_a, float4* __restrict__ side_b) {
+__global__ void __launch_bounds__(256)
+    velo_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts, const float4* __restrict__ rrec,
+              const float4* __restrict__ crec, const float* __restrict__ norm, const float* __restrict__ theta,
+              float4* __restrict__ side_a, float4* __restrict__ side_b) {
   const LoSideItem it = items[blockIdx.x];
   const LoTensor t = ts[it.tensor];
   const bool use_r = (it.side == 1) == lo_b_is_r(t);       // is this side's vector R?
@@ -313,15 +312,13 @@ __device__ __forceinline__ void velo_head(const float (*h0)[4], const float4* th
   }
 }
 
-__global__ void __launch_bounds__(kLoThreads, 2) velo_pass_c(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts,
-                                                             const float* __restrict__ g, float* __restrict__ p,
-                                                             __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
-                                                             const float4* __restrict__ diag, const float4* __restrict__ rrec,
-                                                             const float4* __restrict__ crec, const float4* __restrict__ rfac,
-                                                             const float4* __restrict__ cfac, const float4* __restrict__ side_a,
-                                                             const float4* __restrict__ side_b, const float* __restrict__ norm,
-                                                             const float* __restrict__ theta, const float* __restrict__ cs,
-                                                             const VeloScalars* __restrict__ sc, float wd) {
+__global__ void __launch_bounds__(kLoThreads, 2)
+    velo_pass_c(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
+                float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
+                const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec,
+                const float4* __restrict__ rfac, const float4* __restrict__ cfac, const float4* __restrict__ side_a,
+                const float4* __restrict__ side_b, const float* __restrict__ norm, const float* __restrict__ theta,
+                const float* __restrict__ cs, const VeloScalars* __restrict__ sc, float wd) {
   __shared__ __align__(16) float th[160];
   __shared__ float4 w0[32];  // flat: 4 rows x 32 (normaliser folded, zero padded)
   __shared__ float4 we[18];  // tile: the 4 first-layer weights of each per-element feature, normaliser folded
@@ -424,8 +421,8 @@ __global__ void __launch_bounds__(kLoThreads, 2) velo_pass_c(const LoWork* __res
 }
 
 // Row-major `out` (rows x m) = `in` (rows x k, ld ldi) * W^T, W row-major (m x k, ld ldw).
-void gemm_rows(cublasHandle_t h, int rows, int m, int k, const float* W, int ldw, const float* in, int ldi, float* out, int ldo,
-               float alpha = 1.0f) {
+void gemm_rows(cublasHandle_t h, int rows, int m, int k, const float* W, int ldw, const float* in, int ldi, float* out,
+               int ldo, float alpha = 1.0f) {
   const float beta = 0.0f;
   CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, rows, k, &alpha, W, ldw, in, ldi, &beta, out, ldo));
 }
@@ -441,7 +438,8 @@ std::vector<float> with_bias_cols(const std::vector<float>& w, const std::vector
 }  // namespace
 
 Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned)
-    : Optimizer(arena, opts, owned), core_(arena, owned_, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk),
+    : Optimizer(arena, opts, owned),
+      core_(arena, owned_, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk),
       n_(core_.n_tensors) {
   const float nom[3] = {0.9f, 0.99f, 0.999f};
   for (int k = 0; k < 3; k++) dec_.m[k] = dec_.f[k] = nom[k];
@@ -500,14 +498,14 @@ Velo::~Velo() {
 void Velo::step(const StepInfo& info, cudaStream_t s) {
   if (!info.d_loss) user_error("VeLO needs the step's training loss (StepInfo::d_loss); none was given.");
   const VeloOptions& h = opts_.velo;
-  velo_begin<<<1, 1, 0, s>>>(d_step_.get(), loss_.get(), info.d_loss, h.num_steps, h.lr, opts_.schedule, info.d_grad_scale,
-                             scalars_.get());
+  velo_begin<<<1, 1, 0, s>>>(d_step_.get(), loss_.get(), info.d_loss, h.num_steps, h.lr, opts_.schedule,
+                             info.d_grad_scale, scalars_.get());
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
   velo_pass_b<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
-                                        core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(),
-                                        core_.cfac.get(), partial_.get(), scalars_.get(), dec_);
+                                        core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(),
+                                        core_.rfac.get(), core_.cfac.get(), partial_.get(), scalars_.get(), dec_);
   CUDA_CHECK_LAUNCH();
   velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
                                            scalars_.get(), norm_.get(), x_.get());
@@ -524,19 +522,19 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   gemm_rows(blas_, n_, kCS, kLdHX, w_out_.get(), kLdHX, hx_.get(), kLdHX, cs_.get(), kCS);
   {  // theta (n x 159) = controls (n x 256) * cand (256 x 159) * 100/256
     const float alpha = 100.0f / 256.0f, beta = 0.0f;
-    CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, kTheta, n_, 256, &alpha, cand_.get(), kTheta, cs_.get(), kCS, &beta,
-                             theta_.get(), kTheta));
+    CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, kTheta, n_, 256, &alpha, cand_.get(), kTheta, cs_.get(),
+                             kCS, &beta, theta_.get(), kTheta));
   }
   if (core_.side_items.size()) {
-    velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(core_.side_items.get(), core_.tensors.get(), core_.rrec.get(),
-                                                               core_.crec.get(), norm_.get(), theta_.get(), side_a_.get(),
-                                                               side_b_.get());
+    velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(core_.side_items.get(), core_.tensors.get(),
+                                                                core_.rrec.get(), core_.crec.get(), norm_.get(),
+                                                                theta_.get(), side_a_.get(), side_b_.get());
     CUDA_CHECK_LAUNCH();
   }
-  velo_pass_c<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
-                                        arena_.params_bf16(), core_.state.get(), core_.diag.get(), core_.rrec.get(),
-                                        core_.crec.get(), core_.rfac.get(), core_.cfac.get(), side_a_.get(), side_b_.get(),
-                                        norm_.get(), theta_.get(), cs_.get(), scalars_.get(), float(h.weight_decay));
+  velo_pass_c<<<nw, kLoThreads, 0, s>>>(
+      core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
+      core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(), side_a_.get(),
+      side_b_.get(), norm_.get(), theta_.get(), cs_.get(), scalars_.get(), float(h.weight_decay));
   CUDA_CHECK_LAUNCH();
 }
 

@@ -40,18 +40,18 @@ class Velo : public Optimizer {
   DeviceBuffer<float> w_out_;   // 257 x 516: rows 0-255 controls, 256 step size; cols [h | bias | pad]
   DeviceBuffer<float> cand_;    // 256 x 159
   // State and scratch.
-  DeviceBuffer<float> h_, c_;   // n x 512
+  DeviceBuffer<float> h_, c_;  // n x 512
   DeviceBuffer<VeloLossState> loss_;
-  DeviceBuffer<float> x_;       // n x 32 LSTM inputs (+1 for the bias)
-  DeviceBuffer<float> mix_;     // n x 1024
-  DeviceBuffer<float> pooled_;  // 512
-  DeviceBuffer<float> uh_;      // n x 1028 [U | h | 1 | 0..]
-  DeviceBuffer<float> z_;       // n x 2048
-  DeviceBuffer<float> hx_;      // n x 516 [h_new | 1 | 0..]
-  DeviceBuffer<float> cs_;      // n x 257 controls | lr_mult
-  DeviceBuffer<float> theta_;   // n x 159 per-tensor MLP
-  DeviceBuffer<double> partial_;  // per pass-B work item: 30 feature sums + 8 old-state sums
+  DeviceBuffer<float> x_;                 // n x 32 LSTM inputs (+1 for the bias)
+  DeviceBuffer<float> mix_;               // n x 1024
+  DeviceBuffer<float> pooled_;            // 512
+  DeviceBuffer<float> uh_;                // n x 1028 [U | h | 1 | 0..]
+  DeviceBuffer<float> z_;                 // n x 2048
+  DeviceBuffer<float> hx_;                // n x 516 [h_new | 1 | 0..]
+  DeviceBuffer<float> cs_;                // n x 257 controls | lr_mult
+  DeviceBuffer<float> theta_;             // n x 159 per-tensor MLP
+  DeviceBuffer<double> partial_;          // per pass-B work item: 30 feature sums + 8 old-state sums
   DeviceBuffer<float4> side_a_, side_b_;  // per row / column of tile2d tensors: its share of the first layer
-  DeviceBuffer<float> norm_;    // n x 32: 30 normalisers, param scale
+  DeviceBuffer<float> norm_;              // n x 32: 30 normalisers, param scale
   DeviceBuffer<VeloScalars> scalars_;
 };

@@ -46,8 +46,10 @@ void RefLoTensor::update(const std::vector<float>& g, const LoRefDecays& d) {
     cs[size_t(ci_[size_t(i)])] += q;
   }
   for (int k = 0; k < 3; k++) {
-    for (size_t j = 0; j < rs.size(); j++) R_[k][j] = d.f[k] * R_[k][j] + (1.0f - d.f[k]) * float(rs[j] / double(n0_) + 1e-30);
-    for (size_t j = 0; j < cs.size(); j++) C_[k][j] = d.f[k] * C_[k][j] + (1.0f - d.f[k]) * float(cs[j] / double(n1_) + 1e-30);
+    for (size_t j = 0; j < rs.size(); j++)
+      R_[k][j] = d.f[k] * R_[k][j] + (1.0f - d.f[k]) * float(rs[j] / double(n0_) + 1e-30);
+    for (size_t j = 0; j < cs.size(); j++)
+      C_[k][j] = d.f[k] * C_[k][j] + (1.0f - d.f[k]) * float(cs[j] / double(n1_) + 1e-30);
     std::vector<double> mu(size_t(groups_), 0.0);
     for (size_t j = 0; j < rs.size(); j++) mu[size_t(group_[j])] += R_[k][j];
     for (auto& x : mu) x /= double(n1_);

@@ -39,7 +39,8 @@ std::vector<float> ref_newton_schulz(const std::vector<float>& x, int64_t rows, 
   }
   std::vector<float> out(size_t(rows * cols));
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t cc = 0; cc < cols; cc++) out[size_t(r * cols + cc)] = tall ? X[size_t(cc * n + r)] : X[size_t(r * n + cc)];
+    for (int64_t cc = 0; cc < cols; cc++)
+      out[size_t(r * cols + cc)] = tall ? X[size_t(cc * n + r)] : X[size_t(r * n + cc)];
   return out;
 }
 
@@ -86,7 +87,9 @@ class RefMuon : public RefOptimizer {
 };
 }  // namespace
 
-std::unique_ptr<RefOptimizer> make_ref_muon(const ParamTable& t, const OptimOptions& o) { return std::make_unique<RefMuon>(t, o); }
+std::unique_ptr<RefOptimizer> make_ref_muon(const ParamTable& t, const OptimOptions& o) {
+  return std::make_unique<RefMuon>(t, o);
+}
 
 double ref_grad_norm(const ParamTable& t, const std::vector<float>& grads) {
   double s = 0;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "optim/options.h"
 #include "core/param_table.h"
+#include "optim/options.h"
 
 class RefOptimizer {
  public:

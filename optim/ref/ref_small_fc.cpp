@@ -87,7 +87,8 @@ class RefSmallFc : public RefOptimizer {
     }
   }
 
-  void step_tensor(const TensorInfo& ti, RefLoTensor& s, float* p, const float* graw, float gs, const float* tau) const {
+  void step_tensor(const TensorInfo& ti, RefLoTensor& s, float* p, const float* graw, float gs,
+                   const float* tau) const {
     const SmallFcOptions& h = opts_.small_fc;
     const int64_t n = ti.numel;
     std::vector<float> g(static_cast<size_t>(n));

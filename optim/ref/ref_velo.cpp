@@ -1,11 +1,12 @@
 // VeLO reference (velo.md 4): loss buffer and features, per-tensor LSTM inputs from the old
 // accumulators, mixing layers + LSTM, candidate interpolation, 30 per-element features, 30-4-4-3 MLP,
 // and the step lr_mult * dir * exp(0.001 mag) * 0.001 * rms(p), with PyLO's lr and weight decay.
+#include "optim/ref/ref_velo.h"
+
 #include <algorithm>
 #include <cmath>
 
 #include "optim/ref/ref_lopt.h"
-#include "optim/ref/ref_velo.h"
 
 VeloLossBuffer::VeloLossBuffer(int64_t num_steps) {
   const float stop = std::log10(float(num_steps));
@@ -45,7 +46,9 @@ void velo_fraction_features(double fraction, float* e) {
   for (int j = 0; j < 9; j++) e[j] = std::tanh(10.0f * (float(fraction) - tau[j]));
 }
 
-float velo_log_abs(double x) { return 0.5f * std::min(5.0f, std::max(-5.0f, float(std::log(1e-8 + std::fabs(10.0 * x))))); }
+float velo_log_abs(double x) {
+  return 0.5f * std::min(5.0f, std::max(-5.0f, float(std::log(1e-8 + std::fabs(10.0 * x)))));
+}
 
 int velo_rank_class(const std::vector<int64_t>& shape) {
   int r = 0;
@@ -157,7 +160,8 @@ class RefVelo : public RefOptimizer {
       std::copy(shared + 9, shared + 18, trace_->loss_features);
       trace_->lstm_in = X;
       trace_->lr_mult = lr_mult;
-      for (auto* v : {&trace_->direction, &trace_->magnitude, &trace_->step}) v->assign(size_t(table_.total_elems()), 0.0f);
+      for (auto* v : {&trace_->direction, &trace_->magnitude, &trace_->step})
+        v->assign(size_t(table_.total_elems()), 0.0f);
     }
     for (const auto& ti : table_.tensors()) {
       float theta[159];
@@ -196,7 +200,8 @@ class RefVelo : public RefOptimizer {
     }
   }
 
-  void step_tensor(const TensorInfo& ti, RefLoTensor& s, float* p, const float* graw, float gs, const float* th, float lr_mult) {
+  void step_tensor(const TensorInfo& ti, RefLoTensor& s, float* p, const float* graw, float gs, const float* th,
+                   float lr_mult) {
     const VeloOptions& h = opts_.velo;
     const int64_t n = ti.numel;
     std::vector<float> g(static_cast<size_t>(n));

@@ -30,9 +30,10 @@ void velo_lstm(const VeloWeights& w, int n, const float* X, float* h, float* c, 
 struct VeloTrace {
   float loss_decays[10];  // the loss EMAs' decays (velo.md 4.2), for implementations that round them differently
   float fraction[9], loss_features[9];
-  std::vector<float> lstm_in;                     // tensors x 30
-  std::vector<float> lr_mult;                     // tensors
-  std::vector<float> direction, magnitude, step;  // per element, table layout: MLP outputs and lr_mult dir e^(mag/1000) rms(p)/1000
+  std::vector<float> lstm_in;  // tensors x 30
+  std::vector<float> lr_mult;  // tensors
+  std::vector<float> direction, magnitude,
+      step;  // per element, table layout: MLP outputs and lr_mult dir e^(mag/1000) rms(p)/1000
 };
 std::unique_ptr<RefOptimizer> make_ref_velo_traced(const ParamTable& t, const OptimOptions& o, const VeloWeights& w,
                                                    VeloTrace* trace);

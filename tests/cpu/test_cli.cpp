@@ -30,7 +30,8 @@ struct Args {
 
 TEST(Cli, ShortLongAndEquals) {
   Args a;
-  EXPECT_TRUE(a.parse({"-o", "muon", "--batch", "64", "--steps=5000", "-l", "6e-4", "-z", "1", "-s", "a=1", "--set", "b=2"}));
+  EXPECT_TRUE(
+      a.parse({"-o", "muon", "--batch", "64", "--steps=5000", "-l", "6e-4", "-z", "1", "-s", "a=1", "--set", "b=2"}));
   EXPECT_EQ(a.opt, "muon");
   EXPECT_EQ(a.batch, 64);
   EXPECT_EQ(a.steps, 5000);
@@ -62,10 +63,17 @@ TEST(Cli, Errors) {
 // exactly; values below the smallest double are accepted as the nearest double, as any decimal is rounded.
 TEST(Cli, RangesAndRounding) {
   Args a;
-  expect_user_error([&] { a.parse({"-b", "99999999999"}); },
-                    "flag --batch is too large: got '99999999999' (it takes integers from -2147483648 to 2147483647).");
+  expect_user_error(
+      [&] {
+        a.parse({"-b", "99999999999"});
+      },
+      "flag --batch is too large: got '99999999999' (it takes integers from -2147483648 to 2147483647).");
   expect_user_error([&] { a.parse({"-b", "-3e9"}); }, "flag --batch is too small: got '-3e9'");
-  expect_user_error([&] { a.parse({"--steps", "1e19"}); }, "flag --steps is too large: got '1e19' (it takes integers from -9223372036854775808");
+  expect_user_error(
+      [&] {
+        a.parse({"--steps", "1e19"});
+      },
+      "flag --steps is too large: got '1e19' (it takes integers from -9223372036854775808");
   expect_user_error([&] { a.parse({"--steps", "99999999999999999999"}); }, "flag --steps is too large");
   expect_user_error([&] { a.parse({"-l", "1e400"}); }, "flag --lr is too large: got '1e400'");
   expect_user_error([&] { a.parse({"-l", "-1e400"}); }, "flag --lr is too small");
@@ -80,7 +88,8 @@ TEST(Cli, RangesAndRounding) {
   EXPECT_TRUE(a.parse({"-l", "1e-400"}));
   EXPECT_EQ(a.lr, 0.0);
   EXPECT_EQ(parse_float("flag --scale", "1e-50"), 0.0f);
-  expect_user_error([] { parse_float("flag --scale", "1e39"); }, "flag --scale is too large: got '1e39' (it takes numbers up to about 3.4e38");
+  expect_user_error([] { parse_float("flag --scale", "1e39"); },
+                    "flag --scale is too large: got '1e39' (it takes numbers up to about 3.4e38");
 }
 
 // The program prefixes every message with its name, so the messages do not repeat it.
@@ -114,12 +123,20 @@ TEST(Cli, NotesExplainRefusedSpellings) {
   a.cli.note("-k", "sample every N steps is -s now");
   a.cli.note("-b", "-b is the micro-batch");
   a.cli.note("--opts", "it is --optimizer now");
-  expect_user_error([&] { a.parse({"-k", "5"}); },
-                    "unknown flag '-k' (sample every N steps is -s now); run with --help to list the flags.");
-  expect_user_error([&] { a.parse({"--opts=adamw"}); }, "unknown flag '--opts=adamw' (it is --optimizer now); run with --help");
+  expect_user_error(
+      [&] {
+        a.parse({"-k", "5"});
+      },
+      "unknown flag '-k' (sample every N steps is -s now); run with --help to list the flags.");
+  expect_user_error([&] { a.parse({"--opts=adamw"}); },
+                    "unknown flag '--opts=adamw' (it is --optimizer now); run with --help");
   expect_user_error([&] { a.parse({"-b", "x"}); }, "flag --batch needs a number, got 'x' (-b is the micro-batch).");
   expect_user_error([&] { a.parse({"-b"}); }, "flag '-b' needs a value (-b is the micro-batch); run with --help");
-  expect_user_error([&] { a.parse({"-b", "99999999999"}); }, "(it takes integers from -2147483648 to 2147483647) (-b is the micro-batch).");
+  expect_user_error(
+      [&] {
+        a.parse({"-b", "99999999999"});
+      },
+      "(it takes integers from -2147483648 to 2147483647) (-b is the micro-batch).");
   // The long spelling of -b has no note of its own.
   expect_user_error([&] { a.parse({"--batch=x"}); }, "flag --batch needs a number, got 'x'.");
   EXPECT_TRUE(a.parse({"-b", "16"}));
@@ -130,7 +147,10 @@ TEST(Cli, NotesExplainRefusedSpellings) {
 // Every program reads -e through model_by_name: the same names give the same model everywhere.
 TEST(ModelNames, OneReaderForEveryProgram) {
   const unsigned all = kGpt2Sizes | kGpt2Tiny | kVitB16;
-  const char* const names[4][3] = {{"d12", "124m", "gpt2-124m"}, {"d24", "355m", "gpt2-355m"}, {"d36", "774m", "gpt2-774m"}, {"d48", "1558m", "gpt2-1558m"}};
+  const char* const names[4][3] = {{"d12", "124m", "gpt2-124m"},
+                                   {"d24", "355m", "gpt2-355m"},
+                                   {"d36", "774m", "gpt2-774m"},
+                                   {"d48", "1558m", "gpt2-1558m"}};
   const int64_t params[4] = {124439808, 354823168, 774030080, 1557611200};
   for (int i = 0; i < 4; i++)
     for (const char* n : names[i]) {
@@ -145,11 +165,13 @@ TEST(ModelNames, OneReaderForEveryProgram) {
   EXPECT_EQ(tiny.gpt2.channels, 128);
   EXPECT_EQ(tiny.gpt2.heads, 2);
   EXPECT_EQ(model_by_name("vit-b16", all).table().num_params(), 86567656);
-  expect_user_error([] { model_by_name("gpt3", kGpt2Sizes | kGpt2Tiny); },
-                    "unknown model 'gpt3'; choose d12, d24, d36, d48 (GPT-2 124M to 1558M, also named 124m, ..., 1558m or "
-                    "gpt2-124m, ..., gpt2-1558m) or tiny (4 layers, 128 channels).");
+  expect_user_error(
+      [] { model_by_name("gpt3", kGpt2Sizes | kGpt2Tiny); },
+      "unknown model 'gpt3'; choose d12, d24, d36, d48 (GPT-2 124M to 1558M, also named 124m, ..., 1558m or "
+      "gpt2-124m, ..., gpt2-1558m) or tiny (4 layers, 128 channels).");
   expect_user_error([] { model_by_name("gpt2-d12", all); }, "unknown model 'gpt2-d12'");
-  expect_user_error([] { model_by_name("vit-b16", kGpt2Sizes); }, "the model 'vit-b16' cannot be used here; choose d12, d24, d36 or d48 (");
+  expect_user_error([] { model_by_name("vit-b16", kGpt2Sizes); },
+                    "the model 'vit-b16' cannot be used here; choose d12, d24, d36 or d48 (");
   expect_user_error([] { model_by_name("tiny", kGpt2Sizes | kVitB16); }, "the model 'tiny' cannot be used here");
 }
 
@@ -170,9 +192,11 @@ TEST(FlagVocabulary, SharedFlagsAndNotes) {
   cli.add('g', "sample-tokens", &sample_tokens, "tokens per sample");
   flags::add_flag_notes(cli, "train_gpt2");
   const std::string h = cli.help();
-  for (const char* s : {"-e, --model", "-o, --optimizer", "-x, --steps", "      --clip", "      --set", "      --tokenizer"})
+  for (const char* s :
+       {"-e, --model", "-o, --optimizer", "-x, --steps", "      --clip", "      --set", "      --tokenizer"})
     EXPECT_NE(h.find(s), std::string::npos) << s;
-  std::vector<std::string> args = {"prog", "-e", "gpt2-355m", "-o", "muon", "-x", "5", "--clip", "0.5", "--set", "muon.lr=1"};
+  std::vector<std::string> args = {"prog", "-e",     "gpt2-355m", "-o",    "muon",     "-x",
+                                   "5",    "--clip", "0.5",       "--set", "muon.lr=1"};
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(&s[0]);
   EXPECT_TRUE(cli.parse(int(argv.size()), argv.data()));
@@ -186,13 +210,26 @@ TEST(FlagVocabulary, SharedFlagsAndNotes) {
     for (auto& s : a) v.push_back(&s[0]);
     cli.parse(int(v.size()), v.data());
   };
-  expect_user_error([&] { parse({"-z", "1"}); }, "unknown flag '-z' (tokens per sample is -g now, as in llm.c; llm.c's -z (ZeRO stage)");
-  expect_user_error([&] { parse({"-g", "0.5"}); }, "(-g is tokens per sample now, llm.c's genT; the grad-norm clip is --clip).");
-  expect_user_error([&] { parse({"-y", "1"}); }, "unknown flag '-y' (llm.c's -y (resume from the output folder) is --resume FILE here)");
+  expect_user_error(
+      [&] {
+        parse({"-z", "1"});
+      },
+      "unknown flag '-z' (tokens per sample is -g now, as in llm.c; llm.c's -z (ZeRO stage)");
+  expect_user_error(
+      [&] {
+        parse({"-g", "0.5"});
+      },
+      "(-g is tokens per sample now, llm.c's genT; the grad-norm clip is --clip).");
+  expect_user_error(
+      [&] {
+        parse({"-y", "1"});
+      },
+      "unknown flag '-y' (llm.c's -y (resume from the output folder) is --resume FILE here)");
   Cli tok_cli("tokenize", "test");
   flags::add_flag_notes(tok_cli, "tokenize");
   std::vector<std::string> targs = {"tokenize", "-o", "dir"};
   std::vector<char*> tv;
   for (auto& s : targs) tv.push_back(&s[0]);
-  expect_user_error([&] { tok_cli.parse(int(tv.size()), tv.data()); }, "unknown flag '-o' (the output folder is --out now");
+  expect_user_error([&] { tok_cli.parse(int(tv.size()), tv.data()); },
+                    "unknown flag '-o' (the output folder is --out now");
 }

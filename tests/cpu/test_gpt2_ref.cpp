@@ -6,8 +6,8 @@
 
 #include "kernels/dropout.h"
 #include "models/gpt2_ref.h"
-#include "tests/test_util.h"
 #include "models/gpt2_sites.h"
+#include "tests/test_util.h"
 
 namespace {
 Gpt2Shape tiny(bool separate) {
@@ -118,7 +118,8 @@ TEST(Dropout, MaskStatistics) {
   for (float p : {0.1f, 0.5f}) {
     const uint32_t thr = dropout_threshold(p);
     int64_t kept = 0, both = 0, same_site = 0, n = 0;
-    const uint64_t k1 = dropout_site_key(5, 3, dropout_site_attention(0)), k2 = dropout_site_key(5, 3, dropout_site_attention(1));
+    const uint64_t k1 = dropout_site_key(5, 3, dropout_site_attention(0)),
+                   k2 = dropout_site_key(5, 3, dropout_site_attention(1));
     const uint64_t k3 = dropout_site_key(5, 4, dropout_site_attention(0));
     for (uint32_t row = 0; row < 512; row++)
       for (uint32_t col = 0; col < 512; col++, n++) {

@@ -9,7 +9,8 @@
 #include "tests/test_util.h"
 
 TEST(Json, ParsesWhatSafetensorsAndConfigsUse) {
-  Json j = parse_json(R"({"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, "b": true, "s": "x\"y\u00e9"})", "t");
+  Json j = parse_json(
+      R"({"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, "b": true, "s": "x\"y\u00e9"})", "t");
   EXPECT_EQ(j.at("a").at("shape").arr[1].num, 3);
   EXPECT_TRUE(j.at("b").b);
   EXPECT_EQ(j.at("s").str, "x\"y\xc3\xa9");
@@ -68,9 +69,13 @@ TEST(VeloWeightsFiles, PyloAndJaxFormatsAgree) {
   VeloWeights a = load_velo_weights(d);
   save_velo_weights_jax(d + "/params", w);
   VeloWeights b = load_velo_weights(d + "/params");  // flax msgpack, JAX layout, converted on load
-  for (auto [x, y, z] : {std::tuple{&a.lstm_w, &b.lstm_w, &w.lstm_w}, {&a.mix2_w, &b.mix2_w, &w.mix2_w},
-                         {&a.ctrl_w, &b.ctrl_w, &w.ctrl_w}, {&a.ss_w, &b.ss_w, &w.ss_w}, {&a.cand, &b.cand, &w.cand},
-                         {&a.init_c, &b.init_c, &w.init_c}, {&a.final_b, &b.final_b, &w.final_b}}) {
+  for (auto [x, y, z] : {std::tuple{&a.lstm_w, &b.lstm_w, &w.lstm_w},
+                         {&a.mix2_w, &b.mix2_w, &w.mix2_w},
+                         {&a.ctrl_w, &b.ctrl_w, &w.ctrl_w},
+                         {&a.ss_w, &b.ss_w, &w.ss_w},
+                         {&a.cand, &b.cand, &w.cand},
+                         {&a.init_c, &b.init_c, &w.init_c},
+                         {&a.final_b, &b.final_b, &w.final_b}}) {
     EXPECT_EQ(*x, *z);
     EXPECT_EQ(*y, *z);
   }
@@ -120,17 +125,21 @@ TEST(Safetensors, HostileShapesAndOffsetsAreRefused) {
   std::string bytes;
   for (size_t k = 0; k < repro.size(); k += 2) bytes += char(std::stoi(repro.substr(k, 2), nullptr, 16));
   write_file(f, bytes);
-  expect_user_error([&] { read_safetensors(f); }, "tensor 'a' has 0 bytes of data but shape (4611686018427387904,) needs 2^64 or more bytes");
+  expect_user_error([&] { read_safetensors(f); },
+                    "tensor 'a' has 0 bytes of data but shape (4611686018427387904,) needs 2^64 or more bytes");
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,16]})", "but shape (2147483648, 2147483648) needs"},
-      {R"({"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,16]})", "needs 2^64 or more bytes"},
+      {R"({"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,16]})",
+       "but shape (2147483648, 2147483648) needs"},
+      {R"({"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,16]})",
+       "needs 2^64 or more bytes"},
       {R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,1e28]})", "bad data offsets"},
       {R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,nan]})", "bad data offsets"},
       {R"({"dtype":"F32","shape":[2,2],"data_offsets":[0.5,16]})", "bad data offsets"},
       {R"({"dtype":"F32","shape":[2,2],"data_offsets":[8,0]})", "bad data offsets"},
       {R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,"16"]})", "bad data offsets"},
       {R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,24]})", "ends at byte 24 of a 16-byte data section"},
-      {R"({"dtype":"F32","shape":[2,3],"data_offsets":[0,16]})", "has 16 bytes of data but shape (2, 3) needs 24 bytes"},
+      {R"({"dtype":"F32","shape":[2,3],"data_offsets":[0,16]})",
+       "has 16 bytes of data but shape (2, 3) needs 24 bytes"},
       {R"({"dtype":"F32","shape":[2.5,1.5],"data_offsets":[0,16]})", "has a bad shape"},
       {R"({"dtype":"F32","shape":[-4],"data_offsets":[0,16]})", "has a bad shape"},
       {R"({"dtype":"F32","shape":[1e300],"data_offsets":[0,16]})", "has a bad shape"},
@@ -150,7 +159,10 @@ TEST(Safetensors, HostileShapesAndOffsetsAreRefused) {
 namespace {
 // A flax msgpack file {"w": ExtType 1 [shape, "float32", bin of `data_bytes` bytes]}; `shape` is msgpack.
 std::string flax_bytes(const std::string& shape, size_t data_bytes) {
-  std::string payload = "\x93" + shape + "\xa7" "float32" + "\xc6";
+  std::string payload = "\x93" + shape +
+                        "\xa7"
+                        "float32" +
+                        "\xc6";
   for (int k = 3; k >= 0; k--) payload += char((data_bytes >> (8 * k)) & 0xff);
   payload += std::string(data_bytes, '\0');
   std::string out = "\x81\xa1w\xc9";
@@ -163,7 +175,8 @@ TEST(FlaxMsgpack, HostileShapesAreRefused) {
   const std::string d = make_temp_dir(), f = d + "/params";
   const std::string i64 = "\xd3", two_62 = std::string("\x40\0\0\0\0\0\0\0", 8);
   write_file(f, flax_bytes("\x91" + i64 + two_62, 0));  // shape [2^62], no data
-  expect_user_error([&] { read_flax_arrays(f); }, "array 'w' has 0 bytes of data but shape (4611686018427387904,) needs 2^64 or more bytes");
+  expect_user_error([&] { read_flax_arrays(f); },
+                    "array 'w' has 0 bytes of data but shape (4611686018427387904,) needs 2^64 or more bytes");
   write_file(f, flax_bytes("\x92" + i64 + two_62 + i64 + two_62, 16));  // [2^62, 2^62]: overflows 64 bits
   expect_user_error([&] { read_flax_arrays(f); }, "needs 2^64 or more bytes");
   write_file(f, flax_bytes("\x91\xff", 16));  // shape [-1]
@@ -181,14 +194,17 @@ TEST(FlaxMsgpack, HostileShapesAreRefused) {
 // JSONL from Python's json.dumps escapes non-BMP characters as UTF-16 surrogate pairs.
 TEST(Json, UnicodeEscapes) {
   EXPECT_EQ(parse_json(R"("\ud83d\ude00")", "t").str, "\xf0\x9f\x98\x80");  // U+1F600, 4 UTF-8 bytes
-  EXPECT_EQ(parse_json(R"("a\uD834\uDD1Eb")", "t").str, "a\xf0\x9d\x84\x9e" "b");  // U+1D11E, upper-case hex
+  EXPECT_EQ(parse_json(R"("a\uD834\uDD1Eb")", "t").str,
+            "a\xf0\x9d\x84\x9e"
+            "b");  // U+1D11E, upper-case hex
   EXPECT_EQ(parse_json(R"("\u0041\u00e9\u20ac\uffff")", "t").str, "A\xc3\xa9\xe2\x82\xac\xef\xbf\xbf");
   EXPECT_EQ(parse_json(R"("\u0000")", "t").str, std::string(1, '\0'));  // a real NUL stays one
   expect_user_error([] { parse_json(R"({"text": "\uZZZZ"})", "line 7 of 'x.jsonl'"); },
                     "line 7 of 'x.jsonl' is not valid JSON (bad \\u escape");
   expect_user_error([] { parse_json(R"("\u12")", "t"); }, "bad \\u escape");
   expect_user_error([] { parse_json(R"("\u+123")", "t"); }, "bad \\u escape");
-  expect_user_error([] { parse_json(R"("\ud83d")", "line 3 of 'y'"); }, "line 3 of 'y' is not valid JSON (unpaired surrogate");
+  expect_user_error([] { parse_json(R"("\ud83d")", "line 3 of 'y'"); },
+                    "line 3 of 'y' is not valid JSON (unpaired surrogate");
   expect_user_error([] { parse_json(R"("\ud83dx")", "t"); }, "unpaired surrogate");
   expect_user_error([] { parse_json(R"("\ud83d\u0041")", "t"); }, "unpaired surrogate");
   expect_user_error([] { parse_json(R"("\ude00\ud83d")", "t"); }, "unpaired surrogate");

@@ -86,7 +86,8 @@ struct Oracle {
         cf[k].assign(n, 0.0);
         for (size_t i = 0; i < n; i++) {
           auto c = coords_of(shape, int64_t(i));
-          double r = R[k][size_t(index_without(shape, c, {fd.d0}))], u = mu[size_t(index_without(shape, c, {fd.d0, fd.d1}))];
+          double r = R[k][size_t(index_without(shape, c, {fd.d0}))],
+                 u = mu[size_t(index_without(shape, c, {fd.d0, fd.d1}))];
           rf[k][i] = 1 / std::sqrt(std::max(r / (u + 1e-9), 1e-9));
           cf[k][i] = 1 / std::sqrt(std::max(C[k][size_t(index_without(shape, c, {fd.d1}))], 1e-9));
         }
@@ -168,9 +169,9 @@ TEST(Probes, SmallFcEveryFeature) {
       w.w0.assign(32 * 39, 0.0f), w.b0.assign(32, 0.0f), w.w1.assign(1024, 0.0f), w.b1.assign(32, 0.0f);
       w.w2.assign(64, 0.0f), w.b2.assign(2, 0.0f);
       w.w0[size_t(c)] = 1.0f, w.w0[size_t(39 + c)] = -1.0f;  // rows 0 and 1: +x_c, -x_c
-      w.w1[0] = 1.0f, w.w1[33] = 1.0f;                        // pass both through
-      w.w2[0] = 1.0f, w.w2[1] = -1.0f;                        // direction = relu(x) - relu(-x) = x
-      const bool mag_probe = c == 5;                          // and once: magnitude 1000 -> factor e
+      w.w1[0] = 1.0f, w.w1[33] = 1.0f;                       // pass both through
+      w.w2[0] = 1.0f, w.w2[1] = -1.0f;                       // direction = relu(x) - relu(-x) = x
+      const bool mag_probe = c == 5;                         // and once: magnitude 1000 -> factor e
       if (mag_probe) w.b2[1] = 1000.0f;
       ParamTable t = single(shape);
       OptimOptions o;
@@ -192,8 +193,11 @@ TEST(Probes, SmallFcEveryFeature) {
         ref->step(p, gp);
         const double factor = mag_probe ? std::exp(1.0) : 1.0;
         for (int64_t i = 0; i < n; i++) {
-          const double want = c < 28 ? x[size_t(i)][size_t(c)] : std::tanh(double(s) / double(std::vector<double>{
-                                                                        1, 3, 10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000}[size_t(c - 28)]) - 1);
+          const double want =
+              c < 28 ? x[size_t(i)][size_t(c)]
+                     : std::tanh(double(s) / double(std::vector<double>{1, 3, 10, 30, 100, 300, 1000, 3000, 10000,
+                                                                        30000, 100000}[size_t(c - 28)]) -
+                                 1);
           const double got = (double(before[size_t(i)]) - p[size_t(i)]) / factor;
           ASSERT_NEAR(got, want, 1e-5 * std::max(1.0, std::fabs(want))) << "step " << s << " element " << i;
         }
@@ -213,9 +217,9 @@ TEST(Probes, VeloEveryFeature) {
       SCOPED_TRACE(shape_str(shape) + " feature " + std::to_string(c));
       VeloWeights w = base;
       std::vector<float> th(159, 0.0f);
-      th[size_t(c)] = 1.0f, th[size_t(30 + c)] = -1.0f;  // W0 rows 0 and 1
+      th[size_t(c)] = 1.0f, th[size_t(30 + c)] = -1.0f;            // W0 rows 0 and 1
       for (int k = 0; k < 4; k++) th[size_t(124 + 5 * k)] = 1.0f;  // W1 = I
-      th[144] = 1.0f, th[145] = -1.0f;                              // W2 row 0: direction
+      th[144] = 1.0f, th[145] = -1.0f;                             // W2 row 0: direction
       const bool mag_probe = c == 6;
       if (mag_probe) th[157] = 1000.0f;  // b2[1]: factor exp(1)
       for (int j = 0; j < 256; j++) std::copy(th.begin(), th.end(), w.cand.begin() + j * 159);

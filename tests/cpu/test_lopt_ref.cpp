@@ -18,32 +18,39 @@ void expect_vec(const float* got, std::vector<float> want, double rtol, const ch
 TEST(VeloConstants, FractionEmbeddingAndLogAbs) {
   float e[9];
   velo_fraction_features(0.0, e);
-  expect_vec(e, {-0.2913126f, -0.7615942f, -0.9640276f, -0.9993293f, -0.9999877f, -0.9999998f, -1.0f, -1.0f, -1.0f}, 1e-6, "x=0");
+  expect_vec(e, {-0.2913126f, -0.7615942f, -0.9640276f, -0.9993293f, -0.9999877f, -0.9999998f, -1.0f, -1.0f, -1.0f},
+             1e-6, "x=0");
   velo_fraction_features(0.5, e);
-  expect_vec(e, {0.9998346f, 0.9993293f, 0.9950548f, 0.7615942f, -0.7615942f, -0.9950548f, -0.9993293f, -0.9999092f, -0.9999877f},
-             1e-6, "x=0.5");
+  expect_vec(
+      e,
+      {0.9998346f, 0.9993293f, 0.9950548f, 0.7615942f, -0.7615942f, -0.9950548f, -0.9993293f, -0.9999092f, -0.9999877f},
+      1e-6, "x=0.5");
   velo_fraction_features(1.0, e);
-  expect_vec(e, {1.0f, 1.0f, 0.9999998f, 0.9999877f, 0.9993293f, 0.9640276f, 0.7615942f, 0.0f, -0.7615942f}, 1e-6, "x=1");
+  expect_vec(e, {1.0f, 1.0f, 0.9999998f, 0.9999877f, 0.9993293f, 0.9640276f, 0.7615942f, 0.0f, -0.7615942f}, 1e-6,
+             "x=1");
   EXPECT_FLOAT_EQ(velo_log_abs(0.0), -2.5f);
   EXPECT_FLOAT_EQ(velo_log_abs(1e9), 2.5f);
 }
 
 TEST(VeloConstants, LossDecays) {
   expect_vec(VeloLossBuffer(100).decay,
-             {0.9048374f, 0.92549515f, 0.9418131f, 0.95464486f, 0.9647f, 0.972558f, 0.97868615f, 0.9834573f, 0.9871675f, 0.9900499f},
+             {0.9048374f, 0.92549515f, 0.9418131f, 0.95464486f, 0.9647f, 0.972558f, 0.97868615f, 0.9834573f, 0.9871675f,
+              0.9900499f},
              1e-6, "N=100");
   expect_vec(VeloLossBuffer(10000).decay,
-             {0.9048374f, 0.95464486f, 0.978686f, 0.9900499f, 0.99536914f, 0.99784786f, 0.9990005f, 0.9995359f, 0.9997845f, 0.9999f},
+             {0.9048374f, 0.95464486f, 0.978686f, 0.9900499f, 0.99536914f, 0.99784786f, 0.9990005f, 0.9995359f,
+              0.9997845f, 0.9999f},
              1e-6, "N=10000");
   expect_vec(VeloLossBuffer(150000).decay,
-             {0.9048374f, 0.9662284f, 0.9882667f, 0.99595344f, 0.99860793f, 0.99952155f, 0.9998356f, 0.9999435f, 0.99998057f,
-              0.9999934f},
+             {0.9048374f, 0.9662284f, 0.9882667f, 0.99595344f, 0.99860793f, 0.99952155f, 0.9998356f, 0.9999435f,
+              0.99998057f, 0.9999934f},
              1e-6, "N=150000");
 }
 
 TEST(VeloConstants, LossBufferTrace) {  // velo.md 11, T1
   VeloLossBuffer b(100);
-  const float losses[6] = {2.0f, 1.8f, 1.7f, 1.5f, 10.0f, 1.4f}, clipped[6] = {2.0f, 1.8f, 1.7f, 1.5f, 2.8991535f, 1.4f};
+  const float losses[6] = {2.0f, 1.8f, 1.7f, 1.5f, 10.0f, 1.4f},
+              clipped[6] = {2.0f, 1.8f, 1.7f, 1.5f, 2.8991535f, 1.4f};
   float f[9];
   for (int s = 0; s < 6; s++) {
     EXPECT_NEAR(b.update(losses[s]), clipped[s], 1e-6 * clipped[s]) << "update " << s + 1;
@@ -52,8 +59,10 @@ TEST(VeloConstants, LossBufferTrace) {  // velo.md 11, T1
       expect_vec(f, std::vector<float>(9, 0.0f), 0, "zero features");
     }
     if (s == 1)
-      expect_vec(b.running_min, {1.895004f, 1.896131f, 1.897004f, 1.897679f, 1.898203f, 1.898608f, 1.898924f, 1.899165f, 1.899355f, 1.8995f},
-                 1e-6, "running_min after 2");
+      expect_vec(
+          b.running_min,
+          {1.895004f, 1.896131f, 1.897004f, 1.897679f, 1.898203f, 1.898608f, 1.898924f, 1.899165f, 1.899355f, 1.8995f},
+          1e-6, "running_min after 2");
     if (s == 2 || s == 3) {
       expect_vec(f, std::vector<float>(9, -1.0f), 1e-6, "features after 3/4");
     }
@@ -61,21 +70,27 @@ TEST(VeloConstants, LossBufferTrace) {  // velo.md 11, T1
       EXPECT_NEAR(b.running_min[0], 1.730054f, 1e-6);
     }
     if (s == 4)
-      expect_vec(f, {0.028951f, 0.022544f, 0.017521f, 0.013596f, 0.010545f, 0.008172f, 0.006332f, 0.004898f, 0.003799f}, 2e-5,
+      expect_vec(f, {0.028951f, 0.022544f, 0.017521f, 0.013596f, 0.010545f, 0.008172f, 0.006332f, 0.004898f, 0.003799f},
+                 2e-5,
                  "after 5");  // ratios of near-equal float32 differences: ~1e-5 absolute is all they carry
     if (s == 5)
-      expect_vec(f, {-0.000126f, 0.000218f, 0.000347f, 0.000363f, 0.000334f, 0.000293f, 0.000241f, 0.000205f, 0.000158f}, 2e-5,
-                 "after 6");
+      expect_vec(f,
+                 {-0.000126f, 0.000218f, 0.000347f, 0.000363f, 0.000334f, 0.000293f, 0.000241f, 0.000205f, 0.000158f},
+                 2e-5, "after 6");
   }
   EXPECT_NEAR(b.running_min[0], 1.730054f, 1e-6);  // unchanged by updates 5 and 6
   EXPECT_NEAR(b.running_min[9], 1.748f, 1e-5);
 }
 
 TEST(FactoredDims, ArgsortAndSwappedTables) {  // velo.md 11, T2: (d1, d0); "JAX" = argsort, "PyLO" = swapped
-  struct Row { std::vector<int64_t> s; int jd1, jd0, pd1, pd0; };
-  const std::vector<Row> rows = {{{10, 20}, 0, 1, 0, 1},        {{20, 10}, 1, 0, 1, 0},       {{7, 7}, 0, 1, 1, 0},
-                                 {{1, 7}, 0, 1, 0, 1},          {{7, 1}, 1, 0, 1, 0},         {{4, 4, 4}, 1, 2, 2, 1},
-                                 {{3, 3, 64, 128}, 2, 3, 2, 3}, {{3, 3, 64, 64}, 2, 3, 3, 2}, {{64, 64, 3, 3}, 0, 1, 0, 1}};
+  struct Row {
+    std::vector<int64_t> s;
+    int jd1, jd0, pd1, pd0;
+  };
+  const std::vector<Row> rows = {
+      {{10, 20}, 0, 1, 0, 1},        {{20, 10}, 1, 0, 1, 0},       {{7, 7}, 0, 1, 1, 0},
+      {{1, 7}, 0, 1, 0, 1},          {{7, 1}, 1, 0, 1, 0},         {{4, 4, 4}, 1, 2, 2, 1},
+      {{3, 3, 64, 128}, 2, 3, 2, 3}, {{3, 3, 64, 64}, 2, 3, 3, 2}, {{64, 64, 3, 3}, 0, 1, 0, 1}};
   for (const auto& r : rows) {
     auto j = factored_dims(r.s, TieRule::Argsort), p = factored_dims(r.s, TieRule::Swapped);
     EXPECT_TRUE(j.factored && p.factored);

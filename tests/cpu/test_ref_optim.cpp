@@ -77,7 +77,8 @@ TEST(RefAdafactor, RankOneGradientFirstStepIsSignTimesAlpha) {
   for (int i = 0; i < 108; i++) ss += double(p0[size_t(i)]) * p0[size_t(i)];
   const double alpha = std::max(1e-3, std::sqrt(ss / 108)) * 1e-2;
   opt->step(p, g);
-  for (int i = 0; i < 108; i++) EXPECT_NEAR(p[size_t(i)], p0[size_t(i)] - alpha * (g[size_t(i)] > 0 ? 1 : -1), 1e-6) << i;
+  for (int i = 0; i < 108; i++)
+    EXPECT_NEAR(p[size_t(i)], p0[size_t(i)] - alpha * (g[size_t(i)] > 0 ? 1 : -1), 1e-6) << i;
 }
 
 TEST(RefAdafactor, VectorFirstStepAndUpdateClipping) {
@@ -152,7 +153,7 @@ TEST(RefMuon, NewtonSchulzOnDiagonalIsTheScalarPolynomial) {
         }
         EXPECT_EQ(out[size_t(i * C + i)], v) << R << "x" << C << " i=" << i;
         EXPECT_NEAR(v, exact, 0.06 * std::fabs(exact));  // bf16 drift stays small
-        EXPECT_GT(v, 0.5);  // small singular values are pushed up towards 1
+        EXPECT_GT(v, 0.5);                               // small singular values are pushed up towards 1
         EXPECT_LT(v, 1.3);
       }
   }

@@ -22,8 +22,8 @@ TEST(Schedule, CosineEndpointsAndMidpoint) {
   auto s = make_schedule("cosine", 10, 110, 0.1, 0.2);
   EXPECT_DOUBLE_EQ(s.factor(0), 0.1);
   EXPECT_DOUBLE_EQ(s.factor(9), 1.0);
-  EXPECT_DOUBLE_EQ(s.factor(10), 1.0);                  // start of decay: cos(0)
-  EXPECT_NEAR(s.factor(60), 0.1 + 0.9 * 0.5, 1e-12);    // halfway through the decay
+  EXPECT_DOUBLE_EQ(s.factor(10), 1.0);                // start of decay: cos(0)
+  EXPECT_NEAR(s.factor(60), 0.1 + 0.9 * 0.5, 1e-12);  // halfway through the decay
   EXPECT_NEAR(s.factor(109), 0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 99 / 100)), 1e-12);
   EXPECT_DOUBLE_EQ(s.factor(110), 0.1);
   EXPECT_DOUBLE_EQ(s.factor(500), 0.1);
@@ -58,12 +58,26 @@ TEST(Options, HelpShowsTorchDefaults) {
       if (l.rfind(key + "=", 0) == 0) return l.substr(key.size() + 1, l.find("  ") - key.size() - 1);
     return std::string("(missing)");
   };
-  const std::vector<std::pair<std::string, std::string>> torch = {
-      {"adamw.lr", "0.001"},       {"adamw.beta1", "0.9"},        {"adamw.beta2", "0.999"},           {"adamw.eps", "1e-08"},
-      {"adamw.wd", "0.01"},        {"adafactor.lr", "0.01"},      {"adafactor.beta2_decay", "-0.8"},  {"adafactor.eps2", "0.001"},
-      {"adafactor.d", "1"},        {"adafactor.wd", "0"},         {"muon.lr", "0.001"},               {"muon.wd", "0.1"},
-      {"muon.momentum", "0.95"},   {"muon.nesterov", "true"},     {"muon.ns_steps", "5"},             {"muon.adjust_lr", "original"},
-      {"muon.a", "3.4445"},        {"muon.b", "-4.775"},          {"muon.c", "2.0315"},               {"muon.eps", "1e-07"}};
+  const std::vector<std::pair<std::string, std::string>> torch = {{"adamw.lr", "0.001"},
+                                                                  {"adamw.beta1", "0.9"},
+                                                                  {"adamw.beta2", "0.999"},
+                                                                  {"adamw.eps", "1e-08"},
+                                                                  {"adamw.wd", "0.01"},
+                                                                  {"adafactor.lr", "0.01"},
+                                                                  {"adafactor.beta2_decay", "-0.8"},
+                                                                  {"adafactor.eps2", "0.001"},
+                                                                  {"adafactor.d", "1"},
+                                                                  {"adafactor.wd", "0"},
+                                                                  {"muon.lr", "0.001"},
+                                                                  {"muon.wd", "0.1"},
+                                                                  {"muon.momentum", "0.95"},
+                                                                  {"muon.nesterov", "true"},
+                                                                  {"muon.ns_steps", "5"},
+                                                                  {"muon.adjust_lr", "original"},
+                                                                  {"muon.a", "3.4445"},
+                                                                  {"muon.b", "-4.775"},
+                                                                  {"muon.c", "2.0315"},
+                                                                  {"muon.eps", "1e-07"}};
   for (const auto& kv : torch) EXPECT_EQ(value(kv.first), kv.second) << kv.first;
   EXPECT_EQ(o.adafactor.eps1_value(), std::ldexp(1.0, -23));
   const std::string help = options_help(o);
@@ -77,7 +91,8 @@ TEST(Options, EveryKeyOwnsOneFieldAndRoundTrips) {
   const std::vector<std::string> before = describe_options(base);
   for (size_t i = 0; i < before.size(); i++) {
     const std::string& line = before[i];
-    const std::string key = line.substr(0, line.find('=')), old = line.substr(key.size() + 1, line.find("  ") - key.size() - 1);
+    const std::string key = line.substr(0, line.find('=')),
+                      old = line.substr(key.size() + 1, line.find("  ") - key.size() - 1);
     std::string fresh = old == "true" ? "false" : old == "false" ? "true" : "7";
     if (old == "7") fresh = "8";
     const bool text = old.empty() || (old[0] >= 'a' && old[0] <= 'z');
@@ -86,8 +101,10 @@ TEST(Options, EveryKeyOwnsOneFieldAndRoundTrips) {
     set_option(o, key + "=" + fresh);
     const std::vector<std::string> after = describe_options(o);
     for (size_t j = 0; j < after.size(); j++)
-      if (j == i) EXPECT_EQ(after[j].rfind(key + "=" + fresh + "  ", 0), 0u) << after[j];
-      else EXPECT_EQ(after[j], before[j]) << "setting " << key << " changed another option";
+      if (j == i)
+        EXPECT_EQ(after[j].rfind(key + "=" + fresh + "  ", 0), 0u) << after[j];
+      else
+        EXPECT_EQ(after[j], before[j]) << "setting " << key << " changed another option";
     OptimOptions back = base;  // the printed value parses back to the same value
     set_option(back, key + "=" + old);
     EXPECT_EQ(describe_options(back), before) << key;
@@ -109,9 +126,14 @@ TEST(Options, EachBelongsToItsOptimizer) {
   }
   check_options_apply({"muon.lr=0.01", "muon.aux.beta2=0.9"}, {"muon"});
   check_options_apply({"muon.lr=0.01", "adamw.lr=1e-3"}, {"adamw", "muon"});
-  expect_user_error([] { check_options_apply({"muon.lr=-5"}, {"adamw"}); },
-                    "option muon.lr=-5 is for muon, which is not the optimizer selected (adamw); remove it or choose -o muon.");
-  expect_user_error([] { check_options_apply({"velo.lr=2"}, {"adamw", "muon"}); }, "not the optimizer selected (adamw, muon)");
+  expect_user_error(
+      [] { check_options_apply({"muon.lr=-5"}, {"adamw"}); },
+      "option muon.lr=-5 is for muon, which is not the optimizer selected (adamw); remove it or choose -o muon.");
+  expect_user_error(
+      [] {
+        check_options_apply({"velo.lr=2"}, {"adamw", "muon"});
+      },
+      "not the optimizer selected (adamw, muon)");
 }
 
 TEST(Options, RandomLoptWeightsAreReadableAndRemoved) {
@@ -158,13 +180,15 @@ TEST(Options, BadInputIsOneClearSentence) {
   expect_user_error([&] { set_option(o, "adamw.lr=inf"); }, "option adamw.lr needs a finite number");
   expect_user_error([&] { set_option(o, "adamw.lr=1e999"); }, "option adamw.lr is too large: got '1e999'");
   expect_user_error([&] { set_option(o, "muon.ns_steps=2.5"); }, "needs an integer");
-  expect_user_error([&] { set_option(o, "muon.ns_steps=1e10"); },
-                    "option muon.ns_steps is too large: got '1e10' (it takes integers from -2147483648 to 2147483647).");
+  expect_user_error(
+      [&] { set_option(o, "muon.ns_steps=1e10"); },
+      "option muon.ns_steps is too large: got '1e10' (it takes integers from -2147483648 to 2147483647).");
   expect_user_error([&] { set_option(o, "velo.num_steps=1e19"); }, "option velo.num_steps is too large");
   set_option(o, "velo.num_steps=9007199254740993");  // exact, not rounded through a double
   EXPECT_EQ(o.velo.num_steps, 9007199254740993);
   expect_user_error([&] { set_option(o, "muon.nesterov=maybe"); }, "true or false");
-  expect_user_error([&] { validate_options("sgd", o); }, "unknown optimizer 'sgd'; choose one of adamw, adafactor, muon, velo, small_fc_lopt");
+  expect_user_error([&] { validate_options("sgd", o); },
+                    "unknown optimizer 'sgd'; choose one of adamw, adafactor, muon, velo, small_fc_lopt");
   OptimOptions bad = o;
   bad.adafactor.d = 0.5;
   expect_user_error([&] { validate_options("adafactor", bad); }, "adafactor.d must be >= 1 (got 0.5)");

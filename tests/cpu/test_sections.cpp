@@ -43,7 +43,12 @@ TEST_F(SectionsTest, RoundTrip) {
   EXPECT_EQ(v[999], 499.5f);
   EXPECT_FALSE(r.has("missing"));
   expect_user_error([&] { r.get_i64("missing"); }, "missing");
-  expect_user_error([&] { int64_t x; r.read("name", &x, 8); }, "bytes but 8 were expected");
+  expect_user_error(
+      [&] {
+        int64_t x;
+        r.read("name", &x, 8);
+      },
+      "bytes but 8 were expected");
 }
 
 TEST_F(SectionsTest, TruncatedFileIsRefused) {

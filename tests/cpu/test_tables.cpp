@@ -2,9 +2,9 @@
 #include <random>
 #include <set>
 
-#include "models/model_tables.h"
 #include "core/chunks.h"
 #include "core/param_table.h"
+#include "models/model_tables.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -133,8 +133,10 @@ TEST(Tables, Gpt2IndicesAndInitialisation) {
     EXPECT_EQ(t[b.fcprojw].name, "h.7.mlp.proj.weight");
     EXPECT_EQ(t[b.ln2b].name, "h.7.ln_2.bias");
     EXPECT_EQ(t[b.qkvw[0]].name, separate ? "h.7.attn.q.weight" : "h.7.attn.qkv.weight");
-    if (separate) EXPECT_EQ(t[b.qkvb[2]].name, "h.7.attn.v.bias");
-    else EXPECT_EQ(b.qkvw[1], -1);
+    if (separate)
+      EXPECT_EQ(t[b.qkvb[2]].name, "h.7.attn.v.bias");
+    else
+      EXPECT_EQ(b.qkvw[1], -1);
     const float proj_sd = float(0.02 / std::sqrt(24.0));
     EXPECT_EQ(t[b.projw].init_std, proj_sd);
     EXPECT_EQ(t[b.fcprojw].init_std, proj_sd);

@@ -24,19 +24,119 @@ class Tokenizer : public ::testing::Test {
 TEST_F(Tokenizer, GoldenIds) {
   Gpt2Tokenizer tok(kTok);
   const std::vector<std::pair<std::string, std::vector<int>>> cases = {
-      {"Hello world, it's a test.", {15496,995,11,340,338,257,1332,13}},
-      {"<|endoftext|>", {27,91,437,1659,5239,91,29}},
-      {"  leading spaces and  double  spaces  ", {220,3756,9029,290,220,4274,220,9029,220,220}},
-      {"tabs\x09"  "and\x0a"  "newlines\x0a"  "\x0a"  "\x0a"  "end", {8658,82,197,392,198,3605,6615,628,198,437}},
-      {"We'll they're I've you'd she's DON'T", {1135,1183,484,821,314,1053,345,1549,673,338,23917,6,51}},
-      {"numbers 12345 and 3.14159, 1,000,000", {77,17024,17031,2231,290,513,13,1415,19707,11,352,11,830,11,830}},
-      {"\xc3"  "\x9c"  "n\xc3"  "\xaf"  "c\xc3"  "\xb6"  "d\xc3"  "\xa9"  " na\xc3"  "\xaf"  "ve caf\xc3"  "\xa9"  " \xe2"  "\x80"  "\x94"  " \xe2"  "\x80"  "\x9c"  "quotes\xe2"  "\x80"  "\x9d"  " \xe2"  "\x80"  "\xa6", {127,250,77,26884,66,9101,67,2634,41492,40304,851,564,250,421,6421,447,251,3926}},
-      {"\xe6"  "\x97"  "\xa5"  "\xe6"  "\x9c"  "\xac"  "\xe8"  "\xaa"  "\x9e"  "\xe3"  "\x81"  "\xae"  "\xe3"  "\x83"  "\x86"  "\xe3"  "\x82"  "\xad"  "\xe3"  "\x82"  "\xb9"  "\xe3"  "\x83"  "\x88"  "\xe3"  "\x80"  "\x81"  "\xe4"  "\xb8"  "\xad"  "\xe6"  "\x96"  "\x87"  "\xe5"  "\xad"  "\x97"  "\xe7"  "\xac"  "\xa6"  "\xe3"  "\x80"  "\x82", {33768,98,17312,105,45739,252,5641,24336,25084,43302,23513,40792,23877,229,27764,245,163,105,99,16764}},
-      {"emoji \xf0"  "\x9f"  "\x8e"  "\x89"  "\xf0"  "\x9f"  "\x91"  "\x8d"  "\xf0"  "\x9f"  "\x8f"  "\xbd"  " mixed", {368,31370,12520,236,231,41840,235,8582,237,121,7668}},
-      {"x = a*b + c/d; // code", {87,796,257,9,65,1343,269,14,67,26,3373,2438}},
-      {"   \x0a"  "  \x09"  " ", {220,220,220,198,220,220,197,220}},
-      {"$$$ %%% ^^^", {13702,3,4064,16626,10563,18237}},
-      {"\xef"  "\xac"  "\x81"  "nance \xc2"  "\xbd"  " \xc2"  "\xb2"  " \xe2"  "\x85"  "\xa7", {171,105,223,41601,25208,1587,110,2343,227,100}},
+      {"Hello world, it's a test.", {15496, 995, 11, 340, 338, 257, 1332, 13}},
+      {"<|endoftext|>", {27, 91, 437, 1659, 5239, 91, 29}},
+      {"  leading spaces and  double  spaces  ", {220, 3756, 9029, 290, 220, 4274, 220, 9029, 220, 220}},
+      {"tabs\x09"
+       "and\x0a"
+       "newlines\x0a"
+       "\x0a"
+       "\x0a"
+       "end",
+       {8658, 82, 197, 392, 198, 3605, 6615, 628, 198, 437}},
+      {"We'll they're I've you'd she's DON'T", {1135, 1183, 484, 821, 314, 1053, 345, 1549, 673, 338, 23917, 6, 51}},
+      {"numbers 12345 and 3.14159, 1,000,000",
+       {77, 17024, 17031, 2231, 290, 513, 13, 1415, 19707, 11, 352, 11, 830, 11, 830}},
+      {"\xc3"
+       "\x9c"
+       "n\xc3"
+       "\xaf"
+       "c\xc3"
+       "\xb6"
+       "d\xc3"
+       "\xa9"
+       " na\xc3"
+       "\xaf"
+       "ve caf\xc3"
+       "\xa9"
+       " \xe2"
+       "\x80"
+       "\x94"
+       " \xe2"
+       "\x80"
+       "\x9c"
+       "quotes\xe2"
+       "\x80"
+       "\x9d"
+       " \xe2"
+       "\x80"
+       "\xa6",
+       {127, 250, 77, 26884, 66, 9101, 67, 2634, 41492, 40304, 851, 564, 250, 421, 6421, 447, 251, 3926}},
+      {"\xe6"
+       "\x97"
+       "\xa5"
+       "\xe6"
+       "\x9c"
+       "\xac"
+       "\xe8"
+       "\xaa"
+       "\x9e"
+       "\xe3"
+       "\x81"
+       "\xae"
+       "\xe3"
+       "\x83"
+       "\x86"
+       "\xe3"
+       "\x82"
+       "\xad"
+       "\xe3"
+       "\x82"
+       "\xb9"
+       "\xe3"
+       "\x83"
+       "\x88"
+       "\xe3"
+       "\x80"
+       "\x81"
+       "\xe4"
+       "\xb8"
+       "\xad"
+       "\xe6"
+       "\x96"
+       "\x87"
+       "\xe5"
+       "\xad"
+       "\x97"
+       "\xe7"
+       "\xac"
+       "\xa6"
+       "\xe3"
+       "\x80"
+       "\x82",
+       {33768, 98,    17312, 105, 45739, 252, 5641, 24336, 25084, 43302,
+        23513, 40792, 23877, 229, 27764, 245, 163,  105,   99,    16764}},
+      {"emoji \xf0"
+       "\x9f"
+       "\x8e"
+       "\x89"
+       "\xf0"
+       "\x9f"
+       "\x91"
+       "\x8d"
+       "\xf0"
+       "\x9f"
+       "\x8f"
+       "\xbd"
+       " mixed",
+       {368, 31370, 12520, 236, 231, 41840, 235, 8582, 237, 121, 7668}},
+      {"x = a*b + c/d; // code", {87, 796, 257, 9, 65, 1343, 269, 14, 67, 26, 3373, 2438}},
+      {"   \x0a"
+       "  \x09"
+       " ",
+       {220, 220, 220, 198, 220, 220, 197, 220}},
+      {"$$$ %%% ^^^", {13702, 3, 4064, 16626, 10563, 18237}},
+      {"\xef"
+       "\xac"
+       "\x81"
+       "nance \xc2"
+       "\xbd"
+       " \xc2"
+       "\xb2"
+       " \xe2"
+       "\x85"
+       "\xa7",
+       {171, 105, 223, 41601, 25208, 1587, 110, 2343, 227, 100}},
       {"", {}},
   };
   for (const auto& [text, ids] : cases) {
@@ -72,7 +172,7 @@ TEST(TokenizerFile, BadFilesAreRefused) {
 TEST_F(Tokenizer, MissingSingleByteTokenIsRefusedAtLoad) {
   const std::string d = make_temp_dir(), f = d + "/r50k.tiktoken";
   std::string ranks = read_file(kTok);
-  ASSERT_EQ(ranks.substr(0, 7), "IQ== 0\n");  // rank 0 is the byte '!' (0x21)
+  ASSERT_EQ(ranks.substr(0, 7), "IQ== 0\n");    // rank 0 is the byte '!' (0x21)
   write_file(f, "AAA= 0\n" + ranks.substr(7));  // rank 0 becomes the two bytes 00 00 instead
   expect_user_error([&] { Gpt2Tokenizer t(f); }, "has no token for the byte 0x21");
 }
@@ -106,8 +206,9 @@ TEST_F(Tokenizer, MergeOrderMatchesTextbookBpe) {
   Gpt2Tokenizer tok(kTok);
   std::map<std::string, int> ranks;
   for (int id = 0; id < Gpt2Tokenizer::kEot; id++) ranks[tok.token_bytes(id)] = id;
-  const std::vector<std::string> alphabet = {"a", "b", "e", "n", "s", "t", "r", "i", "o", " ", ".", "'", "\xc3\xa9",
-                                             "\xe6\x97\xa5", "\xf0\x9f\x98\x80", "1", "0", "\n", "\xff"};
+  const std::vector<std::string> alphabet = {
+      "a", "b", "e",  "n",   "s", "t", "r", "i", "o", " ", ".", "'", "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80",
+      "1", "0", "\n", "\xff"};
   std::mt19937 rng(12);
   for (int n = 0; n < 300; n++) {
     std::string text;

@@ -8,8 +8,8 @@
 #include "common/bf16_host.h"
 #include "common/cuda_check.h"
 #include "kernels/dropout_kernels.h"
-#include "tests/test_util.h"
 #include "models/gpt2_sites.h"
+#include "tests/test_util.h"
 
 namespace {
 class DropoutGpu : public ::testing::Test {
@@ -20,8 +20,8 @@ class DropoutGpu : public ::testing::Test {
 };
 
 // out = add + keep * scale * x on the host, for site `site` of micro-batch `counter`.
-std::vector<float> expected(const std::vector<float>& x, const std::vector<float>* add, int C, float p, uint64_t seed, uint64_t counter,
-                            uint32_t site) {
+std::vector<float> expected(const std::vector<float>& x, const std::vector<float>* add, int C, float p, uint64_t seed,
+                            uint64_t counter, uint32_t site) {
   const uint32_t thr = dropout_threshold(p);
   const uint64_t key = dropout_site_key(seed, counter, site);
   std::vector<float> out(x.size());
@@ -60,7 +60,8 @@ TEST_F(DropoutGpu, MatchesHostMasks) {
   dropout_forward(fx.get(), fx.get(), nullptr, rows, C, d, 0);  // in place, no add
   const std::vector<float> want_plain = expected(x, nullptr, C, 0.25f, 77, 9, dropout_site_mlp_proj(3));
   const std::vector<float> got_plain = fx.download();
-  for (size_t i = 0; i < n; i++) ASSERT_NEAR(got_plain[i], want_plain[i], 1e-6f * (1 + std::fabs(want_plain[i]))) << "in place";
+  for (size_t i = 0; i < n; i++)
+    ASSERT_NEAR(got_plain[i], want_plain[i], 1e-6f * (1 + std::fabs(want_plain[i]))) << "in place";
 
   std::vector<__nv_bfloat16> xb(n), ab(n);
   for (size_t i = 0; i < n; i++) xb[i] = __float2bfloat16_rn(x[i]), ab[i] = __float2bfloat16_rn(add[i]);
@@ -74,9 +75,11 @@ TEST_F(DropoutGpu, MatchesHostMasks) {
   state.advance(0);  // the next micro-batch: other masks
   EXPECT_EQ(state.counter(), 10u);
   dropout_forward(fout.get(), fadd.get(), nullptr, rows, C, state.site(dropout_site_mlp_proj(3)), 0);
-  const std::vector<float> next = fout.download(), want_next = expected(add, nullptr, C, 0.25f, 77, 10, dropout_site_mlp_proj(3));
+  const std::vector<float> next = fout.download(),
+                           want_next = expected(add, nullptr, C, 0.25f, 77, 10, dropout_site_mlp_proj(3));
   for (size_t i = 0; i < n; i++) ASSERT_NEAR(next[i], want_next[i], 1e-6f * (1 + std::fabs(want_next[i])));
-  EXPECT_NE(std::memcmp(next.data(), expected(add, nullptr, C, 0.25f, 77, 9, dropout_site_mlp_proj(3)).data(), n * 4), 0);
+  EXPECT_NE(std::memcmp(next.data(), expected(add, nullptr, C, 0.25f, 77, 9, dropout_site_mlp_proj(3)).data(), n * 4),
+            0);
 
   EXPECT_THROW(state.set(1.0f, 1), UserError);
   state.set(0.0f, 1);

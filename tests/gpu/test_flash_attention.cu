@@ -57,7 +57,8 @@ Dropout dropout(float p, uint64_t counter = 5) {
 struct Reference {
   std::vector<double> out, lse, dqkv;
 };
-Reference reference(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int NH, const Dropout& drop) {
+Reference reference(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int NH,
+                    const Dropout& drop) {
   const int C = NH * kHs, ld = 3 * C;
   const double scale = 1.0 / std::sqrt(double(kHs));
   const uint64_t key = dropout_site_key(drop.seed, drop.counter, drop.site);
@@ -72,7 +73,9 @@ Reference reference(const std::vector<float>& qkv, const std::vector<float>& dou
       auto k = [&](int t, int d) { return double(qkv[(size_t(b) * T + t) * ld + C + h * kHs + d]); };
       auto v = [&](int t, int d) { return double(qkv[(size_t(b) * T + t) * ld + 2 * C + h * kHs + d]); };
       auto go = [&](int t, int d) { return double(dout[(size_t(b) * T + t) * C + h * kHs + d]); };
-      auto dqkv = [&](int t, int part, int d) -> double& { return r.dqkv[(size_t(b) * T + t) * ld + part * C + h * kHs + d]; };
+      auto dqkv = [&](int t, int part, int d) -> double& {
+        return r.dqkv[(size_t(b) * T + t) * ld + part * C + h * kHs + d];
+      };
       for (int i = 0; i < T; i++) {
         double m = -INFINITY;
         for (int j = 0; j <= i; j++) {
@@ -88,7 +91,8 @@ Reference reference(const std::vector<float>& qkv, const std::vector<float>& dou
         for (int j = 0; j <= i; j++) p[size_t(j)] = std::exp(p[size_t(j)] - lse);
         if (drop.on()) {
           const uint32_t rh = dropout_row(key, uint32_t(b * NH + h) * uint32_t(T) + uint32_t(i));
-          for (int j = 0; j <= i; j++) z[size_t(j)] = dropout_keep(rh, uint32_t(j), drop.threshold) ? double(drop.scale) : 0.0;
+          for (int j = 0; j <= i; j++)
+            z[size_t(j)] = dropout_keep(rh, uint32_t(j), drop.threshold) ? double(drop.scale) : 0.0;
         }
         for (int j = 0; j <= i; j++) {
           double a = 0;
@@ -151,7 +155,8 @@ Inputs random_inputs(int B, int T, int NH, float qk_std, uint64_t seed) {
   std::normal_distribution<float> z(0.0f, 1.0f);
   Inputs in;
   in.qkv.resize(size_t(B) * T * 3 * C), in.dout.resize(size_t(B) * T * C);
-  for (size_t i = 0; i < in.qkv.size(); i++) in.qkv[i] = bf16_round(z(rng) * ((i % (3 * C)) < size_t(2 * C) ? qk_std : 1.0f));
+  for (size_t i = 0; i < in.qkv.size(); i++)
+    in.qkv[i] = bf16_round(z(rng) * ((i % (3 * C)) < size_t(2 * C) ? qk_std : 1.0f));
   for (auto& x : in.dout) x = bf16_round(z(rng));
   return in;
 }
@@ -165,8 +170,16 @@ struct Outputs {
 class FlashRun {
  public:
   FlashRun(const Inputs& in, int B, int T, int NH)
-      : B_(B), T_(T), NH_(NH), qkv_(in.qkv.size()), out_(in.dout.size()), dout_(in.dout.size()), dqkv_(in.qkv.size()),
-        lse_(size_t(B) * NH * T), scratch_(size_t(B) * NH * T), counter_(1) {
+      : B_(B),
+        T_(T),
+        NH_(NH),
+        qkv_(in.qkv.size()),
+        out_(in.dout.size()),
+        dout_(in.dout.size()),
+        dqkv_(in.qkv.size()),
+        lse_(size_t(B) * NH * T),
+        scratch_(size_t(B) * NH * T),
+        counter_(1) {
     qkv_.upload(to_bf16(in.qkv));
     dout_.upload(to_bf16(in.dout));
   }
@@ -174,13 +187,15 @@ class FlashRun {
     DropoutArgs d;
     if (drop.on()) {
       counter_.upload(&drop.counter, 1);
-      d.seed = drop.seed, d.counter = counter_.get(), d.site = drop.site, d.threshold = drop.threshold, d.scale = drop.scale;
+      d.seed = drop.seed, d.counter = counter_.get(), d.site = drop.site, d.threshold = drop.threshold,
+      d.scale = drop.scale;
     }
     CUDA_CHECK(cudaMemset(out_.get(), poison, out_.bytes()));
     CUDA_CHECK(cudaMemset(lse_.get(), poison, lse_.bytes()));
     CUDA_CHECK(cudaMemset(dqkv_.get(), poison, dqkv_.bytes()));
     flash_attention_forward(out_.get(), lse_.get(), qkv_.get(), B_, T_, NH_, 0, d);
-    flash_attention_backward(dqkv_.get(), dout_.get(), out_.get(), lse_.get(), qkv_.get(), scratch_.get(), B_, T_, NH_, 0, d);
+    flash_attention_backward(dqkv_.get(), dout_.get(), out_.get(), lse_.get(), qkv_.get(), scratch_.get(), B_, T_, NH_,
+                             0, d);
     CUDA_CHECK(cudaDeviceSynchronize());
     return {out_.download(), dqkv_.download(), lse_.download()};
   }
@@ -202,7 +217,7 @@ struct Case {
   float qk_std;  // std of q and k: scores have std qk_std^2 (after the 1/8 scale)
 };
 // T below, at and past the 64/128-row tiles, several heads and batches.
-const Case kCases[] = {{1, 1, 1, 1.0f},  {2, 17, 3, 1.0f},  {1, 64, 2, 1.0f},   {2, 130, 2, 1.0f},
+const Case kCases[] = {{1, 1, 1, 1.0f},   {2, 17, 3, 1.0f},  {1, 64, 2, 1.0f},  {2, 130, 2, 1.0f},
                        {1, 200, 1, 2.5f}, {3, 129, 2, 1.0f}, {1, 1024, 4, 1.0f}};
 
 void run_case(const Case& c, uint64_t seed, const Dropout& drop, float p) {
@@ -222,8 +237,10 @@ void run_case(const Case& c, uint64_t seed, const Dropout& drop, float p) {
   double lse_err = 0;
   size_t lse_bad = 0;
   for (size_t i = 0; i < lse.size(); i++) {
-    if (!std::isfinite(lse[i])) lse_bad++;
-    else lse_err = std::max(lse_err, std::fabs(lse[i] - ref.lse[i]));
+    if (!std::isfinite(lse[i]))
+      lse_bad++;
+    else
+      lse_err = std::max(lse_err, std::fabs(lse[i] - ref.lse[i]));
   }
   EXPECT_EQ(lse_bad, 0u) << "lse has non-finite (unwritten?) elements";
   EXPECT_LE(lse_err, tol_lse) << "lse";
@@ -234,8 +251,10 @@ void run_case(const Case& c, uint64_t seed, const Dropout& drop, float p) {
     EXPECT_EQ(eg[part].bad, 0u) << names[part] << " has non-finite (unwritten?) elements";
     EXPECT_LE(eg[part].rel_max, tol_grad) << names[part];
   }
-  std::printf("[flash] B=%d T=%d NH=%d qk_std=%.1f p=%.1f  max err / max|ref|: out %.2e  dq %.2e  dk %.2e  dv %.2e;  lse abs %.2e\n",
-              B, T, NH, c.qk_std, p, eo.rel_max, eg[0].rel_max, eg[1].rel_max, eg[2].rel_max, lse_err);
+  std::printf(
+      "[flash] B=%d T=%d NH=%d qk_std=%.1f p=%.1f  max err / max|ref|: out %.2e  dq %.2e  dk %.2e  dv %.2e;  lse abs "
+      "%.2e\n",
+      B, T, NH, c.qk_std, p, eo.rel_max, eg[0].rel_max, eg[1].rel_max, eg[2].rel_max, lse_err);
 }
 }  // namespace
 
@@ -291,11 +310,13 @@ TEST_F(FlashAttention, HeadsMatchSingleHeadRuns) {
   d_qkv.upload(qkv);
   d_dout.upload(dout);
   flash_attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, NH, 0);
-  flash_attention_backward(d_dqkv.get(), d_dout.get(), d_out.get(), d_lse.get(), d_qkv.get(), d_scratch.get(), B, T, NH, 0);
+  flash_attention_backward(d_dqkv.get(), d_dout.get(), d_out.get(), d_lse.get(), d_qkv.get(), d_scratch.get(), B, T, NH,
+                           0);
   const std::vector<bf16> out = d_out.download(), dqkv = d_dqkv.download();
   const std::vector<float> lse = d_lse.download();
 
-  DeviceBuffer<bf16> h_qkv(size_t(T) * 3 * kHs), h_out(size_t(T) * kHs), h_dout(size_t(T) * kHs), h_dqkv(size_t(T) * 3 * kHs);
+  DeviceBuffer<bf16> h_qkv(size_t(T) * 3 * kHs), h_out(size_t(T) * kHs), h_dout(size_t(T) * kHs),
+      h_dqkv(size_t(T) * 3 * kHs);
   DeviceBuffer<float> h_lse(T), h_scratch(T);
   std::vector<bf16> one_qkv(size_t(T) * 3 * kHs), one_dout(size_t(T) * kHs);
   int mismatched = 0;
@@ -310,7 +331,8 @@ TEST_F(FlashAttention, HeadsMatchSingleHeadRuns) {
       h_qkv.upload(one_qkv);
       h_dout.upload(one_dout);
       flash_attention_forward(h_out.get(), h_lse.get(), h_qkv.get(), 1, T, 1, 0);
-      flash_attention_backward(h_dqkv.get(), h_dout.get(), h_out.get(), h_lse.get(), h_qkv.get(), h_scratch.get(), 1, T, 1, 0);
+      flash_attention_backward(h_dqkv.get(), h_dout.get(), h_out.get(), h_lse.get(), h_qkv.get(), h_scratch.get(), 1, T,
+                               1, 0);
       const std::vector<bf16> o1 = h_out.download(), g1 = h_dqkv.download();
       const std::vector<float> l1 = h_lse.download();
       bool same = std::memcmp(l1.data(), &lse[(size_t(b) * NH + h) * T], size_t(T) * 4) == 0;
@@ -330,8 +352,9 @@ TEST_F(FlashAttention, RejectsBadShapes) {
   DeviceBuffer<float> f(4);
   expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 1, 0, 0); }, "at least 1");
   expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 0, 1, 0); }, "at least 1");
-  expect_user_error([&] { flash_attention_backward(buf.get(), buf.get(), buf.get(), f.get(), buf.get(), f.get(), 0, 1, 1, 0); },
-                    "at least 1");
+  expect_user_error(
+      [&] { flash_attention_backward(buf.get(), buf.get(), buf.get(), f.get(), buf.get(), f.get(), 0, 1, 1, 0); },
+      "at least 1");
   expect_user_error([&] { flash_attention_forward(buf.get() + 1, f.get(), buf.get(), 1, 1, 1, 0); }, "aligned");
   DropoutArgs no_counter;
   no_counter.threshold = dropout_threshold(0.1f), no_counter.scale = dropout_scale(no_counter.threshold);

@@ -125,12 +125,14 @@ namespace {
 void check_layernorm(int N, int C) {
   const auto x = randv(size_t(N) * C, 2.0f, 7), w = randv(size_t(C), 1.0f, 8), b = randv(size_t(C), 1.0f, 9);
   const auto dy = randv(size_t(N) * C, 1.0f, 10), d0 = randv(size_t(N) * C, 1.0f, 11);
-  DeviceBuffer<bf16> dx_ = to_dev(x), dw_ = to_dev(w), db_ = to_dev(b), ddy = to_dev(dy), dres = to_dev(d0), y(size_t(N) * C);
-  DeviceBuffer<float> mean{size_t(N)}, rstd{size_t(N)}, scratch{column_sums_scratch_floats(C)}, gw{size_t(C)}, gb{size_t(C)}, bias{size_t(C)}, dsum{size_t(C)};
+  DeviceBuffer<bf16> dx_ = to_dev(x), dw_ = to_dev(w), db_ = to_dev(b), ddy = to_dev(dy), dres = to_dev(d0),
+                     y(size_t(N) * C);
+  DeviceBuffer<float> mean{size_t(N)}, rstd{size_t(N)}, scratch{column_sums_scratch_floats(C)}, gw{size_t(C)},
+      gb{size_t(C)}, bias{size_t(C)}, dsum{size_t(C)};
   gw.zero(), gb.zero(), bias.zero(), dsum.zero();
   layernorm_forward(y.get(), mean.get(), rstd.get(), dx_.get(), dw_.get(), db_.get(), N, C, kGpt2LnEps, 0);
-  layernorm_backward(dres.get(), gw.get(), gb.get(), ddy.get(), dx_.get(), dw_.get(), mean.get(), rstd.get(), N, C, scratch.get(), 0,
-                     dsum.get());
+  layernorm_backward(dres.get(), gw.get(), gb.get(), ddy.get(), dx_.get(), dw_.get(), mean.get(), rstd.get(), N, C,
+                     scratch.get(), 0, dsum.get());
   bias_backward(bias.get(), ddy.get(), C, N, C, scratch.get(), 0);
   std::vector<double> wy(size_t(N) * C), wdx(size_t(N) * C), wgw(static_cast<size_t>(C)), wgb(static_cast<size_t>(C));
   for (int n = 0; n < N; n++) {
@@ -210,7 +212,8 @@ TEST_F(Gpt2Bf16Gpu, CrossEntropy) {
     std::vector<double> want(static_cast<size_t>(V));
     std::vector<float> g(static_cast<size_t>(V));
     for (int v = 0; v < V; v++)
-      want[size_t(v)] = (std::exp(z[size_t(n) * ld + v] - lse) - (v == tg[size_t(n)])) * scale, g[size_t(v)] = got[size_t(n) * ld + v];
+      want[size_t(v)] = (std::exp(z[size_t(n) * ld + v] - lse) - (v == tg[size_t(n)])) * scale,
+      g[size_t(v)] = got[size_t(n) * ld + v];
     EXPECT_LT(rel_error(g, want), 8e-3) << "row " << n;
     for (int v = V; v < ld; v++) EXPECT_EQ(got[size_t(n) * ld + v], 0.0f) << "padding must get a zero gradient";
   }
@@ -257,7 +260,8 @@ TEST_F(Gpt2Bf16Gpu, ModelMatchesCpuReference) {
     }
     std::printf("[ info ] bf16 model vs CPU reference (%s, %s, dropout %g): worst per-tensor gradient error %.3g\n",
                 separate ? "separate" : "fused", gelu.c_str(), double(dropout), worst);
-    EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * 4), 0) << "gradients are not reproducible";
+    EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * 4), 0)
+        << "gradients are not reproducible";
   }
 }
 
@@ -290,7 +294,8 @@ TEST_F(Gpt2Bf16Gpu, FullSizeAgreesWithFp32Model) {
     }
     EXPECT_NEAR(loss[0], loss[1], 2e-3 * loss[1]);
     const double e = rel_error(g[0], g[1]);
-    std::printf("[ info ] d12 bf16 vs fp32, dropout %g: loss %.5f vs %.5f, gradient error %.3g\n", double(dropout), loss[0], loss[1], e);
+    std::printf("[ info ] d12 bf16 vs fp32, dropout %g: loss %.5f vs %.5f, gradient error %.3g\n", double(dropout),
+                loss[0], loss[1], e);
     EXPECT_LT(e, 5e-2);
   }
 }
@@ -336,7 +341,8 @@ TEST_F(Gpt2Bf16Gpu, BlockHookSeesFinalGradients) {
       };
       for (const auto& t : c.table.tensors()) {
         const float* at_hook = &all[size_t(block_of(t.index) + 1) * n + size_t(t.offset)];
-        EXPECT_EQ(std::memcmp(at_hook, &final_g[size_t(t.offset)], size_t(t.numel) * 4), 0) << t.name << " changed after its hook";
+        EXPECT_EQ(std::memcmp(at_hook, &final_g[size_t(t.offset)], size_t(t.numel) * 4), 0)
+            << t.name << " changed after its hook";
       }
     }
 }

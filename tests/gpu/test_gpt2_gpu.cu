@@ -43,14 +43,16 @@ TEST_F(Gpt2Gpu, MatchesCpuReference) {
     for (const auto& t : table.tensors()) {
       double rn = 0, gn = 0;
       for (int64_t i = 0; i < t.numel; i++)
-        rn += g_ref[size_t(t.offset + i)] * g_ref[size_t(t.offset + i)], gn += double(grads[0][size_t(t.offset + i)]) * grads[0][size_t(t.offset + i)];
+        rn += g_ref[size_t(t.offset + i)] * g_ref[size_t(t.offset + i)],
+            gn += double(grads[0][size_t(t.offset + i)]) * grads[0][size_t(t.offset + i)];
       if (std::sqrt(rn) < 1e-7 * all) {  // e.g. the key bias: softmax ignores a shift shared by all keys
         EXPECT_LT(std::sqrt(gn), 1e-5 * all) << t.name << " should have a (numerically) zero gradient";
         continue;
       }
       EXPECT_LT(rel_error(grads[0], g_ref, size_t(t.offset), size_t(t.numel)), 1e-4) << t.name;
     }
-    EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * 4), 0) << "gradients are not reproducible";
+    EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * 4), 0)
+        << "gradients are not reproducible";
   }
 }
 

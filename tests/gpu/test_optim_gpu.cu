@@ -65,8 +65,10 @@ std::vector<float> make_grads(const ParamTable& t, uint32_t seed) {
 
 void upload(Arena& a, const std::vector<float>& flat, bool grads) {
   for (const auto& ti : a.table().tensors()) {
-    if (grads) a.set_grad(ti.index, &flat[size_t(ti.offset)]);
-    else a.set_param(ti.index, &flat[size_t(ti.offset)]);
+    if (grads)
+      a.set_grad(ti.index, &flat[size_t(ti.offset)]);
+    else
+      a.set_param(ti.index, &flat[size_t(ti.offset)]);
   }
 }
 
@@ -317,7 +319,8 @@ TEST_F(Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
     EXPECT_NE(std::memcmp(want.data(), extract(p0).data(), want.size() * 4), 0) << "the owned tensors did not move";
     for (const auto& ti : full.tensors())
       if (ti.index % 3 == 1)
-        EXPECT_EQ(std::memcmp(&pa[size_t(ti.offset)], &p0[size_t(ti.offset)], size_t(ti.numel) * 4), 0) << ti.name << " moved";
+        EXPECT_EQ(std::memcmp(&pa[size_t(ti.offset)], &p0[size_t(ti.offset)], size_t(ti.numel) * 4), 0)
+            << ti.name << " moved";
     EXPECT_LT(oa->state_bytes(), make_optimizer(name, o, a)->state_bytes());
     const std::string path = dir + "/" + name + ".state";
     {
@@ -325,7 +328,8 @@ TEST_F(Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
       oa->save_state(w);
       w.commit();
     }
-    expect_user_error([&] { make_optimizer(name, o, a)->load_state(SectionReader(path)); }, "holds optimizer state for");
+    expect_user_error([&] { make_optimizer(name, o, a)->load_state(SectionReader(path)); },
+                      "holds optimizer state for");
     make_optimizer(name, o, a, owned)->load_state(SectionReader(path));
   }
 }
@@ -439,7 +443,7 @@ TEST_F(Gpu, VeloMatchesReference) {
 TEST_F(Gpu, VeloArgsortTiesClippedPastNumStepsMatchesReference) {
   OptimOptions o = resume_options();
   o.schedule = LrSchedule{};
-  o.velo.num_steps = 10;  // runs past num_steps: fraction > 1
+  o.velo.num_steps = 10;   // runs past num_steps: fraction > 1
   o.velo.tie = "argsort";  // the non-default rule (PyLO's is swapped)
   compare_with_reference("velo", o, 0.5f, false, {}, 22, false);
 }
@@ -465,7 +469,8 @@ TEST_F(Gpu, LearnedOptimizersStayFiniteOnHostileInput) {
     for (int s = 0; s < 14; s++) {
       std::vector<float> g = make_grads(table, uint32_t(900 + s));
       if (s < 3) std::fill(g.begin(), g.end(), 0.0f);
-      if (s == 6 || s == 7) for (auto& x : g) x *= 1e6f;
+      if (s == 6 || s == 7)
+        for (auto& x : g) x *= 1e6f;
       const float loss = s == 8 ? 3000.0f : 3.0f;
       d_loss.upload(&loss, 1);
       upload(a, g, true);

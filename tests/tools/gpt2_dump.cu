@@ -72,17 +72,19 @@ std::string table_json(const ParamTable& t, const Gpt2Shape& s, const std::strin
                        double lr, double wd, const OptimOptions& o, int64_t seed) {
   std::ostringstream j;
   j.precision(17);
-  j << "{\"config\": {\"precision\": \"" << precision << "\", \"layers\": " << s.layers << ", \"channels\": " << s.channels
-    << ", \"heads\": " << s.heads << ", \"vocab\": " << s.vocab << ", \"max_seq\": " << s.max_seq << ", \"qkv\": \""
-    << (s.separate_qkv ? "separate" : "fused") << "\", \"B\": " << B << ", \"T\": " << T << ", \"steps\": " << steps
-    << ", \"lr\": " << lr << ", \"weight_decay\": " << wd << ", \"beta1\": " << o.adamw.beta1 << ", \"beta2\": " << o.adamw.beta2
+  j << "{\"config\": {\"precision\": \"" << precision << "\", \"layers\": " << s.layers
+    << ", \"channels\": " << s.channels << ", \"heads\": " << s.heads << ", \"vocab\": " << s.vocab
+    << ", \"max_seq\": " << s.max_seq << ", \"qkv\": \"" << (s.separate_qkv ? "separate" : "fused")
+    << "\", \"B\": " << B << ", \"T\": " << T << ", \"steps\": " << steps << ", \"lr\": " << lr
+    << ", \"weight_decay\": " << wd << ", \"beta1\": " << o.adamw.beta1 << ", \"beta2\": " << o.adamw.beta2
     << ", \"eps\": " << o.adamw.eps << ", \"schedule\": \"constant\", \"grad_clip\": 0, \"seed\": " << seed
     << ", \"layernorm_eps\": 1e-05, \"gelu\": \"tanh\", \"tied_head\": true},\n \"total\": " << t.total_elems()
     << ",\n \"tensors\": [";
   for (const auto& x : t.tensors()) {
     j << (x.index ? ",\n  " : "\n  ") << "{\"name\": \"" << x.name << "\", \"shape\": [";
     for (size_t d = 0; d < x.shape.size(); d++) j << (d ? ", " : "") << x.shape[d];
-    j << "], \"offset\": " << x.offset << ", \"numel\": " << x.numel << ", \"decay\": " << (x.decay ? "true" : "false") << "}";
+    j << "], \"offset\": " << x.offset << ", \"numel\": " << x.numel << ", \"decay\": " << (x.decay ? "true" : "false")
+      << "}";
   }
   j << "\n ]}\n";
   return j.str();
@@ -96,7 +98,8 @@ int main(int argc, char** argv) {
   int B = 4, T = 64, steps = 10;
   double lr = 1e-3, wd = 0.1;
   int64_t seed = 1337;
-  Cli cli("gpt2_dump", "Dumps our GPT-2's logits, loss, gradients and AdamW losses for tests/torch_gpt2_crosscheck.py.");
+  Cli cli("gpt2_dump",
+          "Dumps our GPT-2's logits, loss, gradients and AdamW losses for tests/torch_gpt2_crosscheck.py.");
   cli.add(0, "precision", &precision, "fp32 | bf16 (bf16 needs channels = 64 * heads)");
   cli.add(0, "layers", &s.layers, "transformer blocks");
   cli.add(0, "channels", &s.channels, "model width C");
@@ -115,7 +118,8 @@ int main(int argc, char** argv) {
     if (!cli.parse(argc, argv)) return 0;
     if (out.empty()) user_error("--out is required: the folder to write the dump into.");
     if (qkv != "separate" && qkv != "fused") user_error("--qkv must be separate or fused (got '", qkv, "').");
-    if (precision != "fp32" && precision != "bf16") user_error("--precision must be fp32 or bf16 (got '", precision, "').");
+    if (precision != "fp32" && precision != "bf16")
+      user_error("--precision must be fp32 or bf16 (got '", precision, "').");
     if (s.layers < 1 || s.channels < 1 || s.heads < 1 || s.channels % s.heads || s.vocab < 2 || s.max_seq < 1)
       user_error("need layers, heads >= 1, channels a multiple of heads, vocab >= 2 and max-seq >= 1.");
     if (B < 1 || T < 1 || T > s.max_seq || steps < 0) user_error("need -b >= 1, 1 <= -t <= --max-seq and -x >= 0.");

@@ -23,8 +23,8 @@
 
 namespace {
 Role parse_role(const std::string& s) {
-  for (Role r : {Role::Embedding, Role::PosEmbedding, Role::InputProj, Role::Hidden, Role::Head, Role::Bias, Role::NormGain,
-                 Role::NormBias})
+  for (Role r : {Role::Embedding, Role::PosEmbedding, Role::InputProj, Role::Hidden, Role::Head, Role::Bias,
+                 Role::NormGain, Role::NormBias})
     if (s == role_name(r)) return r;
   user_error("unknown role '", s, "' in the manifest.");
 }
@@ -32,7 +32,8 @@ Role parse_role(const std::string& s) {
 std::vector<float> read_floats(const std::string& path, size_t n) {
   std::ifstream f(path, std::ios::binary);
   std::vector<float> v(n);
-  if (!f.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * 4))) user_error("cannot read ", n, " floats from '", path, "'.");
+  if (!f.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * 4)))
+    user_error("cannot read ", n, " floats from '", path, "'.");
   return v;
 }
 
@@ -91,7 +92,8 @@ void run(const Replay& r) {
   OptimOptions oo;
   for (const auto& s : r.sets) set_option(oo, s);
   const size_t n = size_t(table.num_params());
-  std::vector<float> init = read_floats(r.dir + "/init.bin", n), grads = read_floats(r.dir + "/grads.bin", n * size_t(steps));
+  std::vector<float> init = read_floats(r.dir + "/init.bin", n),
+                     grads = read_floats(r.dir + "/grads.bin", n * size_t(steps));
   std::vector<float> losses(size_t(steps), 0.0f);
   if (std::ifstream(r.dir + "/losses.bin")) losses = read_floats(r.dir + "/losses.bin", size_t(steps));
   const std::string out_path = r.dir + "/" + (r.out.empty() ? "out_" + r.opt + ".bin" : r.out);
@@ -100,7 +102,8 @@ void run(const Replay& r) {
     validate_options(r.opt, oo);
     VeloTrace tr;
     const bool traced = r.trace && r.opt == "velo";
-    auto o = traced ? make_ref_velo_traced(table, oo, load_velo_weights(oo.velo.weights), &tr) : make_ref_optimizer(r.opt, oo, table);
+    auto o = traced ? make_ref_velo_traced(table, oo, load_velo_weights(oo.velo.weights), &tr)
+                    : make_ref_optimizer(r.opt, oo, table);
     std::vector<float> p = to_table(table, init.data());
     std::ofstream trace_out;
     if (traced) trace_out.open(out_path + ".trace", std::ios::binary);
@@ -114,8 +117,10 @@ void run(const Replay& r) {
     Arena arena(table, false);
     auto load = [&](const float* src, bool g) {
       for (const auto& t : table.tensors()) {
-        if (g) arena.set_grad(t.index, src);
-        else arena.set_param(t.index, src);
+        if (g)
+          arena.set_grad(t.index, src);
+        else
+          arena.set_param(t.index, src);
         src += t.numel;
       }
     };
@@ -140,7 +145,8 @@ void run(const Replay& r) {
 
 int main(int argc, char** argv) {
   Replay r;
-  Cli cli("optim_replay", "Replays gradients from files through one optimizer (for the PyTorch and PyLO cross-checks).");
+  Cli cli("optim_replay",
+          "Replays gradients from files through one optimizer (for the PyTorch and PyLO cross-checks).");
   cli.add('d', "dir", &r.dir, "folder with manifest.txt, init.bin, grads.bin (and losses.bin)");
   cli.add('o', "optimizer", &r.opt, "adamw | adafactor | muon | small_fc_lopt | velo");
   cli.add('s', "set", &r.sets, "optimizer option key=value (repeatable)");

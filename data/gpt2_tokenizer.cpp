@@ -34,19 +34,26 @@ void decode_utf8(const std::string& s, std::vector<uint32_t>* cps, std::vector<s
     size_t len = 1;
     if (c < 0x80)
       cp = c;
-    else if ((c >> 5) == 6)
-      len = 2, cp = c & 0x1F;
-    else if ((c >> 4) == 14)
-      len = 3, cp = c & 0x0F;
-    else if ((c >> 3) == 30)
-      len = 4, cp = c & 0x07;
+    else if ((c >> 5) == 6) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c >> 4) == 14) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c >> 3) == 30) {
+      len = 4;
+      cp = c & 0x07;
+    }
     bool ok = i + len <= s.size();
     for (size_t k = 1; ok && k < len; k++) {
       const unsigned char d = static_cast<unsigned char>(s[i + k]);
       ok = (d >> 6) == 2;
       cp = (cp << 6) | (d & 0x3F);
     }
-    if (!ok || (len > 1 && cp < 0x80)) cp = 0xFFFD, len = 1;
+    if (!ok || (len > 1 && cp < 0x80)) {
+      cp = 0xFFFD;
+      len = 1;
+    }
     cps->push_back(cp);
     offs->push_back(i);
     i += len;

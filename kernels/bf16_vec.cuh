@@ -12,7 +12,8 @@ struct Vec8 {
     const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
     for (int k = 0; k < 4; k++) {
       const float2 f = __bfloat1622float2(h[k]);
-      v[2 * k] = f.x, v[2 * k + 1] = f.y;
+      v[2 * k] = f.x;
+      v[2 * k + 1] = f.y;
     }
   }
   __device__ __forceinline__ void store(bf16* p) const {

@@ -18,10 +18,12 @@ __global__ void colsum_partial_k(float* partial, const bf16* dy, int ld, int N, 
   float s0 = 0.0f, s1 = 0.0f;
   for (int r = r0; r < r1; r++) {
     const float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dy + int64_t(r) * ld + c));
-    s0 += g.x, s1 += g.y;
+    s0 += g.x;
+    s1 += g.y;
   }
   float* p = partial + int64_t(blockIdx.y) * C;
-  p[c] = s0, p[c + 1] = s1;
+  p[c] = s0;
+  p[c + 1] = s1;
 }
 
 // The same column sums of d after d *= gelu'(pre) in place (the GELU backward, tanh form). kRows rows'
@@ -50,11 +52,13 @@ __global__ void gelu_colsum_partial_k(float* partial, bf16* d, const bf16* pre, 
       const __nv_bfloat162 out = __floats2bfloat162_rn(g.x * gelu_grad(u.x), g.y * gelu_grad(u.y));
       *reinterpret_cast<__nv_bfloat162*>(d + int64_t(rb + k) * ld + c) = out;
       const float2 o2 = __bfloat1622float2(out);  // the bias gradient sums what the matmuls will read
-      s0 += o2.x, s1 += o2.y;
+      s0 += o2.x;
+      s1 += o2.y;
     }
   }
   float* p = partial + int64_t(blockIdx.y) * C;
-  p[c] = s0, p[c + 1] = s1;
+  p[c] = s0;
+  p[c + 1] = s1;
 }
 
 }  // namespace

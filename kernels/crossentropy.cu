@@ -33,7 +33,10 @@ __global__ void __launch_bounds__(1024)
     s = (mx == -INFINITY) ? 0.0f : s * expf(m - mx) + s2 * expf(m2 - mx);
     m = mx;
   }
-  if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = m, ss[threadIdx.x / 32] = s;
+  if (threadIdx.x % 32 == 0) {
+    sm[threadIdx.x / 32] = m;
+    ss[threadIdx.x / 32] = s;
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     float M = sm[0], S = ss[0];

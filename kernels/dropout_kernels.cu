@@ -26,7 +26,8 @@ __global__ void dropout_k(T* out, const T* x, const T* add, int64_t pairs, int h
   v.y = (h >> 16) >= d.threshold ? v.y * d.scale : 0.0f;
   if (add) {
     const float2 a = load2(add + 2 * i);
-    v.x += a.x, v.y += a.y;
+    v.x += a.x;
+    v.y += a.y;
   }
   store2(out + 2 * i, v);
 }
@@ -61,12 +62,17 @@ void DropoutState::set(float p, uint64_t seed) {
   if (!(p >= 0.0f && p < 1.0f)) user_error("dropout must be at least 0 and below 1 (got ", p, ").");
   if (dropout_threshold(p) >= 65536u)
     user_error("dropout ", p, " keeps nothing (p is rounded to 1/65536); use at most 0.9999.");
-  p_ = p, seed_ = seed, threshold_ = dropout_threshold(p);
+  p_ = p;
+  seed_ = seed;
+  threshold_ = dropout_threshold(p);
 }
 
 DropoutArgs DropoutState::site(uint32_t site) const {
   DropoutArgs d;
-  d.seed = seed_, d.counter = counter_.get(), d.site = site, d.threshold = threshold_,
+  d.seed = seed_;
+  d.counter = counter_.get();
+  d.site = site;
+  d.threshold = threshold_;
   d.scale = dropout_scale(threshold_);
   return d;
 }

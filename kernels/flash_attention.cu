@@ -287,7 +287,8 @@ __device__ __forceinline__ void fwd_tile(float (&o)[2][8][4], float (&row_max)[2
       for (int nt = 0; nt < 8; nt++) {
         const float p0 = ex2(fmaf(s[mt][nt][2 * hf], kScaleLog2, -m_use));
         const float p1 = ex2(fmaf(s[mt][nt][2 * hf + 1], kScaleLog2, -m_use));
-        s[mt][nt][2 * hf] = p0, s[mt][nt][2 * hf + 1] = p1;
+        s[mt][nt][2 * hf] = p0;
+        s[mt][nt][2 * hf + 1] = p1;
         sum[nt] = p0 + p1;
       }
 #pragma unroll

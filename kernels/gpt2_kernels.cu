@@ -20,7 +20,10 @@ __global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float*
   for (int c = lane; c < C; c += 32) v += (xr[c] - m) * (xr[c] - m);
   const float r = rsqrtf(warp_sum(v) / C + eps);
   for (int c = lane; c < C; c += 32) y[int64_t(row) * C + c] = (xr[c] - m) * r * w[c] + b[c];
-  if (lane == 0) mean[row] = m, rstd[row] = r;
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = r;
+  }
 }
 
 __global__ void layernorm_bwd_dx_k(float* dx, const float* dy, const float* x, const float* w, const float* mean,
@@ -171,7 +174,10 @@ __global__ void __launch_bounds__(32 * kAttWarps)
     const float* kj = k + (int64_t(b) * T + j) * ld + h * hs;
     const float* vj = v + (int64_t(b) * T + j) * ld + h * hs;
     float s = 0.0f, dp = 0.0f;
-    for (int e = 0; e < hs; e++) s += qs[w][e] * kj[e], dp += gs[w][e] * vj[e];
+    for (int e = 0; e < hs; e++) {
+      s += qs[w][e] * kj[e];
+      dp += gs[w][e] * vj[e];
+    }
     const float ds = expf(s - li) * (dp * att_keep(drop, rh, j) - Di) * scale;
     for (int e = 0; e < hs; e++) acc[w][lane][e] += ds * kj[e];
   }
@@ -206,15 +212,24 @@ __global__ void __launch_bounds__(32 * kAttWarps)
     const float* gi = dout + (int64_t(b) * T + i) * int64_t(NH * hs) + h * hs;
     const int64_t ri = (int64_t(b) * NH + h) * T + i;
     float s = 0.0f, dp = 0.0f;
-    for (int e = 0; e < hs; e++) s += qi[e] * scale * ks[w][e], dp += gi[e] * vs[w][e];
+    for (int e = 0; e < hs; e++) {
+      s += qi[e] * scale * ks[w][e];
+      dp += gi[e] * vs[w][e];
+    }
     const float z = att_keep(drop, dropout_row(key, uint32_t(ri)), j);
     const float p = expf(s - lse[ri]), ds = p * (z * dp - D[ri]) * scale;
-    for (int e = 0; e < hs; e++) av[w][lane][e] += z * p * gi[e], ak[w][lane][e] += ds * qi[e];
+    for (int e = 0; e < hs; e++) {
+      av[w][lane][e] += z * p * gi[e];
+      ak[w][lane][e] += ds * qi[e];
+    }
   }
   __syncwarp();
   for (int e = lane; e < hs; e += 32) {
     float ok = 0.0f, ov = 0.0f;
-    for (int t = 0; t < 32; t++) ok += ak[w][t][e], ov += av[w][t][e];
+    for (int t = 0; t < 32; t++) {
+      ok += ak[w][t][e];
+      ov += av[w][t][e];
+    }
     dk[(int64_t(b) * T + j) * ld + h * hs + e] = ok;
     dv[(int64_t(b) * T + j) * ld + h * hs + e] = ov;
   }

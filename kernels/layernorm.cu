@@ -33,7 +33,10 @@ __global__ void layernorm_fwd_k(bf16* y, float* mean, float* rstd, const bf16* x
     for (int k = 0; k < 8; k++) a.v[k] = (a.v[k] - m) * r * ww.v[k] + bb.v[k];
     a.store(y + int64_t(row) * C + c);
   }
-  if (lane == 0) mean[row] = m, rstd[row] = r;
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = r;
+  }
 }
 
 // Fixed grid of kLnBlocks blocks, each a fixed range of rows; a warp per row at a time, lanes holding
@@ -66,8 +69,10 @@ __global__ void __launch_bounds__(256, kChunks <= 4 ? 2 : 1)
       g.load(dy + o + c), xx.load(x + o + c), ww.load(w + c);
       for (int e = 0; e < 8; e++) {
         const float xh = (xx.v[e] - m) * r, gw = g.v[e] * ww.v[e];
-        s1 += gw, s2 += gw * xh;
-        pw[k][e] += g.v[e] * xh, pb[k][e] += g.v[e];
+        s1 += gw;
+        s2 += gw * xh;
+        pw[k][e] += g.v[e] * xh;
+        pb[k][e] += g.v[e];
       }
     }
     s1 = warp_sum(s1) / float(C);

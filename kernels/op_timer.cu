@@ -35,7 +35,8 @@ void OpTimer::collect() {
   if (!enabled_ || used_ < 2) return;
   CUDA_CHECK(cudaEventSynchronize(events_[used_ - 1]));
   if (!warm_) {  // the first step pays for lazy module loading and matmul plans: leave it out
-    warm_ = true, used_ = 0;
+    warm_ = true;
+    used_ = 0;
     return;
   }
   for (size_t i = 1; i < used_; i++) {

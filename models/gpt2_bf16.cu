@@ -30,20 +30,31 @@ Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
   const Gpt2Tensors ix = gpt2_tensors(t, s_);
   auto off = [&](int i) { return t[i].offset; };
   const int64_t C = s_.channels, N = N_;
-  wte_ = off(ix.wte), wpe_ = off(ix.wpe), lnfw_ = off(ix.lnfw), lnfb_ = off(ix.lnfb);
+  wte_ = off(ix.wte);
+  wpe_ = off(ix.wpe);
+  lnfw_ = off(ix.lnfw);
+  lnfb_ = off(ix.lnfb);
   const char* act = "activations";
   layers_.resize(size_t(s_.layers));
   for (int l = 0; l < s_.layers; l++) {
     const Gpt2BlockTensors& b = ix.blocks[size_t(l)];
     Layer& L = layers_[size_t(l)];
-    L.ln1w = off(b.ln1w), L.ln1b = off(b.ln1b), L.ln2w = off(b.ln2w), L.ln2b = off(b.ln2b);
-    L.qkvw = off(b.qkvw[0]), L.qkvb = off(b.qkvb[0]);
+    L.ln1w = off(b.ln1w);
+    L.ln1b = off(b.ln1b);
+    L.ln2w = off(b.ln2w);
+    L.ln2b = off(b.ln2b);
+    L.qkvw = off(b.qkvw[0]);
+    L.qkvb = off(b.qkvb[0]);
     if (s_.separate_qkv) {  // one (3C, C) matmul over the three matrices: the table lays them out back to back
       CHECK(off(b.qkvw[1]) == L.qkvw + C * C && off(b.qkvw[2]) == L.qkvw + 2 * C * C);
       CHECK(off(b.qkvb[1]) == L.qkvb + C && off(b.qkvb[2]) == L.qkvb + 2 * C);
     }
-    L.projw = off(b.projw), L.projb = off(b.projb);
-    L.fcw = off(b.fcw), L.fcb = off(b.fcb), L.fcprojw = off(b.fcprojw), L.fcprojb = off(b.fcprojb);
+    L.projw = off(b.projw);
+    L.projb = off(b.projb);
+    L.fcw = off(b.fcw);
+    L.fcb = off(b.fcb);
+    L.fcprojw = off(b.fcprojw);
+    L.fcprojb = off(b.fcprojb);
     L.res.alloc(size_t(N * C), act), L.ln1.alloc(size_t(N * C), act), L.qkv.alloc(size_t(N * 3 * C), act);
     L.att.alloc(size_t(N * C), act), L.mid.alloc(size_t(N * C), act), L.ln2.alloc(size_t(N * C), act);
     L.fc_pre.alloc(size_t(N * 4 * C), act), L.fc.alloc(size_t(N * 4 * C), act);

@@ -25,7 +25,10 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
                         int B, int T) {
   const int C = s_.channels, NH = s_.heads, hs = C / NH, V = s_.vocab, N = B * T, L = s_.layers;
   if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, ".");
-  B_ = B, T_ = T, tokens_ = tokens, targets_ = targets;
+  B_ = B;
+  T_ = T;
+  tokens_ = tokens;
+  targets_ = targets;
   auto W = [&](int i) { return &P[size_t(t_[i].offset)]; };
   std::vector<double> x(size_t(N * C));
   for (int n = 0; n < N; n++)

@@ -31,7 +31,8 @@ void ref_layernorm(const double* x, const double* w, const double* b, double* y,
     m /= C;
     for (int c = 0; c < C; c++) v += (x[n * C + c] - m) * (x[n * C + c] - m);
     const double r = 1.0 / std::sqrt(v / C + eps);
-    mean[n] = m, rstd[n] = r;
+    mean[n] = m;
+    rstd[n] = r;
     for (int c = 0; c < C; c++) y[n * C + c] = (x[n * C + c] - m) * r * w[c] + b[c];
   }
 }
@@ -41,7 +42,8 @@ void ref_layernorm_back(const double* x, const double* w, const double* mean, co
     double s1 = 0, s2 = 0;
     for (int c = 0; c < C; c++) {
       const double xh = (x[n * C + c] - mean[n]) * rstd[n], g = dy[n * C + c] * w[c];
-      s1 += g, s2 += g * xh;
+      s1 += g;
+      s2 += g * xh;
       dw[c] += dy[n * C + c] * xh;
       db[c] += dy[n * C + c];
     }

@@ -39,7 +39,8 @@ double rel_error(const A& got, const B& want, size_t off = 0, size_t n = size_t(
   double num = 0, den = 0;
   for (size_t i = off; i < off + n; i++) {
     const double d = double(got[i]) - double(want[i]);
-    num += d * d, den += double(want[i]) * double(want[i]);
+    num += d * d;
+    den += double(want[i]) * double(want[i]);
   }
   return std::sqrt(num / std::max(den, 1e-300));
 }

@@ -57,12 +57,22 @@ inline ModelChoice model_by_name(const std::string& name, unsigned accept) {
   ModelChoice c;
   bool known = false;
   for (const auto& s : sizes)
-    if (name == s[0] || name == s[1] || name == std::string("gpt2-") + s[1])
-      c.kind = kGpt2Sizes, c.gpt2 = gpt2_shape(s[0]), known = true;
-  if (name == "tiny")
-    c.kind = kGpt2Tiny, c.gpt2.layers = 4, c.gpt2.channels = 128, c.gpt2.heads = 2,
-    known = true;  // 64 channels per head
-  if (name == "vit-b16") c.kind = kVitB16, known = true;
+    if (name == s[0] || name == s[1] || name == std::string("gpt2-") + s[1]) {
+      c.kind = kGpt2Sizes;
+      c.gpt2 = gpt2_shape(s[0]);
+      known = true;
+    }
+  if (name == "tiny") {  // 64 channels per head
+    c.kind = kGpt2Tiny;
+    c.gpt2.layers = 4;
+    c.gpt2.channels = 128;
+    c.gpt2.heads = 2;
+    known = true;
+  }
+  if (name == "vit-b16") {
+    c.kind = kVitB16;
+    known = true;
+  }
   if (!known) user_error("unknown model '", name, "'; choose ", model_names(accept), ".");
   if (!(accept & c.kind)) user_error("the model '", name, "' cannot be used here; choose ", model_names(accept), ".");
   return c;

@@ -20,15 +20,18 @@ DevicePeak device_peak_bf16(int device) {
   p.name = prop.name;
   // The datasheets' figures (their boost clocks), where the SM count identifies the part.
   if (prop.major == 9 && prop.multiProcessorCount == 132) {
-    p.flops = 989.4e12, p.how = "H100 SXM / H200 datasheet, 132 SMs";
+    p.flops = 989.4e12;
+    p.how = "H100 SXM / H200 datasheet, 132 SMs";
     return p;
   }
   if (prop.major == 9 && prop.multiProcessorCount == 114) {
-    p.flops = 756.5e12, p.how = "H100 PCIe datasheet, 114 SMs";
+    p.flops = 756.5e12;
+    p.how = "H100 PCIe datasheet, 114 SMs";
     return p;
   }
   if (prop.major == 8 && prop.minor == 0 && prop.multiProcessorCount == 108) {
-    p.flops = 312e12, p.how = "A100 datasheet, 108 SMs";
+    p.flops = 312e12;
+    p.how = "A100 datasheet, 108 SMs";
     return p;
   }
   int khz = 0;

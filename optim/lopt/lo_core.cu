@@ -181,10 +181,14 @@ __global__ void __launch_bounds__(kThreads) lo_f1b(const int2* __restrict__ grou
   double s0 = 0, s1 = 0, s2 = 0;
   for (int64_t j = threadIdx.x; j < n; j += kThreads) {
     float4 r = R[ridx(j)];
-    s0 += r.x, s1 += r.y, s2 += r.z;
+    s0 += r.x;
+    s1 += r.y;
+    s2 += r.z;
   }
   __shared__ double red[3][kThreads];
-  red[0][threadIdx.x] = s0, red[1][threadIdx.x] = s1, red[2][threadIdx.x] = s2;
+  red[0][threadIdx.x] = s0;
+  red[1][threadIdx.x] = s1;
+  red[2][threadIdx.x] = s2;
   __syncthreads();
   for (int k = kThreads / 2; k > 0; k >>= 1) {
     if (threadIdx.x < k)

@@ -18,8 +18,12 @@ __device__ __forceinline__ void lo_gather(const LoTensor& t, int64_t i, const fl
     int64_t ri, ci;
     lo_rc_index(t, i, ri, ci);
     const float4 R = rrec[t.r_off + ri], C = crec[t.c_off + ci], rf = rfac[t.r_off + ri], cf = cfac[t.c_off + ci];
-    e.row[0] = R.x, e.row[1] = R.y, e.row[2] = R.z;
-    e.col[0] = C.x, e.col[1] = C.y, e.col[2] = C.z;
+    e.row[0] = R.x;
+    e.row[1] = R.y;
+    e.row[2] = R.z;
+    e.col[0] = C.x;
+    e.col[1] = C.y;
+    e.col[2] = C.z;
     e.sg[0] = e.sm[0] = rf.x * cf.x;
     e.sg[1] = e.sm[1] = rf.y * cf.y;
     e.sg[2] = e.sm[2] = rf.z * cf.z;
@@ -144,7 +148,9 @@ __device__ __forceinline__ void lo_tile_column(const LoWork& w, const LoTensor& 
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
       const int o = (r + u) * nb;
-      gv[u] = G[o], pv[u] = P[o], sv[u] = S[o];
+      gv[u] = G[o];
+      pv[u] = P[o];
+      sv[u] = S[o];
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) body(w.row0 + r + u, at0 + int64_t(r + u) * nb, gv[u], pv[u], sv[u]);

@@ -69,17 +69,20 @@ struct Reader {
       v.ext_type = int8_t(b[i++]);
       v.str = raw(n);
     };
-    if (t <= 0x7f)
-      v.kind = Value::Int, v.ival = t;
-    else if (t >= 0xe0)
-      v.kind = Value::Int, v.ival = int8_t(t);
-    else if ((t & 0xf0) == 0x80)
+    if (t <= 0x7f) {
+      v.kind = Value::Int;
+      v.ival = t;
+    } else if (t >= 0xe0) {
+      v.kind = Value::Int;
+      v.ival = int8_t(t);
+    } else if ((t & 0xf0) == 0x80)
       map(t & 0x0f);
     else if ((t & 0xf0) == 0x90)
       arr(t & 0x0f);
-    else if ((t & 0xe0) == 0xa0)
-      v.kind = Value::Str, v.str = raw(t & 0x1f);
-    else
+    else if ((t & 0xe0) == 0xa0) {
+      v.kind = Value::Str;
+      v.str = raw(t & 0x1f);
+    } else
       switch (t) {
         case 0xc0:
           break;

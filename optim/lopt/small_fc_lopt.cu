@@ -69,9 +69,13 @@ __device__ __forceinline__ void sf_features(const LoElem& e, float* x) {
   const float rho = rsqrtf(e.v + 1e-6f);
   x[0] = e.g;
   x[1] = e.p;
-  x[2] = e.m[0], x[3] = e.m[1], x[4] = e.m[2];
+  x[2] = e.m[0];
+  x[3] = e.m[1];
+  x[4] = e.m[2];
   x[5] = e.v;
-  x[6] = e.m[0] * rho, x[7] = e.m[1] * rho, x[8] = e.m[2] * rho;
+  x[6] = e.m[0] * rho;
+  x[7] = e.m[1] * rho;
+  x[8] = e.m[2] * rho;
   x[9] = rho;
 #pragma unroll
   for (int k = 0; k < 3; k++) {
@@ -95,12 +99,22 @@ __host__ __device__ constexpr int sf_elem_ch(int j) { return j < 13 ? j : j + 12
 // Those 16, from the gradient, the old parameter, the updated record {m0, m1, m2, v}, rho =
 // rsqrt(v + 1e-6) and the Adafactor factor sg = rf * cf (small_fc_lopt.md 3.5; as sf_features).
 __device__ __forceinline__ void sf_elem16(float g, float p, float4 st, float rho, const float* sg, float* x) {
-  x[0] = g, x[1] = p;
-  x[2] = st.x, x[3] = st.y, x[4] = st.z, x[5] = st.w;
-  x[6] = st.x * rho, x[7] = st.y * rho, x[8] = st.z * rho;
+  x[0] = g;
+  x[1] = p;
+  x[2] = st.x;
+  x[3] = st.y;
+  x[4] = st.z;
+  x[5] = st.w;
+  x[6] = st.x * rho;
+  x[7] = st.y * rho;
+  x[8] = st.z * rho;
   x[9] = rho;
-  x[10] = g * sg[0], x[11] = g * sg[1], x[12] = g * sg[2];
-  x[13] = st.x * sg[0], x[14] = st.y * sg[1], x[15] = st.z * sg[2];
+  x[10] = g * sg[0];
+  x[11] = g * sg[1];
+  x[12] = g * sg[2];
+  x[13] = st.x * sg[0];
+  x[14] = st.y * sg[1];
+  x[15] = st.z * sg[2];
 }
 
 // Pass B: moments, and per block the sums of squares of the features. Channels 13-24 of factored
@@ -141,7 +155,10 @@ __global__ void __launch_bounds__(kLoThreads)
       el.p = pv;
       st = lo_update_moments(st, el.g, d);
       state[c.s_begin + e] = st;
-      el.m[0] = st.x, el.m[1] = st.y, el.m[2] = st.z, el.v = st.w;
+      el.m[0] = st.x;
+      el.m[1] = st.y;
+      el.m[2] = st.z;
+      el.v = st.w;
       if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
       lo_gather<false>(t, i, rrec, crec, rfac, cfac, diag, el);
       float x[kF];
@@ -184,7 +201,10 @@ __global__ void __launch_bounds__(1024)
     lo_side_sums(t, rrec, crec, side);
     if (threadIdx.x < 3) {
       const int k = threadIdx.x;
-      S[13 + k] += side[k], S[16 + k] += side[3 + k], S[19 + k] += side[6 + k], S[22 + k] += side[9 + k];
+      S[13 + k] += side[k];
+      S[16 + k] += side[3 + k];
+      S[19 + k] += side[6 + k];
+      S[22 + k] += side[9 + k];
     }
     __syncthreads();
   }
@@ -213,8 +233,12 @@ __global__ void __launch_bounds__(256)
   const int64_t len = it.side ? t.nb : t.na;
   auto features = [&](int64_t e, float* f) {
     const float4 v = rec[e];
-    f[0] = v.x, f[1] = v.y, f[2] = v.z;
-    f[3] = rsqrtf(v.x + 1e-8f), f[4] = rsqrtf(v.y + 1e-8f), f[5] = rsqrtf(v.z + 1e-8f);
+    f[0] = v.x;
+    f[1] = v.y;
+    f[2] = v.z;
+    f[3] = rsqrtf(v.x + 1e-8f);
+    f[4] = rsqrtf(v.y + 1e-8f);
+    f[5] = rsqrtf(v.z + 1e-8f);
   };
   if (it.side == 1) {
     const int64_t e = it.first + threadIdx.x;
@@ -274,7 +298,10 @@ __device__ __forceinline__ void sf_load(const Chunk& c, const LoTensor& t, int e
   el.g = g[c.p_begin + e] * gs;
   el.p = p[c.p_begin + e];
   const float4 st = state[c.s_begin + e];
-  el.m[0] = st.x, el.m[1] = st.y, el.m[2] = st.z, el.v = st.w;
+  el.m[0] = st.x;
+  el.m[1] = st.y;
+  el.m[2] = st.z;
+  el.v = st.w;
   lo_gather<false>(t, c.p_begin - t.p_off + e, rrec, crec, rfac, cfac, diag, el);
   out.p = el.p;
   sf_features(el, out.x);
@@ -326,7 +353,10 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
   for (int idx = threadIdx.x; idx < 28 * 32; idx += kT)
     reinterpret_cast<float*>(sm.w0)[idx] = mlp[kW0 + idx] * norm[c.tensor * 32 + idx / 32];
   for (int idx = threadIdx.x; idx < 1024; idx += kT) reinterpret_cast<float*>(sm.w1)[idx] = mlp[kW1 + idx];
-  if (threadIdx.x < 32) sm.b0[threadIdx.x] = mlp[kB0 + threadIdx.x], sm.b1[threadIdx.x] = mlp[kB1 + threadIdx.x];
+  if (threadIdx.x < 32) {
+    sm.b0[threadIdx.x] = mlp[kB0 + threadIdx.x];
+    sm.b1[threadIdx.x] = mlp[kB1 + threadIdx.x];
+  }
   for (int idx = threadIdx.x; idx < 66; idx += kT) sm.w2[idx] = mlp[kW2 + idx];
   __syncthreads();
   const float gs = sc->grad_scale, lr = sc->lr * t.scale, wdf = t.decay ? wd : 0.0f;
@@ -341,7 +371,10 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
     for (int o = 0; o < 32; o++) h[o] = sm.b0[o];
     sf_dense32<kT>(h, sm.w0, x, kF);
 #pragma unroll
-    for (int o = 0; o < 32; o++) x[o * kT] = fmaxf(h[o], 0.0f), h[o] = sm.b1[o];
+    for (int o = 0; o < 32; o++) {
+      x[o * kT] = fmaxf(h[o], 0.0f);
+      h[o] = sm.b1[o];
+    }
     sf_dense32<kT>(h, sm.w1, x, 32);
     float dir = sm.w2[64], mag = sm.w2[65];
 #pragma unroll
@@ -584,7 +617,10 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
 #pragma unroll
   for (int k = 0; k < kFragWords / 4; k++) {
     const uint4 v = reinterpret_cast<const uint4*>(frag[lane])[k];
-    wf[4 * k] = v.x, wf[4 * k + 1] = v.y, wf[4 * k + 2] = v.z, wf[4 * k + 3] = v.w;
+    wf[4 * k] = v.x;
+    wf[4 * k + 1] = v.y;
+    wf[4 * k + 2] = v.z;
+    wf[4 * k + 3] = v.w;
   }
   float4 b1c[4];  // layer 2's C operand: b1 at columns 2q, 2q + 1 of n tile nt, rows r and r + 8
 #pragma unroll
@@ -646,7 +682,10 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
       const float4 rec = st.st[lane], fa = st.fa;
       if (q == 3) {  // k = 6, 7 of the side mma: this row's share of layer 1 (hi, lo)
         const uint4 v = st.ha[r];
-        in.ws[0] = v.x, in.ws[1] = v.y, in.ws[2] = v.z, in.ws[3] = v.w;
+        in.ws[0] = v.x;
+        in.ws[1] = v.y;
+        in.ws[2] = v.z;
+        in.ws[3] = v.w;
       }
       const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
       float x[16];
@@ -722,7 +761,10 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
     : Optimizer(arena, opts, owned),
       core_(arena, owned_, parse_tie_rule(opts.small_fc.tie, kSmallFcPyloTie), opts.small_fc.mup, kChunk) {
   SmallFcDecays sd = small_fc_decays();
-  for (int k = 0; k < 3; k++) dec_.m[k] = sd.m[k], dec_.f[k] = sd.f[k];
+  for (int k = 0; k < 3; k++) {
+    dec_.m[k] = sd.m[k];
+    dec_.f[k] = sd.f[k];
+  }
   dec_.v = sd.v;
   std::vector<float> all;
   for (const auto* v : {&w.w0, &w.b0, &w.w1, &w.b1, &w.w2, &w.b2}) all.insert(all.end(), v->begin(), v->end());

@@ -67,9 +67,13 @@ __device__ __forceinline__ void velo_features(const LoElem& e, float* x) {
   x[0] = e.g;
   x[1] = fminf(0.1f, fmaxf(-0.1f, e.g));
   x[2] = e.p;
-  x[3] = e.m[0], x[4] = e.m[1], x[5] = e.m[2];
+  x[3] = e.m[0];
+  x[4] = e.m[1];
+  x[5] = e.m[2];
   x[6] = e.v;
-  x[7] = e.m[0] * s, x[8] = e.m[1] * s, x[9] = e.m[2] * s;
+  x[7] = e.m[0] * s;
+  x[8] = e.m[1] * s;
+  x[9] = e.m[2] * s;
   x[10] = s;
   x[14] = e.g * s;
 #pragma unroll
@@ -90,13 +94,24 @@ __host__ __device__ constexpr int velo_elem_ch(int j) { return j < 15 ? j : j + 
 // arithmetic as velo_features).
 __device__ __forceinline__ void velo_elem18(float g, float p, float4 st, const float* sg, float* x) {
   const float s = rsqrtf(st.w + 1e-6f);
-  x[0] = g, x[1] = fminf(0.1f, fmaxf(-0.1f, g)), x[2] = p;
-  x[3] = st.x, x[4] = st.y, x[5] = st.z, x[6] = st.w;
-  x[7] = st.x * s, x[8] = st.y * s, x[9] = st.z * s;
+  x[0] = g;
+  x[1] = fminf(0.1f, fmaxf(-0.1f, g));
+  x[2] = p;
+  x[3] = st.x;
+  x[4] = st.y;
+  x[5] = st.z;
+  x[6] = st.w;
+  x[7] = st.x * s;
+  x[8] = st.y * s;
+  x[9] = st.z * s;
   x[10] = s;
-  x[11] = g * sg[0], x[12] = g * sg[1], x[13] = g * sg[2];
+  x[11] = g * sg[0];
+  x[12] = g * sg[1];
+  x[13] = g * sg[2];
   x[14] = g * s;
-  x[15] = st.x * sg[0], x[16] = st.y * sg[1], x[17] = st.z * sg[2];
+  x[15] = st.x * sg[0];
+  x[16] = st.y * sg[1];
+  x[17] = st.z * sg[2];
 }
 
 // Pass B: moments, and per block the sums of squares of the features plus the old state's sums (LSTM
@@ -114,9 +129,14 @@ __global__ void __launch_bounds__(kLoThreads)
 #pragma unroll
   for (int k = 0; k < kS; k++) acc[k] = 0.0f;
   auto old_sums = [&](float4 old) {
-    acc[kF + 0] += old.x, acc[kF + 1] += old.y, acc[kF + 2] += old.z;
-    acc[kF + 3] += old.x * old.x, acc[kF + 4] += old.y * old.y, acc[kF + 5] += old.z * old.z;
-    acc[kF + 6] += old.w, acc[kF + 7] += old.w * old.w;
+    acc[kF + 0] += old.x;
+    acc[kF + 1] += old.y;
+    acc[kF + 2] += old.z;
+    acc[kF + 3] += old.x * old.x;
+    acc[kF + 4] += old.y * old.y;
+    acc[kF + 5] += old.z * old.z;
+    acc[kF + 6] += old.w;
+    acc[kF + 7] += old.w * old.w;
   };
   if (w.tile) {
     const LoSides sd = lo_sides(t, rfac, cfac);
@@ -144,7 +164,10 @@ __global__ void __launch_bounds__(kLoThreads)
       old_sums(old);
       const float4 st = lo_update_moments(old, el.g, d);
       state[c.s_begin + e] = st;
-      el.m[0] = st.x, el.m[1] = st.y, el.m[2] = st.z, el.v = st.w;
+      el.m[0] = st.x;
+      el.m[1] = st.y;
+      el.m[2] = st.z;
+      el.v = st.w;
       if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
       lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
       float x[kF];
@@ -174,7 +197,10 @@ __global__ void __launch_bounds__(1024)
     lo_side_sums(t, rrec, crec, side);
     if (threadIdx.x < 3) {
       const int k = threadIdx.x;
-      S[15 + k] += side[k], S[18 + k] += side[3 + k], S[21 + k] += side[6 + k], S[24 + k] += side[9 + k];
+      S[15 + k] += side[k];
+      S[18 + k] += side[3 + k];
+      S[21 + k] += side[6 + k];
+      S[24 + k] += side[9 + k];
     }
     __syncthreads();
   }
@@ -304,11 +330,16 @@ __device__ __forceinline__ void velo_head(const float (*h0)[4], const float4* th
 #pragma unroll
   for (int u = 0; u < U; u++) {
     float d = b.x, m = b.y;
-    d = fmaf(wd.x, h2[u][0], d), m = fmaf(wm.x, h2[u][0], m);
-    d = fmaf(wd.y, h2[u][1], d), m = fmaf(wm.y, h2[u][1], m);
-    d = fmaf(wd.z, h2[u][2], d), m = fmaf(wm.z, h2[u][2], m);
-    d = fmaf(wd.w, h2[u][3], d), m = fmaf(wm.w, h2[u][3], m);
-    dir[u] = d, mag[u] = m;
+    d = fmaf(wd.x, h2[u][0], d);
+    m = fmaf(wm.x, h2[u][0], m);
+    d = fmaf(wd.y, h2[u][1], d);
+    m = fmaf(wm.y, h2[u][1], m);
+    d = fmaf(wd.z, h2[u][2], d);
+    m = fmaf(wm.z, h2[u][2], m);
+    d = fmaf(wd.w, h2[u][3], d);
+    m = fmaf(wm.w, h2[u][3], m);
+    dir[u] = d;
+    mag[u] = m;
   }
 }
 
@@ -362,7 +393,9 @@ __global__ void __launch_bounds__(kLoThreads, 2)
 #pragma unroll
       for (int u = 0; u < kUnrollC; u++) {
         const int64_t at = at0 + int64_t(min(r + u, w.n - 1)) * nb;  // past the tile's end: repeat its last row
-        gv[u] = g[t.p_off + at], pv[u] = p[t.p_off + at], st[u] = state[t.s_off + at];
+        gv[u] = g[t.p_off + at];
+        pv[u] = p[t.p_off + at];
+        st[u] = state[t.s_off + at];
       }
 #pragma unroll
       for (int u = 0; u < kUnrollC; u++) {
@@ -370,15 +403,20 @@ __global__ void __launch_bounds__(kLoThreads, 2)
         const float4 fa = sd.fac_a[row], ha = side_a[t.side_a_off + row];
         const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
         velo_elem18(velo_g(gv[u], gs), pv[u], st[u], sg, x[u]);
-        h[u][0] = ha.x + hb.x, h[u][1] = ha.y + hb.y, h[u][2] = ha.z + hb.z, h[u][3] = ha.w + hb.w;
+        h[u][0] = ha.x + hb.x;
+        h[u][1] = ha.y + hb.y;
+        h[u][2] = ha.z + hb.z;
+        h[u][3] = ha.w + hb.w;
       }
 #pragma unroll
       for (int j = 0; j < 18; j++) {
         const float4 wj = lds4(&we[j]);
 #pragma unroll
         for (int u = 0; u < kUnrollC; u++) {
-          h[u][0] = fmaf(wj.x, x[u][j], h[u][0]), h[u][1] = fmaf(wj.y, x[u][j], h[u][1]);
-          h[u][2] = fmaf(wj.z, x[u][j], h[u][2]), h[u][3] = fmaf(wj.w, x[u][j], h[u][3]);
+          h[u][0] = fmaf(wj.x, x[u][j], h[u][0]);
+          h[u][1] = fmaf(wj.y, x[u][j], h[u][1]);
+          h[u][2] = fmaf(wj.z, x[u][j], h[u][2]);
+          h[u][3] = fmaf(wj.w, x[u][j], h[u][3]);
         }
       }
       float dir[kUnrollC], mag[kUnrollC];
@@ -394,7 +432,10 @@ __global__ void __launch_bounds__(kLoThreads, 2)
       el.g = velo_g(g[t.p_off + i], gs);
       el.p = p[t.p_off + i];
       const float4 st = state[t.s_off + i];
-      el.m[0] = st.x, el.m[1] = st.y, el.m[2] = st.z, el.v = st.w;
+      el.m[0] = st.x;
+      el.m[1] = st.y;
+      el.m[2] = st.z;
+      el.v = st.w;
       lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
       float x[32];
       velo_features(el, x);
@@ -473,7 +514,11 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   c_.upload(c0);
   VeloLossBuffer ref(opts.velo.num_steps);
   VeloLossState ls{};
-  for (int j = 0; j < 10; j++) ls.decay[j] = ref.decay[j], ls.means[j] = 0.0f, ls.running_min[j] = ref.running_min[j];
+  for (int j = 0; j < 10; j++) {
+    ls.decay[j] = ref.decay[j];
+    ls.means[j] = 0.0f;
+    ls.running_min[j] = ref.running_min[j];
+  }
   loss_.alloc(1, "VeLO loss buffer");
   loss_.upload(&ls, 1);
   x_.alloc(size_t(n_) * 32, "VeLO LSTM inputs");

@@ -51,7 +51,10 @@ class RefSmallFc : public RefOptimizer {
  public:
   RefSmallFc(const ParamTable& t, const OptimOptions& o, const SmallFcWeights& w) : RefOptimizer(t, o), w_(w) {
     const SmallFcDecays d = small_fc_decays();
-    for (int k = 0; k < 3; k++) dec_.m[k] = d.m[k], dec_.f[k] = d.f[k];
+    for (int k = 0; k < 3; k++) {
+      dec_.m[k] = d.m[k];
+      dec_.f[k] = d.f[k];
+    }
     dec_.v = d.v;
     for (const auto& ti : t.tensors()) st_.emplace_back(ti.shape, parse_tie_rule(o.small_fc.tie, kSmallFcPyloTie));
   }
@@ -124,7 +127,10 @@ class RefSmallFc : public RefOptimizer {
         h2[o] = std::max(float(a), 0.0f);
       }
       double dd = w_.b2[0], mm = w_.b2[1];
-      for (int k = 0; k < 32; k++) dd += double(w_.w2[size_t(k)]) * h2[k], mm += double(w_.w2[size_t(32 + k)]) * h2[k];
+      for (int k = 0; k < 32; k++) {
+        dd += double(w_.w2[size_t(k)]) * h2[k];
+        mm += double(w_.w2[size_t(32 + k)]) * h2[k];
+      }
       const float u = float(dd) * std::exp(float(mm) * float(h.exp_mult)) * float(h.step_mult);
       float pn = p[i] - lr * u;
       if (wd > 0) pn -= wd * lr * pn;

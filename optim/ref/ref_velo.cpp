@@ -99,7 +99,10 @@ void velo_lstm(const VeloWeights& w, int n, const float* X, float* h, float* c, 
   auto sig = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
   for (int i = 0; i < n; i++) {
     float in[1024];
-    for (int o = 0; o < H; o++) in[o] = U[size_t(i * H + o)] + pool[size_t(o)], in[H + o] = h[i * H + o];
+    for (int o = 0; o < H; o++) {
+      in[o] = U[size_t(i * H + o)] + pool[size_t(o)];
+      in[H + o] = h[i * H + o];
+    }
     float z[2048];
     for (int r = 0; r < 2048; r++) {
       double a = w.lstm_b[size_t(r)];
@@ -232,11 +235,16 @@ class RefVelo : public RefOptimizer {
         h2[o] = std::max(float(a), 0.0f);
       }
       double dd = th[156], mm = th[157];
-      for (int k = 0; k < 4; k++) dd += double(th[144 + k]) * h2[k], mm += double(th[148 + k]) * h2[k];
+      for (int k = 0; k < 4; k++) {
+        dd += double(th[144 + k]) * h2[k];
+        mm += double(th[148 + k]) * h2[k];
+      }
       const float stp = lr_mult * float(dd) * std::exp(0.001f * float(mm)) * 0.001f * param_scale;
       if (trace_) {
         const size_t at = size_t(ti.offset + i);
-        trace_->direction[at] = float(dd), trace_->magnitude[at] = float(mm), trace_->step[at] = stp;
+        trace_->direction[at] = float(dd);
+        trace_->magnitude[at] = float(mm);
+        trace_->step[at] = stp;
       }
       float pn = p[i] - lr * stp;
       if (wd > 0) pn -= lr * wd * pn;

@@ -12,7 +12,12 @@
 namespace {
 Gpt2Shape tiny(bool separate) {
   Gpt2Shape s;
-  s.layers = 2, s.channels = 16, s.heads = 4, s.vocab = 37, s.max_seq = 8, s.separate_qkv = separate;
+  s.layers = 2;
+  s.channels = 16;
+  s.heads = 4;
+  s.vocab = 37;
+  s.max_seq = 8;
+  s.separate_qkv = separate;
   return s;
 }
 void batch(int B, int T, int V, uint32_t seed, std::vector<int>* x, std::vector<int>* y) {

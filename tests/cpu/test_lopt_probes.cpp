@@ -26,7 +26,10 @@ int64_t index_without(const std::vector<int64_t>& shape, std::vector<int64_t> c,
 }
 std::vector<int64_t> coords_of(const std::vector<int64_t>& shape, int64_t i) {
   std::vector<int64_t> c(shape.size());
-  for (int k = int(shape.size()) - 1; k >= 0; k--) c[size_t(k)] = i % shape[size_t(k)], i /= shape[size_t(k)];
+  for (int k = int(shape.size()) - 1; k >= 0; k--) {
+    c[size_t(k)] = i % shape[size_t(k)];
+    i /= shape[size_t(k)];
+  }
   return c;
 }
 
@@ -42,7 +45,8 @@ struct Oracle {
       : shape(std::move(s)), fd(factored_dims(shape, is_velo ? kVeloPyloTie : kSmallFcPyloTie)), bv(dv), velo(is_velo) {
     const size_t n = size_t(numel(shape));
     for (int k = 0; k < 3; k++) {
-      bm[k] = dm[k], bf[k] = df[k];
+      bm[k] = dm[k];
+      bf[k] = df[k];
       m[k].assign(n, 0.0);
       if (fd.factored) {
         R[k].assign(n / size_t(shape[size_t(fd.d0)]), 0.0);
@@ -113,20 +117,37 @@ struct Oracle {
       const double s = 1 / std::sqrt(v[i] + 1e-6);
       auto& f = x[i];
       if (velo) {  // velo.md 4.7
-        f[0] = g[i], f[1] = std::min(0.1, std::max(-0.1, g[i])), f[2] = p[i];
-        for (int k = 0; k < 3; k++) f[size_t(3 + k)] = m[k][i], f[size_t(7 + k)] = m[k][i] * s;
-        f[6] = v[i], f[10] = s, f[14] = g[i] * s;
+        f[0] = g[i];
+        f[1] = std::min(0.1, std::max(-0.1, g[i]));
+        f[2] = p[i];
         for (int k = 0; k < 3; k++) {
-          f[size_t(11 + k)] = fg[k], f[size_t(15 + k)] = row[k], f[size_t(18 + k)] = col[k];
-          f[size_t(21 + k)] = 1 / std::sqrt(row[k] + 1e-8), f[size_t(24 + k)] = 1 / std::sqrt(col[k] + 1e-8);
+          f[size_t(3 + k)] = m[k][i];
+          f[size_t(7 + k)] = m[k][i] * s;
+        }
+        f[6] = v[i];
+        f[10] = s;
+        f[14] = g[i] * s;
+        for (int k = 0; k < 3; k++) {
+          f[size_t(11 + k)] = fg[k];
+          f[size_t(15 + k)] = row[k];
+          f[size_t(18 + k)] = col[k];
+          f[size_t(21 + k)] = 1 / std::sqrt(row[k] + 1e-8);
+          f[size_t(24 + k)] = 1 / std::sqrt(col[k] + 1e-8);
           f[size_t(27 + k)] = fm[k];
         }
       } else {  // small_fc_lopt.md 3.5
-        f[0] = g[i], f[1] = p[i], f[5] = v[i], f[9] = s;
+        f[0] = g[i];
+        f[1] = p[i];
+        f[5] = v[i];
+        f[9] = s;
         for (int k = 0; k < 3; k++) {
-          f[size_t(2 + k)] = m[k][i], f[size_t(6 + k)] = m[k][i] * s, f[size_t(10 + k)] = fg[k];
-          f[size_t(13 + k)] = row[k], f[size_t(16 + k)] = col[k];
-          f[size_t(19 + k)] = 1 / std::sqrt(row[k] + 1e-8), f[size_t(22 + k)] = 1 / std::sqrt(col[k] + 1e-8);
+          f[size_t(2 + k)] = m[k][i];
+          f[size_t(6 + k)] = m[k][i] * s;
+          f[size_t(10 + k)] = fg[k];
+          f[size_t(13 + k)] = row[k];
+          f[size_t(16 + k)] = col[k];
+          f[size_t(19 + k)] = 1 / std::sqrt(row[k] + 1e-8);
+          f[size_t(22 + k)] = 1 / std::sqrt(col[k] + 1e-8);
           f[size_t(25 + k)] = fm[k];
         }
       }

@@ -150,7 +150,8 @@ TEST(Tables, Gpt2IndicesAndInitialisation) {
 TEST(Tables, InitParamsFollowsTheRows) {
   ParamTable t;
   TensorSpec a = tensor_spec("a", {4, 8}, Role::Hidden);
-  a.init = Init::Normal, a.init_std = 0.5f;
+  a.init = Init::Normal;
+  a.init_std = 0.5f;
   TensorSpec g = tensor_spec("g", {8}, Role::NormGain, false);
   g.init = Init::Ones;
   t.add(a);

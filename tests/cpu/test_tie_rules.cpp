@@ -19,7 +19,10 @@ const std::vector<double> kRowMeans = {2.5, 2.5, 12.5, 12.5}, kColMeans = {5, 10
 std::vector<double> normalised(const std::vector<double>& means, double one_minus_beta) {
   std::vector<double> x(means.size());
   double sq = 0;
-  for (size_t i = 0; i < x.size(); i++) x[i] = one_minus_beta * means[i], sq += x[i] * x[i];
+  for (size_t i = 0; i < x.size(); i++) {
+    x[i] = one_minus_beta * means[i];
+    sq += x[i] * x[i];
+  }
   const double sc = 1 / std::sqrt(sq / double(x.size()) + 1e-5);
   for (auto& v : x) v *= sc;
   return x;
@@ -36,9 +39,12 @@ std::vector<double> small_fc_probe(const std::string& tie, int c) {
   SmallFcWeights w;
   w.w0.assign(32 * 39, 0.0f), w.b0.assign(32, 0.0f), w.w1.assign(1024, 0.0f), w.b1.assign(32, 0.0f);
   w.w2.assign(64, 0.0f), w.b2.assign(2, 0.0f);
-  w.w0[size_t(c)] = 1.0f, w.w0[size_t(39 + c)] = -1.0f;
-  w.w1[0] = 1.0f, w.w1[33] = 1.0f;
-  w.w2[0] = 1.0f, w.w2[1] = -1.0f;
+  w.w0[size_t(c)] = 1.0f;
+  w.w0[size_t(39 + c)] = -1.0f;
+  w.w1[0] = 1.0f;
+  w.w1[33] = 1.0f;
+  w.w2[0] = 1.0f;
+  w.w2[1] = -1.0f;
   ParamTable t = square();
   OptimOptions o;
   o.small_fc.lr = 100.0;
@@ -61,9 +67,11 @@ std::vector<double> velo_probe(const std::string& tie, int c) {
   std::fill(w.ss_w.begin(), w.ss_w.end(), 0.0f);
   w.ss_b[0] = 1.0f;  // lr_mult = 1
   std::vector<float> th(159, 0.0f);
-  th[size_t(c)] = 1.0f, th[size_t(30 + c)] = -1.0f;
+  th[size_t(c)] = 1.0f;
+  th[size_t(30 + c)] = -1.0f;
   for (int k = 0; k < 4; k++) th[size_t(124 + 5 * k)] = 1.0f;
-  th[144] = 1.0f, th[145] = -1.0f;
+  th[144] = 1.0f;
+  th[145] = -1.0f;
   for (int j = 0; j < 256; j++) std::copy(th.begin(), th.end(), w.cand.begin() + j * 159);
   ParamTable t = square();
   OptimOptions o;

@@ -190,7 +190,10 @@ std::vector<int> naive_encode(const std::map<std::string, int>& ranks, const std
       size_t at = 0;
       for (size_t k = 0; k + 1 < parts.size(); k++) {
         auto it = ranks.find(parts[k] + parts[k + 1]);
-        if (it != ranks.end() && (best < 0 || it->second < best)) best = it->second, at = k;
+        if (it != ranks.end() && (best < 0 || it->second < best)) {
+          best = it->second;
+          at = k;
+        }
       }
       if (best < 0) break;
       parts[at] += parts[at + 1];

@@ -39,7 +39,10 @@ TEST_F(DropoutGpu, MatchesHostMasks) {
   std::mt19937 rng(4);
   std::normal_distribution<float> z;
   std::vector<float> x(n), add(n);
-  for (size_t i = 0; i < n; i++) x[i] = bf16_round(z(rng)), add[i] = bf16_round(z(rng));
+  for (size_t i = 0; i < n; i++) {
+    x[i] = bf16_round(z(rng));
+    add[i] = bf16_round(z(rng));
+  }
   DropoutState state;
   state.set(0.25f, 77);
   state.set_counter(9);
@@ -64,7 +67,10 @@ TEST_F(DropoutGpu, MatchesHostMasks) {
     ASSERT_NEAR(got_plain[i], want_plain[i], 1e-6f * (1 + std::fabs(want_plain[i]))) << "in place";
 
   std::vector<__nv_bfloat16> xb(n), ab(n);
-  for (size_t i = 0; i < n; i++) xb[i] = __float2bfloat16_rn(x[i]), ab[i] = __float2bfloat16_rn(add[i]);
+  for (size_t i = 0; i < n; i++) {
+    xb[i] = __float2bfloat16_rn(x[i]);
+    ab[i] = __float2bfloat16_rn(add[i]);
+  }
   DeviceBuffer<__nv_bfloat16> bx(n), badd(n), bout(n);
   bx.upload(xb), badd.upload(ab);
   dropout_forward(bout.get(), bx.get(), badd.get(), rows, C, d, 0);

@@ -47,8 +47,11 @@ struct Dropout {
 };
 Dropout dropout(float p, uint64_t counter = 5) {
   Dropout d;
-  d.seed = 0x5eed, d.counter = counter, d.site = 7;
-  d.threshold = dropout_threshold(p), d.scale = dropout_scale(d.threshold);
+  d.seed = 0x5eed;
+  d.counter = counter;
+  d.site = 7;
+  d.threshold = dropout_threshold(p);
+  d.scale = dropout_scale(d.threshold);
   return d;
 }
 
@@ -187,7 +190,10 @@ class FlashRun {
     DropoutArgs d;
     if (drop.on()) {
       counter_.upload(&drop.counter, 1);
-      d.seed = drop.seed, d.counter = counter_.get(), d.site = drop.site, d.threshold = drop.threshold,
+      d.seed = drop.seed;
+      d.counter = counter_.get();
+      d.site = drop.site;
+      d.threshold = drop.threshold;
       d.scale = drop.scale;
     }
     CUDA_CHECK(cudaMemset(out_.get(), poison, out_.bytes()));
@@ -357,6 +363,7 @@ TEST_F(FlashAttention, RejectsBadShapes) {
       "at least 1");
   expect_user_error([&] { flash_attention_forward(buf.get() + 1, f.get(), buf.get(), 1, 1, 1, 0); }, "aligned");
   DropoutArgs no_counter;
-  no_counter.threshold = dropout_threshold(0.1f), no_counter.scale = dropout_scale(no_counter.threshold);
+  no_counter.threshold = dropout_threshold(0.1f);
+  no_counter.scale = dropout_scale(no_counter.threshold);
   expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 1, 1, 0, no_counter); }, "counter");
 }

@@ -144,12 +144,16 @@ void check_layernorm(int N, int C) {
     for (int c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
     const double r = 1 / std::sqrt(v / C + 1e-5);
     double s1 = 0, s2 = 0;
-    for (int c = 0; c < C; c++) s1 += g[c] * w[size_t(c)], s2 += g[c] * w[size_t(c)] * (xr[c] - m) * r;
+    for (int c = 0; c < C; c++) {
+      s1 += g[c] * w[size_t(c)];
+      s2 += g[c] * w[size_t(c)] * (xr[c] - m) * r;
+    }
     for (int c = 0; c < C; c++) {
       const double xh = (xr[c] - m) * r;
       wy[size_t(n) * C + c] = xh * w[size_t(c)] + b[size_t(c)];
       wdx[size_t(n) * C + c] = d0[size_t(n) * C + c] + r * (g[c] * w[size_t(c)] - s1 / C - xh * s2 / C);
-      wgw[size_t(c)] += g[c] * xh, wgb[size_t(c)] += g[c];
+      wgw[size_t(c)] += g[c] * xh;
+      wgb[size_t(c)] += g[c];
     }
   }
   EXPECT_LT(rel_error(from_dev(y), wy), 8e-3) << "LayerNorm forward";
@@ -185,7 +189,9 @@ TEST_F(Gpt2Bf16Gpu, GeluBiasBackward) {
   for (int n = 0; n < N; n++)
     for (int c = 0; c < cols; c++) {
       const size_t i = size_t(n) * ld + size_t(c), j = size_t(n) * cols + size_t(c);
-      want[j] = d0[i] * gelu_grad(pre[i]), got_c[j] = got[i], wdb[size_t(c)] += want[j];
+      want[j] = d0[i] * gelu_grad(pre[i]);
+      got_c[j] = got[i];
+      wdb[size_t(c)] += want[j];
       if (c == cols - 1) EXPECT_EQ(got[i + 1], d0[i + 1]) << "padding column written, row " << n;
     }
   EXPECT_LT(rel_error(got_c, want), 8e-3) << "d * gelu'(pre)";
@@ -211,9 +217,10 @@ TEST_F(Gpt2Bf16Gpu, CrossEntropy) {
     EXPECT_NEAR(gl[size_t(n)], lse - z[size_t(n) * ld + tg[size_t(n)]], 1e-4) << "row " << n;
     std::vector<double> want(static_cast<size_t>(V));
     std::vector<float> g(static_cast<size_t>(V));
-    for (int v = 0; v < V; v++)
-      want[size_t(v)] = (std::exp(z[size_t(n) * ld + v] - lse) - (v == tg[size_t(n)])) * scale,
+    for (int v = 0; v < V; v++) {
+      want[size_t(v)] = (std::exp(z[size_t(n) * ld + v] - lse) - (v == tg[size_t(n)])) * scale;
       g[size_t(v)] = got[size_t(n) * ld + v];
+    }
     EXPECT_LT(rel_error(g, want), 8e-3) << "row " << n;
     for (int v = V; v < ld; v++) EXPECT_EQ(got[size_t(n) * ld + v], 0.0f) << "padding must get a zero gradient";
   }
@@ -275,7 +282,10 @@ TEST_F(Gpt2Bf16Gpu, FullSizeAgreesWithFp32Model) {
     std::vector<float> p = gpt2_init(table, s, 1);
     const int B = 2, T = 64;
     std::vector<int> x(B * T), y(B * T);
-    for (int i = 0; i < B * T; i++) x[size_t(i)] = (i * 7919) % 50257, y[size_t(i)] = (i * 104729) % 50257;
+    for (int i = 0; i < B * T; i++) {
+      x[size_t(i)] = (i * 7919) % 50257;
+      y[size_t(i)] = (i * 104729) % 50257;
+    }
     std::vector<float> g[2];
     float loss[2];
     for (int k = 0; k < 2; k++) {

@@ -65,7 +65,10 @@ TEST_F(Gpt2Gpu, FullSizeSmoke) {
   const int B = 2, T = 64;
   Gpt2Model m(s, arena, B, T);
   std::vector<int> x(B * T), y(B * T);
-  for (int i = 0; i < B * T; i++) x[size_t(i)] = (i * 7919) % 50257, y[size_t(i)] = (i * 104729) % 50257;
+  for (int i = 0; i < B * T; i++) {
+    x[size_t(i)] = (i * 7919) % 50257;
+    y[size_t(i)] = (i * 104729) % 50257;
+  }
   m.set_batch(x.data(), y.data(), 0);
   m.forward(0);
   m.loss_and_dlogits(1.0f, 0);

@@ -142,7 +142,10 @@ void compare_with_reference(const std::string& name, const OptimOptions& o, floa
   std::string worst_name;
   double overall = 0;
   for (auto& [k, v] : worst)
-    if (v >= overall) overall = v, worst_name = k;
+    if (v >= overall) {
+      overall = v;
+      worst_name = k;
+    }
   std::printf("[ info ] %s vs CPU reference: worst relative error %.3g (%s) over %d steps\n", name.c_str(), overall,
               worst_name.c_str(), steps);
   if (bf16) {  // the compute copy is refreshed by the optimizer, bit for bit
@@ -306,7 +309,8 @@ TEST_F(Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
       cb.run(0);
       StepInfo ia, ib;
       ia.d_loss = ib.d_loss = d_loss.get();
-      ia.d_grad_scale = ca.d_scale(), ib.d_grad_scale = cb.d_scale();
+      ia.d_grad_scale = ca.d_scale();
+      ib.d_grad_scale = cb.d_scale();
       oa->step(ia, 0);
       ob->step(ib, 0);
     }

@@ -28,7 +28,11 @@ struct TinyGpt2Case {
 inline TinyGpt2Case tiny_gpt2_case(int channels, int heads, bool separate_qkv, bool bf16_params, float dropout = 0.0f) {
   TinyGpt2Case c;
   c.dropout = dropout;
-  c.s.layers = 2, c.s.channels = channels, c.s.heads = heads, c.s.vocab = 67, c.s.max_seq = 48,
+  c.s.layers = 2;
+  c.s.channels = channels;
+  c.s.heads = heads;
+  c.s.vocab = 67;
+  c.s.max_seq = 48;
   c.s.separate_qkv = separate_qkv;
   c.table = gpt2_param_table(c.s);
   c.p = gpt2_init(c.table, c.s, 5);

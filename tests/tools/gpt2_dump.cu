@@ -62,7 +62,10 @@ std::vector<int32_t> make_batches(int n_batches, int B, int T, int V, uint64_t s
     int32_t* y = x + N;
     for (int b = 0; b < B; b++) {
       for (auto& t : seq) t = perm[size_t(zipf(rng))];
-      for (int t = 0; t < T; t++) x[size_t(b) * T + t] = seq[size_t(t)], y[size_t(b) * T + t] = seq[size_t(t) + 1];
+      for (int t = 0; t < T; t++) {
+        x[size_t(b) * T + t] = seq[size_t(t)];
+        y[size_t(b) * T + t] = seq[size_t(t) + 1];
+      }
     }
   }
   return out;
@@ -94,7 +97,11 @@ std::string table_json(const ParamTable& t, const Gpt2Shape& s, const std::strin
 int main(int argc, char** argv) {
   std::string precision = "fp32", qkv = "separate", out;
   Gpt2Shape s;
-  s.layers = 2, s.channels = 128, s.heads = 2, s.vocab = 512, s.max_seq = 64;
+  s.layers = 2;
+  s.channels = 128;
+  s.heads = 2;
+  s.vocab = 512;
+  s.max_seq = 64;
   int B = 4, T = 64, steps = 10;
   double lr = 1e-3, wd = 0.1;
   int64_t seed = 1337;
@@ -134,7 +141,9 @@ int main(int argc, char** argv) {
     std::unique_ptr<Gpt2Net> model = make_gpt2(precision, s, arena, B, T);
 
     OptimOptions oo;
-    oo.adamw.lr = lr, oo.adamw.beta2 = 0.95, oo.adamw.weight_decay = wd;
+    oo.adamw.lr = lr;
+    oo.adamw.beta2 = 0.95;
+    oo.adamw.weight_decay = wd;
     oo.schedule = make_schedule("constant", 0, std::max(steps, 1), 0, 0.2);
     validate_options("adamw", oo);
     auto opt = make_optimizer("adamw", oo, arena);

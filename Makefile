@@ -100,4 +100,62 @@ test-gpu: $(BUILD)/test_gpu
 clean:
 	rm -rf $(BUILD) $(PROGRAMS)
 
+# Fuzzing (tests/fuzz/): one libFuzzer target per parser of untrusted bytes, built with clang
+# (ASan + UBSan) in build/fuzz/ from the host sources they need, apart from the normal build.
+#   make fuzz FUZZ_SECONDS=N   runs every target N seconds (make -jJ runs J at once) from a copy of its
+#                              seed corpus; fails on any finding (input saved in build/fuzz/findings/)
+#   make fuzz-seeds            rewrites the committed seeds (tests/fuzz/corpus/) with tests/fuzz/make_seeds.cpp
+FUZZ_CXX     ?= $(if $(shell command -v clang++-14 2>/dev/null),clang++-14,clang++)
+FUZZ_SECONDS ?= 20
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -MMD -MP -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_TARGETS := safetensors msgpack sections token_shards tokenizer_ranks tokenizer_encode json cli options
+FUZZ_HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp core/param_table.cpp \
+                 optim/options.cpp optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/safetensors.cpp \
+                 optim/lopt/msgpack.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp
+FUZZ_HOST_OBJ := $(FUZZ_HOST_SRC:%.cpp=$(FUZZ_DIR)/obj/%.o)
+# Longest input per target: a few seeds' worth (shards and ranks heads are the largest seeds).
+FUZZ_MAX_LEN_safetensors := 4096
+FUZZ_MAX_LEN_msgpack := 4096
+FUZZ_MAX_LEN_sections := 4096
+FUZZ_MAX_LEN_token_shards := 4096
+FUZZ_MAX_LEN_tokenizer_ranks := 4096
+FUZZ_MAX_LEN_tokenizer_encode := 8192
+FUZZ_MAX_LEN_json := 4096
+FUZZ_MAX_LEN_cli := 1024
+FUZZ_MAX_LEN_options := 1024
+
+.PHONY: fuzz fuzz-build fuzz-seeds $(FUZZ_TARGETS:%=fuzz-%)
+.SECONDARY: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o) $(FUZZ_DIR)/obj/tests/fuzz/make_seeds.o
+$(FUZZ_DIR)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_HOST_OBJ)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@
+
+$(FUZZ_DIR)/make_seeds: $(FUZZ_DIR)/obj/tests/fuzz/make_seeds.o $(FUZZ_HOST_OBJ)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) $^ -o $@
+
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+
+fuzz-seeds: $(FUZZ_DIR)/make_seeds
+	./$(FUZZ_DIR)/make_seeds tests/fuzz/corpus
+
+fuzz: $(FUZZ_TARGETS:%=fuzz-%)
+
+# One target: a scratch copy of the seeds (the committed corpus stays as it is), the log in build/fuzz/logs/.
+$(FUZZ_TARGETS:%=fuzz-%): fuzz-%: $(FUZZ_DIR)/fuzz_%
+	@rm -rf $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/tmp/$* $(FUZZ_DIR)/findings/$*-*
+	@mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/tmp/$* $(FUZZ_DIR)/logs $(FUZZ_DIR)/findings
+	@cp -r tests/fuzz/corpus/$* $(FUZZ_DIR)/corpus/$*
+	@if TMPDIR=$(abspath $(FUZZ_DIR)/tmp/$*) ./$(FUZZ_DIR)/fuzz_$* $(FUZZ_DIR)/corpus/$* -max_total_time=$(FUZZ_SECONDS) \
+	      -max_len=$(FUZZ_MAX_LEN_$*) -rss_limit_mb=2048 -timeout=10 -close_fd_mask=1 -print_final_stats=1 \
+	      -artifact_prefix=$(FUZZ_DIR)/findings/$*- > $(FUZZ_DIR)/logs/$*.log 2>&1; then \
+	  echo "fuzz $*: $$(grep -o 'number_of_executed_units: *[0-9]*' $(FUZZ_DIR)/logs/$*.log | grep -o '[0-9]*$$') runs in $(FUZZ_SECONDS) s, no findings"; \
+	else \
+	  tail -n 40 $(FUZZ_DIR)/logs/$*.log; \
+	  echo "fuzz $*: FINDING (log $(FUZZ_DIR)/logs/$*.log; reproduce: ./$(FUZZ_DIR)/fuzz_$* $(FUZZ_DIR)/findings/$*-*)"; exit 1; \
+	fi
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -17,12 +17,13 @@ void write_token_shard(const std::string& path, const std::vector<uint16_t>& tok
   header[0] = kShardMagic;
   header[1] = kShardVersion;
   header[2] = int32_t(tokens.size());
-  if (tokens.size() > size_t(INT32_MAX)) user_error("a shard holds at most 2^31-1 tokens; '", path, "' would hold ", tokens.size(), ".");
+  if (tokens.size() > size_t(INT32_MAX))
+    user_error("a shard holds at most 2^31-1 tokens; '", path, "' would hold ", tokens.size(), ".");
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) user_error("cannot write '", tmp, "'; check that the folder exists and is writable.");
-  bool ok = std::fwrite(header, sizeof header, 1, f) == 1 &&
-            std::fwrite(tokens.data(), 2, tokens.size(), f) == tokens.size();
+  bool ok =
+      std::fwrite(header, sizeof header, 1, f) == 1 && std::fwrite(tokens.data(), 2, tokens.size(), f) == tokens.size();
   ok = std::fclose(f) == 0 && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
@@ -41,7 +42,8 @@ int64_t shard_tokens(std::ifstream& f, const std::string& path) {
   if (size < int64_t(sizeof header) || !f.read(reinterpret_cast<char*>(header), sizeof header))
     user_error("token shard '", path, "' is shorter than its 1024-byte header; it is not an llm.c shard.");
   if (header[0] != kShardMagic)
-    user_error("token shard '", path, "' has magic ", header[0], " instead of ", kShardMagic, "; it is not a GPT-2 llm.c shard.");
+    user_error("token shard '", path, "' has magic ", header[0], " instead of ", kShardMagic,
+               "; it is not a GPT-2 llm.c shard.");
   if (header[1] != kShardVersion)
     user_error("token shard '", path, "' has version ", header[1], " but only version 1 (uint16 tokens) is supported.");
   const int64_t n = header[2];
@@ -55,7 +57,8 @@ int64_t shard_tokens(std::ifstream& f, const std::string& path) {
 void check_vocab(const uint16_t* t, int64_t n, int64_t first, const std::string& path, int vocab) {
   for (int64_t i = 0; i < n; i++)
     if (t[i] >= vocab)
-      user_error("token shard '", path, "' has token ", t[i], " at position ", first + i, ", outside the vocabulary of ", vocab, ".");
+      user_error("token shard '", path, "' has token ", t[i], " at position ", first + i,
+                 ", outside the vocabulary of ", vocab, ".");
 }
 
 // The loader checks this many tokens at each end of every shard when it is made. A shard written for
@@ -69,7 +72,8 @@ void check_token_range(std::ifstream& f, const std::string& path, int64_t from, 
   if (n <= 0) return;
   std::vector<uint16_t> t(static_cast<size_t>(n));
   f.seekg(1024 + 2 * from);
-  if (!f.read(reinterpret_cast<char*>(t.data()), std::streamsize(2 * n))) user_error("cannot read token shard '", path, "'.");
+  if (!f.read(reinterpret_cast<char*>(t.data()), std::streamsize(2 * n)))
+    user_error("cannot read token shard '", path, "'.");
   check_vocab(t.data(), n, from, path, vocab);
 }
 }  // namespace
@@ -78,7 +82,8 @@ std::vector<uint16_t> read_token_shard(const std::string& path, int vocab) {
   std::ifstream f(path, std::ios::binary);
   const int64_t n = shard_tokens(f, path);
   std::vector<uint16_t> t(static_cast<size_t>(n));
-  if (n && !f.read(reinterpret_cast<char*>(t.data()), std::streamsize(2 * n))) user_error("cannot read token shard '", path, "'.");
+  if (n && !f.read(reinterpret_cast<char*>(t.data()), std::streamsize(2 * n)))
+    user_error("cannot read token shard '", path, "'.");
   check_vocab(t.data(), n, 0, path, vocab);
   return t;
 }
@@ -101,7 +106,14 @@ std::vector<std::string> glob_files(const std::string& pattern) {
 
 TokenLoader::TokenLoader(std::vector<std::string> files, int B, int T, int rank, int world, int vocab, bool shuffle,
                          uint64_t seed)
-    : files_(std::move(files)), B_(B), T_(T), rank_(rank), world_(world), vocab_(vocab), shuffle_(shuffle), seed_(seed) {
+    : files_(std::move(files)),
+      B_(B),
+      T_(T),
+      rank_(rank),
+      world_(world),
+      vocab_(vocab),
+      shuffle_(shuffle),
+      seed_(seed) {
   if (B < 1 || T < 1 || world < 1 || rank < 0 || rank >= world) user_error("bad loader geometry B=", B, " T=", T, ".");
   if (files_.empty()) user_error("the token loader needs at least one shard.");
   const int64_t per = int64_t(world) * B * T;
@@ -138,8 +150,8 @@ void TokenLoader::load(int64_t shard) {
     // The sample count came from the size checked at construction; a shard rewritten since (a new
     // dataset prepared under a running job) would be read past its end.
     if (int64_t(t.size()) != tokens_per_file_[size_t(file)])
-      user_error("token shard '", files_[size_t(file)], "' changed since the run started (", tokens_per_file_[size_t(file)],
-                 " tokens then, ", t.size(), " now); restore it or restart the run.");
+      user_error("token shard '", files_[size_t(file)], "' changed since the run started (",
+                 tokens_per_file_[size_t(file)], " tokens then, ", t.size(), " now); restore it or restart the run.");
     tokens_ = std::move(t);
     loaded_ = file;
   }
@@ -152,11 +164,18 @@ void TokenLoader::load(int64_t shard) {
 }
 
 void TokenLoader::seek(const Position& p) {
+  // The epoch counts epochs served (at most one per batch): never negative, never near 2^63, where a
+  // corrupt checkpoint's value would overflow the counter in next() (signed: undefined behaviour).
+  if (p.epoch < 0 || p.epoch > (int64_t(1) << 62))
+    user_error("the data position in the checkpoint has an impossible epoch (", p.epoch,
+               "); the checkpoint is corrupt.");
   pos_ = p;
   order_epoch(p.epoch);
-  if (p.shard < 0 || p.shard >= int64_t(files_.size())) user_error("the data position in the checkpoint is outside this dataset.");
+  if (p.shard < 0 || p.shard >= int64_t(files_.size()))
+    user_error("the data position in the checkpoint is outside this dataset.");
   load(p.shard);
-  if (p.sample < 0 || p.sample > int64_t(sample_order_.size())) user_error("the data position in the checkpoint is outside this dataset.");
+  if (p.sample < 0 || p.sample > int64_t(sample_order_.size()))
+    user_error("the data position in the checkpoint is outside this dataset.");
 }
 
 void TokenLoader::next(int32_t* inputs, int32_t* targets) {

@@ -103,10 +103,26 @@ TEST(TokenLoader, ShuffleIsDeterministicAndResumable) {
   }
 }
 
+// Fuzzing (issue 12, tests/fuzz/fuzz_token_shards.cpp): a checkpoint's loader position with epoch
+// 2^63-1 was accepted, and the epoch counter overflowed (UBSan) when that epoch ended.
+TEST(TokenLoader, ImpossibleEpochFromACheckpointIsRefused) {
+  const std::string d = make_temp_dir();
+  write_token_shard(d + "/a.bin", ramp(11));  // 10 samples of B=1, T=1
+  TokenLoader L({d + "/a.bin"}, 1, 1, 0, 1, 50257, false, 0);
+  expect_user_error([&] { L.seek({INT64_MAX, 0, 0}); }, "impossible epoch (9223372036854775807)");
+  expect_user_error([&] { L.seek({INT64_MAX - 5, 0, 0}); }, "impossible epoch");
+  expect_user_error([&] { L.seek({-1, 0, 0}); }, "impossible epoch (-1)");
+  L.seek({int64_t(1) << 62, 0, 8});
+  int32_t x, y;
+  for (int i = 0; i < 20; i++) L.next(&x, &y);  // through the next epoch, into the one after
+  EXPECT_EQ(L.position().epoch, (int64_t(1) << 62) + 2);
+}
+
 TEST(TokenLoader, TooSmallShardIsAClearError) {
   const std::string d = make_temp_dir();
   write_token_shard(d + "/tiny.bin", ramp(10));
-  expect_user_error([&] { TokenLoader({d + "/tiny.bin"}, 4, 64, 0, 1, 50257, false, 0); }, "fewer than one batch needs");
+  expect_user_error([&] { TokenLoader({d + "/tiny.bin"}, 4, 64, 0, 1, 50257, false, 0); },
+                    "fewer than one batch needs");
 }
 
 // Security review (issue 12): a shard that changed size after the loader validated it was read past
@@ -118,7 +134,7 @@ TEST(TokenLoader, ShardThatChangedSizeIsAClearError) {
   TokenLoader L({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0);
   std::vector<int32_t> x(10), y(10);
   for (int s = 0; s < 10; s++) L.next(x.data(), y.data());  // all of a.bin
-  write_token_shard(d + "/b.bin", ramp(21));  // still a valid shard, but 2 samples instead of 10
+  write_token_shard(d + "/b.bin", ramp(21));                // still a valid shard, but 2 samples instead of 10
   expect_user_error([&] { L.next(x.data(), y.data()); }, "token shard '" + d + "/b.bin' changed since");
 }
 
@@ -130,16 +146,25 @@ TEST(TokenLoader, BadLaterShardIsFoundAtConstruction) {
   std::vector<uint16_t> bad = ramp(101);
   bad[5] = 60000;
   write_token_shard(d + "/b.bin", bad);
-  expect_user_error([&] { TokenLoader({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0); },
-                    "token shard '" + d + "/b.bin' has token 60000 at position 5");
+  expect_user_error(
+      [&] {
+        TokenLoader({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0);
+      },
+      "token shard '" + d + "/b.bin' has token 60000 at position 5");
   bad = ramp(200000);  // the end of a long shard is checked too
   bad[199990] = 50257;
   write_token_shard(d + "/b.bin", bad);
-  expect_user_error([&] { TokenLoader({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0); },
-                    "has token 50257 at position 199990");
+  expect_user_error(
+      [&] {
+        TokenLoader({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0);
+      },
+      "has token 50257 at position 199990");
   write_file(d + "/b.bin", read_file(d + "/a.bin").substr(0, 1100));  // truncated
-  expect_user_error([&] { TokenLoader({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0); },
-                    "token shard '" + d + "/b.bin' is 1100 bytes");
+  expect_user_error(
+      [&] {
+        TokenLoader({d + "/a.bin", d + "/b.bin"}, 2, 5, 0, 1, 50257, false, 0);
+      },
+      "token shard '" + d + "/b.bin' is 1100 bytes");
 }
 
 TEST(TokenShards, GlobMatchingAFolderIsAClearError) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The default small real corpus: the King James Bible (public domain) from Debian's bible-kjv packages
-# (data.md A1), one document per book, tokenized into llm.c shards in data/kjv/ (about 1.2M tokens;
+# (data.md A1), one document per book, tokenized into llm.c shards in data/kjv/ (about 1.02M tokens;
 # shard 0 = validation, 100k tokens). Needs apt-get (download only, no install) and the tokenizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."

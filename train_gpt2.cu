@@ -285,11 +285,11 @@ int main(int argc, char** argv) {
   Cli cli("train_gpt2",
           "Pretrains GPT-2 on llm.c token shards (prepare the default corpus with scripts/prepare_kjv.sh).");
   add_flags(cli, &a);
-  a.lr_given = lr_flag_given(argc, argv);
   cli.set_epilogue(
       options_help(gpt2_optimizer_defaults(a)));  // the values train_gpt2 starts from, before -l, -c and --set
   try {
     if (!cli.parse(argc, argv)) return 0;
+    a.lr_given = cli.given("lr");
     return run(a);
   } catch (const UserError& e) {
     std::fprintf(stderr, "train_gpt2: %s\n", e.what());

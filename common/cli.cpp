@@ -1,5 +1,6 @@
 #include "common/cli.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -127,7 +128,12 @@ void Cli::set(const Flag& f, const std::string& v) const {
   }
 }
 
+bool Cli::given(const std::string& long_name) const {
+  return std::find(given_.begin(), given_.end(), long_name) != given_.end();
+}
+
 bool Cli::parse(int argc, char** argv) {
+  given_.clear();
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -162,6 +168,7 @@ bool Cli::parse(int argc, char** argv) {
     }
     try {
       set(*f, value);
+      given_.push_back(f->l);
     } catch (const UserError& e) {
       if (!note) throw;
       std::string m = e.what();

@@ -30,6 +30,8 @@ class Cli {
 
   // Returns false when --help / -h was given (help already printed to stdout).
   bool parse(int argc, char** argv);
+  // Whether the last parse set the flag of this long name (a default that was left alone is not given).
+  bool given(const std::string& long_name) const;
   std::string help() const;
 
  private:
@@ -47,6 +49,7 @@ class Cli {
   std::string program_, summary_, epilogue_;
   std::vector<Flag> flags_;
   std::vector<std::pair<std::string, std::string>> notes_;  // spelling, text
+  std::vector<std::string> given_;                          // long names of the flags the parse set
 };
 
 // Number parsing shared by the flags and the optimizer options; `what` names the value in messages

@@ -37,12 +37,6 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   flags::add_set(cli, &f->sets);
 }
 
-bool lr_flag_given(int argc, char** argv) {
-  for (int i = 1; i < argc; i++)
-    if (std::string(argv[i]) == "-l" || std::string(argv[i]).rfind("--lr", 0) == 0) return true;
-  return false;
-}
-
 void check_train_flags(const TrainFlags& f) {
   if (f.total_batch < 0)
     user_error("-d must be 0 (one micro-batch of -b * -t tokens) or a positive multiple of -b * -t (got ",

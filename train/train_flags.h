@@ -16,7 +16,8 @@ struct TrainFlags {
   int B = 8, val_every = 100, val_batches = 10, ckpt_every = 0;
   int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
   double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0, dropout = 0.0;
-  bool lr_given = false, lopt_random = false, cuda_graph = false;
+  bool lr_given = false;  // -l was given: the learned optimizers take it as their multiplier only then
+  bool lopt_random = false, cuda_graph = false;
   std::vector<std::string> sets;
 };
 
@@ -24,8 +25,6 @@ struct TrainFlags {
 // --resume, --log, --dropout, --lopt-weights, --lopt-random, --cuda-graph, --seed, --set); `optimizers`
 // is the -o help.
 void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers);
-// Whether -l was given (the learned optimizers take it as their multiplier only then).
-bool lr_flag_given(int argc, char** argv);
 // Every shared flag's range, before any file or GPU work: one sentence per mistake. A flag that the
 // other flags make pointless (-u with -k constant) is refused too, rather than ignored.
 void check_train_flags(const TrainFlags& f);

@@ -233,3 +233,16 @@ TEST(FlagVocabulary, SharedFlagsAndNotes) {
   expect_user_error([&] { tok_cli.parse(int(tv.size()), tv.data()); },
                     "unknown flag '-o' (the output folder is --out now");
 }
+
+TEST(Cli, GivenTellsSetFlagsFromDefaults) {
+  Args a;
+  ASSERT_TRUE(a.parse({"-b", "8", "--lr=0.5"}));
+  EXPECT_TRUE(a.cli.given("batch"));
+  EXPECT_TRUE(a.cli.given("lr"));
+  EXPECT_FALSE(a.cli.given("optimizer"));
+  EXPECT_FALSE(a.cli.given("steps"));
+  Args b;
+  ASSERT_TRUE(b.parse({"-o", "muon", "--set", "muon.lr=1"}));  // "--set" starts with "--", not "--lr"
+  EXPECT_FALSE(b.cli.given("lr"));
+  EXPECT_TRUE(b.cli.given("set"));
+}

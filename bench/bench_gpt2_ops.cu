@@ -54,10 +54,14 @@ void bench_model(const Model& m, int T, int tune, int reps) {
   DeviceBuffer<float> dW(size_t(Vp) * C, what), stats(size_t(2) * N * m.heads, what),
       scratch(std::max(column_sums_scratch_floats(C), size_t(N) * m.heads), what);
   DeviceBuffer<float> lnw_g(size_t(C), what), lnb_g(size_t(C), what), dsum(size_t(4 * C), what);
-  fill_normal(x.get(), int64_t(x.size()), 1, 1.0f), fill_normal(aux.get(), int64_t(aux.size()), 2, 1.0f);
-  fill_normal(res.get(), int64_t(res.size()), 3, 1.0f), fill_normal(y.get(), int64_t(y.size()), 4, 0.02f);
-  fill_normal(W.get(), int64_t(W.size()), 5, 0.02f), fill_normal(bias.get(), int64_t(bias.size()), 6, 0.02f);
-  fill_normal(dW.get(), int64_t(dW.size()), 7, 1.0f), fill_normal(stats.get(), int64_t(stats.size()), 8, 1.0f);
+  fill_normal(x.get(), int64_t(x.size()), 1, 1.0f);
+  fill_normal(aux.get(), int64_t(aux.size()), 2, 1.0f);
+  fill_normal(res.get(), int64_t(res.size()), 3, 1.0f);
+  fill_normal(y.get(), int64_t(y.size()), 4, 0.02f);
+  fill_normal(W.get(), int64_t(W.size()), 5, 0.02f);
+  fill_normal(bias.get(), int64_t(bias.size()), 6, 0.02f);
+  fill_normal(dW.get(), int64_t(dW.size()), 7, 1.0f);
+  fill_normal(stats.get(), int64_t(stats.size()), 8, 1.0f);
   CUDA_CHECK(cudaDeviceSynchronize());
 
   LtMatmul heur, tuned(tune);

@@ -28,7 +28,8 @@ class CudaGraph {
   }
   CudaGraph(CudaGraph&& o) noexcept : exec_(std::exchange(o.exec_, nullptr)), nodes_(o.nodes_) {}
   CudaGraph& operator=(CudaGraph&& o) noexcept {
-    std::swap(exec_, o.exec_), std::swap(nodes_, o.nodes_);
+    std::swap(exec_, o.exec_);
+    std::swap(nodes_, o.nodes_);
     return *this;
   }
   CudaGraph(const CudaGraph&) = delete;

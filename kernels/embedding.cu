@@ -134,7 +134,8 @@ template void encoder_backward(float*, float*, const float*, const TokenGroups&,
 template void encoder_backward(float*, float*, const __nv_bfloat16*, const TokenGroups&, int, int, int, cudaStream_t);
 
 TokenBatch::TokenBatch(int N, int vocab) : N_(N), groups_(N, vocab) {
-  tokens_.alloc(size_t(N), "tokens"), targets_.alloc(size_t(N), "targets");
+  tokens_.alloc(size_t(N), "tokens");
+  targets_.alloc(size_t(N), "targets");
 }
 
 void TokenBatch::set(const int* tokens, const int* targets, cudaStream_t s) {

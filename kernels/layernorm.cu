@@ -29,7 +29,9 @@ __global__ void layernorm_fwd_k(bf16* y, float* mean, float* rstd, const bf16* x
   const float r = rsqrtf(warp_sum(q) / float(C) + eps);
   for (int c = lane * 8; c < C; c += 256) {
     Vec8 a, ww, bb;
-    a.load(xr + c), ww.load(w + c), bb.load(b + c);
+    a.load(xr + c);
+    ww.load(w + c);
+    bb.load(b + c);
     for (int k = 0; k < 8; k++) a.v[k] = (a.v[k] - m) * r * ww.v[k] + bb.v[k];
     a.store(y + int64_t(row) * C + c);
   }
@@ -66,7 +68,9 @@ __global__ void __launch_bounds__(256, kChunks <= 4 ? 2 : 1)
       const int c = k * 256 + lane * 8;
       if (c >= C) break;
       Vec8 g, xx, ww;
-      g.load(dy + o + c), xx.load(x + o + c), ww.load(w + c);
+      g.load(dy + o + c);
+      xx.load(x + o + c);
+      ww.load(w + c);
       for (int e = 0; e < 8; e++) {
         const float xh = (xx.v[e] - m) * r, gw = g.v[e] * ww.v[e];
         s1 += gw;
@@ -82,7 +86,10 @@ __global__ void __launch_bounds__(256, kChunks <= 4 ? 2 : 1)
       const int c = k * 256 + lane * 8;
       if (c >= C) break;
       Vec8 g, xx, ww, d;
-      g.load(dy + o + c), xx.load(x + o + c), ww.load(w + c), d.load(dx + o + c);
+      g.load(dy + o + c);
+      xx.load(x + o + c);
+      ww.load(w + c);
+      d.load(dx + o + c);
       for (int e = 0; e < 8; e++) d.v[e] += r * (g.v[e] * ww.v[e] - s1 - (xx.v[e] - m) * r * s2);
       d.store(dx + o + c);
       if (kSum)

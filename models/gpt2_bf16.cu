@@ -55,20 +55,33 @@ Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
     L.fcb = off(b.fcb);
     L.fcprojw = off(b.fcprojw);
     L.fcprojb = off(b.fcprojb);
-    L.res.alloc(size_t(N * C), act), L.ln1.alloc(size_t(N * C), act), L.qkv.alloc(size_t(N * 3 * C), act);
-    L.att.alloc(size_t(N * C), act), L.mid.alloc(size_t(N * C), act), L.ln2.alloc(size_t(N * C), act);
-    L.fc_pre.alloc(size_t(N * 4 * C), act), L.fc.alloc(size_t(N * 4 * C), act);
-    L.ln1_mean.alloc(size_t(N), act), L.ln1_rstd.alloc(size_t(N), act), L.ln2_mean.alloc(size_t(N), act),
-        L.ln2_rstd.alloc(size_t(N), act);
+    L.res.alloc(size_t(N * C), act);
+    L.ln1.alloc(size_t(N * C), act);
+    L.qkv.alloc(size_t(N * 3 * C), act);
+    L.att.alloc(size_t(N * C), act);
+    L.mid.alloc(size_t(N * C), act);
+    L.ln2.alloc(size_t(N * C), act);
+    L.fc_pre.alloc(size_t(N * 4 * C), act);
+    L.fc.alloc(size_t(N * 4 * C), act);
+    L.ln1_mean.alloc(size_t(N), act);
+    L.ln1_rstd.alloc(size_t(N), act);
+    L.ln2_mean.alloc(size_t(N), act);
+    L.ln2_rstd.alloc(size_t(N), act);
     L.lse.alloc(size_t(N * s_.heads), act);
   }
-  res_final_.alloc(size_t(N * C), act), lnf_.alloc(size_t(N * C), act);
-  lnf_mean_.alloc(size_t(N), act), lnf_rstd_.alloc(size_t(N), act);
+  res_final_.alloc(size_t(N * C), act);
+  lnf_.alloc(size_t(N * C), act);
+  lnf_mean_.alloc(size_t(N), act);
+  lnf_rstd_.alloc(size_t(N), act);
   logits_.alloc(size_t(N) * size_t(Vp_), "logits");
-  losses_.alloc(size_t(N), "losses"), loss_mean_.alloc(1, "loss");
+  losses_.alloc(size_t(N), "losses");
+  loss_mean_.alloc(1, "loss");
   const char* grads = "activation gradients";
-  dres_.alloc(size_t(N * C), grads), dln_.alloc(size_t(N * C), grads), datt_.alloc(size_t(N * C), grads);
-  dqkv_.alloc(size_t(N * 3 * C), grads), dfc_.alloc(size_t(N * 4 * C), grads);
+  dres_.alloc(size_t(N * C), grads);
+  dln_.alloc(size_t(N * C), grads);
+  datt_.alloc(size_t(N * C), grads);
+  dqkv_.alloc(size_t(N * 3 * C), grads);
+  dfc_.alloc(size_t(N * 4 * C), grads);
   scratch_.alloc(std::max(column_sums_scratch_floats(s_.channels), size_t(N * s_.heads)), "scratch");
   if (s_.layers > 0) gelu_in_epilogue_ = gelu_in_epilogue_faster();
 }

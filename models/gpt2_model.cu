@@ -57,23 +57,34 @@ Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
     q.d_fcprojb = G(b.fcprojb);
     lp_.push_back(q);
     LayerActs a;
-    a.x_in.alloc(size_t(N * C), "activations"), a.ln1.alloc(size_t(N * C), "activations");
-    a.ln1_mean.alloc(size_t(N), "activations"), a.ln1_rstd.alloc(size_t(N), "activations");
-    a.qkv.alloc(size_t(N * 3 * C), "activations"), a.att.alloc(size_t(N * C), "activations");
-    a.lse.alloc(size_t(N * s_.heads), "activations"), a.x_mid.alloc(size_t(N * C), "activations");
-    a.ln2.alloc(size_t(N * C), "activations"), a.ln2_mean.alloc(size_t(N), "activations"),
-        a.ln2_rstd.alloc(size_t(N), "activations");
-    a.fc.alloc(size_t(N * 4 * C), "activations"), a.gelu.alloc(size_t(N * 4 * C), "activations");
+    a.x_in.alloc(size_t(N * C), "activations");
+    a.ln1.alloc(size_t(N * C), "activations");
+    a.ln1_mean.alloc(size_t(N), "activations");
+    a.ln1_rstd.alloc(size_t(N), "activations");
+    a.qkv.alloc(size_t(N * 3 * C), "activations");
+    a.att.alloc(size_t(N * C), "activations");
+    a.lse.alloc(size_t(N * s_.heads), "activations");
+    a.x_mid.alloc(size_t(N * C), "activations");
+    a.ln2.alloc(size_t(N * C), "activations");
+    a.ln2_mean.alloc(size_t(N), "activations");
+    a.ln2_rstd.alloc(size_t(N), "activations");
+    a.fc.alloc(size_t(N * 4 * C), "activations");
+    a.gelu.alloc(size_t(N * 4 * C), "activations");
     la_.push_back(std::move(a));
   }
-  x_final_.alloc(size_t(N * C), "activations"), lnf_.alloc(size_t(N * C), "activations");
-  lnf_mean_.alloc(size_t(N), "activations"), lnf_rstd_.alloc(size_t(N), "activations");
-  logits_.alloc(size_t(N) * size_t(s_.vocab), "logits"), losses_.alloc(size_t(N), "losses"),
-      loss_mean_.alloc(1, "loss");
-  dres_.alloc(size_t(N * C), "gradients"), dln_.alloc(size_t(N * C), "gradients"),
-      datt_.alloc(size_t(N * C), "gradients");
-  dqkv_.alloc(size_t(N * 3 * C), "gradients"), dbig_.alloc(size_t(N * 4 * C), "gradients"),
-      att_D_.alloc(size_t(N * s_.heads), "gradients");
+  x_final_.alloc(size_t(N * C), "activations");
+  lnf_.alloc(size_t(N * C), "activations");
+  lnf_mean_.alloc(size_t(N), "activations");
+  lnf_rstd_.alloc(size_t(N), "activations");
+  logits_.alloc(size_t(N) * size_t(s_.vocab), "logits");
+  losses_.alloc(size_t(N), "losses");
+  loss_mean_.alloc(1, "loss");
+  dres_.alloc(size_t(N * C), "gradients");
+  dln_.alloc(size_t(N * C), "gradients");
+  datt_.alloc(size_t(N * C), "gradients");
+  dqkv_.alloc(size_t(N * 3 * C), "gradients");
+  dbig_.alloc(size_t(N * 4 * C), "gradients");
+  att_D_.alloc(size_t(N * s_.heads), "gradients");
 }
 
 Gpt2Model::~Gpt2Model() {

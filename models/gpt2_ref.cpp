@@ -40,10 +40,14 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
     Layer& a = layers_[size_t(l)];
     const Gpt2BlockTensors& bt = ix_.blocks[size_t(l)];
     a.x_in = x;
-    a.ln1.resize(x.size()), a.ln1_mean.resize(size_t(N)), a.ln1_rstd.resize(size_t(N));
+    a.ln1.resize(x.size());
+    a.ln1_mean.resize(size_t(N));
+    a.ln1_rstd.resize(size_t(N));
     ref_layernorm(x.data(), W(bt.ln1w), W(bt.ln1b), a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), N, C,
                   kGpt2LnEps);
-    a.q.resize(x.size()), a.k.resize(x.size()), a.v.resize(x.size());
+    a.q.resize(x.size());
+    a.k.resize(x.size());
+    a.v.resize(x.size());
     if (s_.separate_qkv) {
       ref_linear(a.ln1.data(), W(bt.qkvw[0]), W(bt.qkvb[0]), a.q.data(), N, C, C);
       ref_linear(a.ln1.data(), W(bt.qkvw[1]), W(bt.qkvb[1]), a.k.data(), N, C, C);
@@ -86,10 +90,13 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
     for (size_t i = 0; i < x.size(); i++)
       x[i] += proj[i] * keep(dropout_site_attn_proj(l), uint32_t(i / C), uint32_t(i % C));
     a.x_mid = x;
-    a.ln2.resize(x.size()), a.ln2_mean.resize(size_t(N)), a.ln2_rstd.resize(size_t(N));
+    a.ln2.resize(x.size());
+    a.ln2_mean.resize(size_t(N));
+    a.ln2_rstd.resize(size_t(N));
     ref_layernorm(x.data(), W(bt.ln2w), W(bt.ln2b), a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), N, C,
                   kGpt2LnEps);
-    a.fc.resize(size_t(N * 4 * C)), a.gelu.resize(size_t(N * 4 * C));
+    a.fc.resize(size_t(N * 4 * C));
+    a.gelu.resize(size_t(N * 4 * C));
     ref_linear(a.ln2.data(), W(bt.fcw), W(bt.fcb), a.fc.data(), N, C, 4 * C);
     for (size_t i = 0; i < a.fc.size(); i++) {
       a.gelu[i] = ref_gelu_tanh(a.fc[i]);
@@ -99,7 +106,9 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
       x[i] += proj[i] * keep(dropout_site_mlp_proj(l), uint32_t(i / C), uint32_t(i % C));
   }
   x_final = x;
-  lnf.resize(x.size()), lnf_mean.resize(size_t(N)), lnf_rstd.resize(size_t(N));
+  lnf.resize(x.size());
+  lnf_mean.resize(size_t(N));
+  lnf_rstd.resize(size_t(N));
   ref_layernorm(x.data(), W(ix_.lnfw), W(ix_.lnfb), lnf.data(), lnf_mean.data(), lnf_rstd.data(), N, C, kGpt2LnEps);
   logits_.resize(size_t(N) * size_t(V));
   ref_linear(lnf.data(), W(ix_.wte), nullptr, logits_.data(), N, C, V);  // tied head

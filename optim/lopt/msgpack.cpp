@@ -256,10 +256,12 @@ struct Writer {
     for (int k = n - 1; k >= 0; k--) out += char((v >> (8 * k)) & 0xff);
   }
   void str(const std::string& s) {
-    if (s.size() < 32)
+    if (s.size() < 32) {
       out += char(0xa0 | s.size());
-    else
-      out += char(0xdb), be(s.size(), 4);
+    } else {
+      out += char(0xdb);
+      be(s.size(), 4);
+    }
     out += s;
   }
   void map_header(size_t n) {

@@ -187,8 +187,12 @@ TEST(Probes, SmallFcEveryFeature) {
     for (int c = 0; c < 39; c++) {
       SCOPED_TRACE(shape_str(shape) + " feature " + std::to_string(c));
       SmallFcWeights w;
-      w.w0.assign(32 * 39, 0.0f), w.b0.assign(32, 0.0f), w.w1.assign(1024, 0.0f), w.b1.assign(32, 0.0f);
-      w.w2.assign(64, 0.0f), w.b2.assign(2, 0.0f);
+      w.w0.assign(32 * 39, 0.0f);
+      w.b0.assign(32, 0.0f);
+      w.w1.assign(1024, 0.0f);
+      w.b1.assign(32, 0.0f);
+      w.w2.assign(64, 0.0f);
+      w.b2.assign(2, 0.0f);
       w.w0[size_t(c)] = 1.0f, w.w0[size_t(39 + c)] = -1.0f;  // rows 0 and 1: +x_c, -x_c
       w.w1[0] = 1.0f, w.w1[33] = 1.0f;                       // pass both through
       w.w2[0] = 1.0f, w.w2[1] = -1.0f;                       // direction = relu(x) - relu(-x) = x

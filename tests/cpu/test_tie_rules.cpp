@@ -37,8 +37,12 @@ ParamTable square() {
 // The step of small_fc_lopt with a probe MLP on feature c: p moves by 100 * 0.01 * x_hat_c.
 std::vector<double> small_fc_probe(const std::string& tie, int c) {
   SmallFcWeights w;
-  w.w0.assign(32 * 39, 0.0f), w.b0.assign(32, 0.0f), w.w1.assign(1024, 0.0f), w.b1.assign(32, 0.0f);
-  w.w2.assign(64, 0.0f), w.b2.assign(2, 0.0f);
+  w.w0.assign(32 * 39, 0.0f);
+  w.b0.assign(32, 0.0f);
+  w.w1.assign(1024, 0.0f);
+  w.b1.assign(32, 0.0f);
+  w.w2.assign(64, 0.0f);
+  w.b2.assign(2, 0.0f);
   w.w0[size_t(c)] = 1.0f;
   w.w0[size_t(39 + c)] = -1.0f;
   w.w1[0] = 1.0f;

@@ -11,10 +11,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> args = {"fuzz_cli"};
   std::string cur;
   for (size_t i = 0; i < size && args.size() < 256; i++)
-    if (data[i] == 0)
-      args.push_back(cur), cur.clear();
-    else
+    if (data[i] == 0) {
+      args.push_back(cur);
+      cur.clear();
+    } else {
       cur += char(data[i]);
+    }
   if (!cur.empty()) args.push_back(cur);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(&a[0]);

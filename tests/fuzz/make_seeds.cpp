@@ -128,8 +128,14 @@ void sections_seeds() {
 std::string loader(int B, int T, int world, int rank, int vocab_idx, int flags, int batches,
                    const int64_t* seek = nullptr) {
   std::string s(32, '\0');
-  s[0] = char(B), s[1] = char(T), s[2] = char(world - 1), s[3] = char(rank), s[4] = char(vocab_idx), s[5] = char(flags);
-  s[6] = char(batches), s[7] = 7;
+  s[0] = char(B);
+  s[1] = char(T);
+  s[2] = char(world - 1);
+  s[3] = char(rank);
+  s[4] = char(vocab_idx);
+  s[5] = char(flags);
+  s[6] = char(batches);
+  s[7] = 7;
   if (seek) std::memcpy(&s[8], seek, 24), s[5] = char(s[5] | 8);
   return s;
 }

@@ -49,7 +49,8 @@ TEST_F(DropoutGpu, MatchesHostMasks) {
   const DropoutArgs d = state.site(dropout_site_mlp_proj(3));
 
   DeviceBuffer<float> fx(n), fadd(n), fout(n);
-  fx.upload(x), fadd.upload(add);
+  fx.upload(x);
+  fadd.upload(add);
   dropout_forward(fout.get(), fx.get(), fadd.get(), rows, C, d, 0);
   const std::vector<float> want = expected(x, &add, C, 0.25f, 77, 9, dropout_site_mlp_proj(3));
   const std::vector<float> got = fout.download();
@@ -72,7 +73,8 @@ TEST_F(DropoutGpu, MatchesHostMasks) {
     ab[i] = __float2bfloat16_rn(add[i]);
   }
   DeviceBuffer<__nv_bfloat16> bx(n), badd(n), bout(n);
-  bx.upload(xb), badd.upload(ab);
+  bx.upload(xb);
+  badd.upload(ab);
   dropout_forward(bout.get(), bx.get(), badd.get(), rows, C, d, 0);
   const std::vector<__nv_bfloat16> gb = bout.download();
   for (size_t i = 0; i < n; i++)

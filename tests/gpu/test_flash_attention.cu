@@ -157,7 +157,8 @@ Inputs random_inputs(int B, int T, int NH, float qk_std, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::normal_distribution<float> z(0.0f, 1.0f);
   Inputs in;
-  in.qkv.resize(size_t(B) * T * 3 * C), in.dout.resize(size_t(B) * T * C);
+  in.qkv.resize(size_t(B) * T * 3 * C);
+  in.dout.resize(size_t(B) * T * C);
   for (size_t i = 0; i < in.qkv.size(); i++)
     in.qkv[i] = bf16_round(z(rng) * ((i % (3 * C)) < size_t(2 * C) ? qk_std : 1.0f));
   for (auto& x : in.dout) x = bf16_round(z(rng));

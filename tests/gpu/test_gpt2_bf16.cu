@@ -129,7 +129,10 @@ void check_layernorm(int N, int C) {
                      y(size_t(N) * C);
   DeviceBuffer<float> mean{size_t(N)}, rstd{size_t(N)}, scratch{column_sums_scratch_floats(C)}, gw{size_t(C)},
       gb{size_t(C)}, bias{size_t(C)}, dsum{size_t(C)};
-  gw.zero(), gb.zero(), bias.zero(), dsum.zero();
+  gw.zero();
+  gb.zero();
+  bias.zero();
+  dsum.zero();
   layernorm_forward(y.get(), mean.get(), rstd.get(), dx_.get(), dw_.get(), db_.get(), N, C, kGpt2LnEps, 0);
   layernorm_backward(dres.get(), gw.get(), gb.get(), ddy.get(), dx_.get(), dw_.get(), mean.get(), rstd.get(), N, C,
                      scratch.get(), 0, dsum.get());

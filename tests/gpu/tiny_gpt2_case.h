@@ -43,7 +43,8 @@ inline TinyGpt2Case tiny_gpt2_case(int channels, int heads, bool separate_qkv, b
       float& v = c.p[size_t(t.offset + i)];
       v = bf16_params ? bf16_round(v + z(rng)) : v + z(rng);
     }
-  c.x.resize(size_t(c.B * c.T)), c.y.resize(size_t(c.B * c.T));
+  c.x.resize(size_t(c.B * c.T));
+  c.y.resize(size_t(c.B * c.T));
   for (auto& v : c.x) v = int(rng() % 67);
   for (auto& v : c.y) v = int(rng() % 67);
   c.x[3] = c.x[17] = c.x[50] = 9;

@@ -3,14 +3,9 @@
 #include "kernels/column_sums.cuh"
 #include "kernels/column_sums.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/gelu.cuh"
 
 namespace {
-// d/du of the tanh-form GELU, 0.5 u (1 + tanh(k (u + 0.044715 u^3))).
-__device__ __forceinline__ float gelu_grad(float u) {
-  const float k = 0.7978845608028654f, th = tanhf(k * (u + 0.044715f * u * u * u));
-  return 0.5f * (1.0f + th) + 0.5f * u * (1.0f - th * th) * k * (1.0f + 3.0f * 0.044715f * u * u);
-}
-
 __global__ void colsum_partial_k(float* partial, const bf16* dy, int ld, int N, int C, int rows_per_split) {
   const int c = blockIdx.x * kColsPerBlock + 2 * threadIdx.x;
   if (c >= C) return;
@@ -26,9 +21,9 @@ __global__ void colsum_partial_k(float* partial, const bf16* dy, int ld, int N, 
   p[c + 1] = s1;
 }
 
-// The same column sums of d after d *= gelu'(pre) in place (the GELU backward, tanh form). kRows rows'
-// loads are issued before the first store, because the compiler may not move a load
-// of d above a store to d by itself.
+// The same column sums of d after d *= gelu'(pre) in place (the GELU backward). kRows rows' loads are
+// issued before the first store, because the compiler may not move a load of d above a store to d by itself.
+template <Gelu kKind>
 __global__ void gelu_colsum_partial_k(float* partial, bf16* d, const bf16* pre, int ld, int N, int C,
                                       int rows_per_split) {
   const int c = blockIdx.x * kColsPerBlock + 2 * threadIdx.x;
@@ -42,14 +37,14 @@ __global__ void gelu_colsum_partial_k(float* partial, bf16* d, const bf16* pre, 
     for (int k = 0; k < kRows; k++)
       if (rb + k < r1) {
         const int64_t o = int64_t(rb + k) * ld + c;
-        dv[k] = *reinterpret_cast<const __nv_bfloat162*>(d + o),
+        dv[k] = *reinterpret_cast<const __nv_bfloat162*>(d + o);
         pv[k] = *reinterpret_cast<const __nv_bfloat162*>(pre + o);
       }
 #pragma unroll
     for (int k = 0; k < kRows; k++) {
       if (rb + k >= r1) break;
       const float2 g = __bfloat1622float2(dv[k]), u = __bfloat1622float2(pv[k]);
-      const __nv_bfloat162 out = __floats2bfloat162_rn(g.x * gelu_grad(u.x), g.y * gelu_grad(u.y));
+      const __nv_bfloat162 out = __floats2bfloat162_rn(g.x * gelu_grad<kKind>(u.x), g.y * gelu_grad<kKind>(u.y));
       *reinterpret_cast<__nv_bfloat162*>(d + int64_t(rb + k) * ld + c) = out;
       const float2 o2 = __bfloat1622float2(out);  // the bias gradient sums what the matmuls will read
       s0 += o2.x;
@@ -74,10 +69,15 @@ void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* sc
   CUDA_CHECK_LAUNCH();
 }
 
-void gelu_bias_backward(float* db, bf16* d, const bf16* pre, int ld, int N, int cols, float* scratch, cudaStream_t s) {
+void gelu_bias_backward(float* db, bf16* d, const bf16* pre, int ld, int N, int cols, float* scratch, cudaStream_t s,
+                        Gelu kind) {
   const int splits = splits_for(N), per = (N + splits - 1) / splits;
-  gelu_colsum_partial_k<<<dim3(blocks(cols, kColsPerBlock), unsigned(splits)), kColsPerBlock / 2, 0, s>>>(
-      scratch, d, pre, ld, N, cols, per);
+  const dim3 grid(blocks(cols, kColsPerBlock), unsigned(splits));
+  if (kind == Gelu::kTanh) {
+    gelu_colsum_partial_k<Gelu::kTanh><<<grid, kColsPerBlock / 2, 0, s>>>(scratch, d, pre, ld, N, cols, per);
+  } else {
+    gelu_colsum_partial_k<Gelu::kErf><<<grid, kColsPerBlock / 2, 0, s>>>(scratch, d, pre, ld, N, cols, per);
+  }
   CUDA_CHECK_LAUNCH();
   colsum_final_k<<<blocks(cols, 32), 32 * kFinalWarps, 0, s>>>(Outs{{db, nullptr, nullptr}}, 1, scratch, cols, splits);
   CUDA_CHECK_LAUNCH();

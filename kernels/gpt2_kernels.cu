@@ -4,6 +4,7 @@
 
 #include "common/cuda_check.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/gelu.cuh"
 #include "kernels/gpt2_kernels.h"
 
 namespace {
@@ -68,17 +69,13 @@ __global__ void bias_add_k(float* y, const float* b, int N, int O, int ld) {
   if (i < int64_t(N) * O) y[(i / O) * ld + i % O] += b[i % O];
 }
 
-__device__ __forceinline__ float gelu_inner(float x) { return 0.7978845608028654f * (x + 0.044715f * x * x * x); }
 __global__ void gelu_fwd_k(float* y, const float* x, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i < n) y[i] = 0.5f * x[i] * (1.0f + tanhf(gelu_inner(x[i])));
+  if (i < n) y[i] = gelu_value<Gelu::kTanh>(x[i]);
 }
 __global__ void gelu_bwd_k(float* dx, const float* x, const float* dy, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const float u = x[i], th = tanhf(gelu_inner(u));
-  dx[i] = dy[i] *
-          (0.5f * (1.0f + th) + 0.5f * u * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * u * u));
+  if (i < n) dx[i] = dy[i] * gelu_grad<Gelu::kTanh>(x[i]);
 }
 __global__ void add_k(float* y, const float* x, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;

@@ -1,6 +1,7 @@
 // CPU reference ops in double precision (see ref_ops.h).
 #include "models/ref_ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 void ref_linear(const double* x, const double* W, const double* b, double* y, int N, int I, int O) {
@@ -58,4 +59,22 @@ double ref_gelu_tanh(double u) { return 0.5 * u * (1 + std::tanh(kRefGeluC * (u 
 double ref_gelu_tanh_grad(double u) {
   const double th = std::tanh(kRefGeluC * (u + 0.044715 * u * u * u));
   return 0.5 * (1 + th) + 0.5 * u * (1 - th * th) * kRefGeluC * (1 + 3 * 0.044715 * u * u);
+}
+
+double ref_gelu_erf(double u) { return 0.5 * u * (1 + std::erf(u / std::sqrt(2.0))); }
+double ref_gelu_erf_grad(double u) {
+  return 0.5 * (1 + std::erf(u / std::sqrt(2.0))) + u * std::exp(-0.5 * u * u) / std::sqrt(2 * M_PI);
+}
+
+double ref_crossentropy_soft(const double* z, const double* t, double* grad, int V) {
+  double m = -INFINITY, s = 0, mass = 0, loss = 0;
+  for (int v = 0; v < V; v++) m = std::max(m, z[v]);
+  for (int v = 0; v < V; v++) s += std::exp(z[v] - m);
+  const double lse = m + std::log(s);
+  for (int v = 0; v < V; v++) {
+    mass += t[v];
+    loss += t[v] * (lse - z[v]);
+  }
+  for (int v = 0; v < V; v++) grad[v] = mass * std::exp(z[v] - lse) - t[v];
+  return loss;
 }

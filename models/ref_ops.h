@@ -20,3 +20,9 @@ void ref_layernorm_back(const double* x, const double* w, const double* mean, co
 // GELU, tanh form, and its derivative.
 double ref_gelu_tanh(double u);
 double ref_gelu_tanh_grad(double u);
+// GELU, exact erf form u Phi(u), and its derivative Phi(u) + u phi(u).
+double ref_gelu_erf(double u);
+double ref_gelu_erf_grad(double u);
+// Softmax cross-entropy of one row of V logits against a target distribution t (soft targets):
+// returns sum_v t[v] (logsumexp(z) - z[v]) and sets grad = sum_v t[v] * softmax(z) - t.
+double ref_crossentropy_soft(const double* z, const double* t, double* grad, int V);

@@ -14,6 +14,8 @@
 #include "kernels/matmul_lt.h"
 #include "models/gpt2_net.h"
 #include "models/model_tables.h"
+#include "models/ref_ops.h"
+#include "tests/gpu/bf16_test_util.h"
 #include "tests/gpu/tiny_gpt2_case.h"
 #include "tests/test_util.h"
 
@@ -25,32 +27,6 @@ class Gpt2Bf16Gpu : public ::testing::Test {
   }
 };
 
-// Random bf16-representable values (so the CPU reference sees exactly what the GPU sees).
-std::vector<float> randv(size_t n, float sd, uint32_t seed) {
-  std::mt19937 r(seed);
-  std::normal_distribution<float> z(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = bf16_round(z(r));
-  return v;
-}
-DeviceBuffer<bf16> to_dev(const std::vector<float>& v) {
-  std::vector<bf16> b(v.size());
-  for (size_t i = 0; i < v.size(); i++) b[i] = __float2bfloat16_rn(v[i]);
-  DeviceBuffer<bf16> d(v.size());
-  d.upload(b);
-  return d;
-}
-std::vector<float> from_dev(const DeviceBuffer<bf16>& d) {
-  std::vector<bf16> b = d.download();
-  std::vector<float> v(b.size());
-  for (size_t i = 0; i < b.size(); i++) v[i] = __bfloat162float(b[i]);
-  return v;
-}
-double gelu(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
-double gelu_grad(double x) {
-  const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = std::tanh(u);
-  return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
-}
 }  // namespace
 
 TEST_F(Gpt2Bf16Gpu, MatmulEpilogues) {
@@ -78,7 +54,7 @@ TEST_F(Gpt2Bf16Gpu, MatmulEpilogues) {
   // GELU with the pre-activation kept
   mm.forward(y.get(), O, dx.get(), I, dW.get(), dbias.get(), N, I, O, 0, nullptr, pre.get());
   EXPECT_LT(rel_error(from_dev(pre), lin), 8e-3) << "GELU aux (pre-activation)";
-  for (size_t k = 0; k < want.size(); k++) want[k] = gelu(lin[k]);
+  for (size_t k = 0; k < want.size(); k++) want[k] = ref_gelu_tanh(lin[k]);
   EXPECT_LT(rel_error(from_dev(y), want), 1e-2) << "GELU epilogue";
   // dx = dy W, then with the GELU gradient of `pre`
   std::vector<double> wdx(size_t(N) * I), wdg(size_t(N) * O);
@@ -102,7 +78,7 @@ TEST_F(Gpt2Bf16Gpu, MatmulEpilogues) {
     for (int i = 0; i < O; i++) {
       double s = 0;
       for (int o = 0; o < O; o++) s += double(dy[size_t(n) * O + o]) * W2[size_t(o) * O + i];
-      wdg[size_t(n) * O + i] = s * gelu_grad(pre_h[size_t(n) * O + i]);
+      wdg[size_t(n) * O + i] = s * ref_gelu_tanh_grad(pre_h[size_t(n) * O + i]);
     }
   mm.backward_dx(g2.get(), O, false, ddy.get(), O, dW2.get(), N, O, O, 0, pre.get());
   EXPECT_LT(rel_error(from_dev(g2), wdg), 1e-2) << "DGELU epilogue";
@@ -192,7 +168,7 @@ TEST_F(Gpt2Bf16Gpu, GeluBiasBackward) {
   for (int n = 0; n < N; n++)
     for (int c = 0; c < cols; c++) {
       const size_t i = size_t(n) * ld + size_t(c), j = size_t(n) * cols + size_t(c);
-      want[j] = d0[i] * gelu_grad(pre[i]);
+      want[j] = d0[i] * ref_gelu_tanh_grad(pre[i]);
       got_c[j] = got[i];
       wdb[size_t(c)] += want[j];
       if (c == cols - 1) EXPECT_EQ(got[i + 1], d0[i + 1]) << "padding column written, row " << n;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -38,7 +39,9 @@ int main(int argc, char** argv) {
     if (!cli.parse(argc, argv)) return 0;
     if (inputs.empty() || out_dir.empty())
       user_error("give input files with -i and an output folder with --out; see --help.");
-    if (shard_tokens < 1 || val_tokens < 0) user_error("--shard-tokens must be >= 1 and --val-tokens >= 0.");
+    if (shard_tokens < 1 || val_tokens < 0 || shard_tokens > INT32_MAX || val_tokens > INT32_MAX)
+      user_error("--shard-tokens must be in [1, ", INT32_MAX, "] and --val-tokens in [0, ", INT32_MAX,
+                 "] (a shard's header counts its tokens in 32 bits).");
     if (format != "auto" && format != "text" && format != "jsonl") user_error("--format must be auto, text or jsonl.");
     struct stat st;  // a wrong output folder should fail now, not after the first shard's worth of input
     if (stat(out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(out_dir.c_str(), W_OK) != 0)

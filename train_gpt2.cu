@@ -85,7 +85,8 @@ OptimOptions gpt2_optimizer_defaults(const TrainFlags& a) {
   o.muon.lr = 0.02;  // Muon: Keller's lr for the matrices, -l for the rest
   o.muon.aux.lr = a.lr;
   o.muon.aux.beta2 = 0.95;
-  if (a.lr_given) o.adafactor.lr = o.small_fc.lr = o.velo.lr = a.lr;  // learned optimizers: 1 = as meta-trained
+  // Adafactor's and the learned optimizers' lr (1 = as meta-trained for the latter) change only when -l is given.
+  if (a.lr_given) o.adafactor.lr = o.small_fc.lr = o.velo.lr = a.lr;
   o.velo.num_steps = a.steps;
   if (!a.lopt_weights.empty()) o.small_fc.weights = o.velo.weights = a.lopt_weights;
   return o;

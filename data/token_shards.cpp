@@ -117,7 +117,7 @@ TokenLoader::TokenLoader(std::vector<std::string> files, int B, int T, int rank,
   if (B < 1 || T < 1 || world < 1 || rank < 0 || rank >= world) user_error("bad loader geometry B=", B, " T=", T, ".");
   if (files_.empty()) user_error("the token loader needs at least one shard.");
   const int64_t per = int64_t(world) * B * T;
-  for (const auto& f : files_) {  // every shard checked now, before training starts (not when it is reached)
+  for (const auto& f : files_) {  // every shard's header, size and ends checked now; the rest when it is loaded
     std::ifstream in(f, std::ios::binary);
     const int64_t ntok = shard_tokens(in, f);
     const int64_t s = ntok > 0 ? (ntok - 1) / per : 0;
@@ -230,8 +230,13 @@ void ShardWriter::flush() {
 void ShardWriter::commit() {
   CHECK(!committed_);
   flush();
-  for (const auto& f : written_)
-    if (std::rename((f + ".partial").c_str(), f.c_str()) != 0)
-      user_error("cannot rename '", f, ".partial' to '", f, "': ", std::strerror(errno), ".");
+  for (size_t i = 0; i < written_.size(); i++) {
+    const std::string& f = written_[i];
+    if (std::rename((f + ".partial").c_str(), f.c_str()) != 0) {
+      const std::string why = std::strerror(errno);
+      for (size_t j = 0; j < i; j++) std::remove(written_[j].c_str());  // no partial dataset under final names
+      user_error("cannot rename '", f, ".partial' to '", f, "': ", why, ".");
+    }
+  }
   committed_ = true;
 }

@@ -61,6 +61,7 @@ __global__ void gelu_colsum_partial_k(float* partial, bf16* d, const bf16* pre, 
 size_t column_sums_scratch_floats(int C) { return size_t(std::max(kLnBlocks, kMaxSplits)) * 3 * size_t(C); }
 
 void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* scratch, cudaStream_t s) {
+  CHECK(cols % 2 == 0 && ld % 2 == 0);  // bf16 pairs
   const int splits = splits_for(N), per = (N + splits - 1) / splits;
   colsum_partial_k<<<dim3(blocks(cols, kColsPerBlock), unsigned(splits)), kColsPerBlock / 2, 0, s>>>(scratch, dy, ld, N,
                                                                                                      cols, per);
@@ -71,6 +72,7 @@ void bias_backward(float* db, const bf16* dy, int ld, int N, int cols, float* sc
 
 void gelu_bias_backward(float* db, bf16* d, const bf16* pre, int ld, int N, int cols, float* scratch, cudaStream_t s,
                         Gelu kind) {
+  CHECK(cols % 2 == 0 && ld % 2 == 0);  // bf16 pairs
   const int splits = splits_for(N), per = (N + splits - 1) / splits;
   const dim3 grid(blocks(cols, kColsPerBlock), unsigned(splits));
   if (kind == Gelu::kTanh) {

@@ -9,7 +9,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.out}
 mkdir -p "$OUT"
-if [ "${1:-}" = "--build" ]; then shift; make -j"$(nproc)" all 2>&1 | tail -n 5; fi
+if [ "${1:-}" = "--build" ]; then
+  shift
+  make -j"$(nproc)" all > "$OUT/build.log" 2>&1 || { tail -n 20 "$OUT/build.log"; echo "build failed"; exit 1; }
+fi
 what=${*:-tests crosscheck gpt2crosscheck pylo bench}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 status=0

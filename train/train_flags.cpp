@@ -8,7 +8,8 @@
 
 void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   flags::add_optimizer(cli, &f->optimizer, optimizers);
-  cli.add('l', "lr", &f->lr, "learning rate (AdamW; Muon's AdamW part; for learned optimizers only if given)");
+  cli.add('l', "lr", &f->lr,
+          "learning rate (AdamW; Muon's AdamW part; for Adafactor and learned optimizers only if given)");
   cli.add('c', "wd", &f->wd, "AdamW weight decay (matrices and embeddings only)");
   cli.add('k', "schedule", &f->schedule, "LR schedule: constant | warmup | cosine | wsd");
   cli.add('u', "warmup", &f->warmup, "LR warmup steps (-1 = min(100, steps / 10); not with -k constant)");

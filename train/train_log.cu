@@ -9,7 +9,8 @@ static double bf16_flops_per_clock_per_sm(int major, int minor) {
   if (major == 9) return 4096;                // Hopper
   if (major == 8 && minor == 0) return 2048;  // A100
   if (major == 8) return 512;                 // Ampere / Ada consumer parts with fp32 accumulation
-  if (major >= 10) return 8192;               // Blackwell
+  if (major == 10) return 8192;               // Blackwell data-center parts (B200)
+  if (major >= 12) return 512;                // Blackwell consumer parts (RTX 50), like Ada
   return 0;
 }
 

@@ -242,7 +242,9 @@ case_ tokenize_unknown_flag       "unknown flag '--bogus'"             tokenize 
 case_ tokenize_missing_value      "flag '--out' needs a value"         tokenize -i README.md --out
 case_ tokenize_nonnumeric_int     "flag --shard-tokens needs a number, got 'x'" tokenize --shard-tokens x
 case_ tokenize_no_args            "give input files with -i and an output folder with --out" tokenize
-case_ tokenize_shard_tokens_zero  "--shard-tokens must be >= 1"        tokenize -i README.md --out "$tmp" --shard-tokens 0
+case_ tokenize_shard_tokens_zero  "--shard-tokens must be in [1, 2147483647]" tokenize -i README.md --out "$tmp" --shard-tokens 0
+case_ tokenize_shard_tokens_huge  "counts its tokens in 32 bits"       tokenize -i README.md --out "$tmp" --shard-tokens 2147483648
+case_ tokenize_val_tokens_huge    "--val-tokens in [0, 2147483647]"    tokenize -i README.md --out "$tmp" --val-tokens 3000000000
 case_ tokenize_bad_format         "--format must be auto, text or jsonl" tokenize -i README.md --out "$tmp" --format xml
 case_ tokenize_missing_input      "$tmp/missing.txt"                   tokenize -i "$tmp/missing.txt" --out "$tmp"
 case_ tokenize_missing_tokenizer  "cannot open the GPT-2 tokenizer '$tmp/none.tiktoken'" \

@@ -56,9 +56,11 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
       std::vector<double> qkv(size_t(N * 3 * C));
       ref_linear(a.ln1.data(), W(bt.qkvw[0]), W(bt.qkvb[0]), qkv.data(), N, C, 3 * C);
       for (int n = 0; n < N; n++)
-        for (int c = 0; c < C; c++)
-          a.q[size_t(n * C + c)] = qkv[size_t(n * 3 * C + c)], a.k[size_t(n * C + c)] = qkv[size_t(n * 3 * C + C + c)],
-                             a.v[size_t(n * C + c)] = qkv[size_t(n * 3 * C + 2 * C + c)];
+        for (int c = 0; c < C; c++) {
+          a.q[size_t(n * C + c)] = qkv[size_t(n * 3 * C + c)];
+          a.k[size_t(n * C + c)] = qkv[size_t(n * 3 * C + C + c)];
+          a.v[size_t(n * C + c)] = qkv[size_t(n * 3 * C + 2 * C + c)];
+        }
     }
     a.att.assign(size_t(B * NH * T * T), 0.0);  // softmax probabilities (reference only: tiny T)
     a.att_keep.assign(a.att.size(), 0.0);       // their dropout factors
@@ -193,9 +195,11 @@ std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
     } else {
       std::vector<double> dqkv(size_t(N * 3 * C));
       for (int n = 0; n < N; n++)
-        for (int c = 0; c < C; c++)
-          dqkv[size_t(n * 3 * C + c)] = dq[size_t(n * C + c)], dqkv[size_t(n * 3 * C + C + c)] = dk[size_t(n * C + c)],
-                                  dqkv[size_t(n * 3 * C + 2 * C + c)] = dv[size_t(n * C + c)];
+        for (int c = 0; c < C; c++) {
+          dqkv[size_t(n * 3 * C + c)] = dq[size_t(n * C + c)];
+          dqkv[size_t(n * 3 * C + C + c)] = dk[size_t(n * C + c)];
+          dqkv[size_t(n * 3 * C + 2 * C + c)] = dv[size_t(n * C + c)];
+        }
       ref_linear_back(a.ln1.data(), W(bt.qkvw[0]), dqkv.data(), dln1.data(), D(bt.qkvw[0]), D(bt.qkvb[0]), N, C, 3 * C);
     }
     ref_layernorm_back(a.x_in.data(), W(bt.ln1w), a.ln1_mean.data(), a.ln1_rstd.data(), dln1.data(), dx.data(),

@@ -5,26 +5,23 @@
 #include "common/error.h"
 
 Gpt2Shape gpt2_shape(const std::string& name) {
-  Gpt2Shape s;
-  if (name == "d12" || name == "124m") {
-    s.layers = 12;
-    s.channels = 768;
-    s.heads = 12;
-  } else if (name == "d24" || name == "355m") {
-    s.layers = 24;
-    s.channels = 1024;
-    s.heads = 16;
-  } else if (name == "d36" || name == "774m") {
-    s.layers = 36;
-    s.channels = 1280;
-    s.heads = 20;
-  } else if (name == "d48" || name == "1558m") {
-    s.layers = 48;
-    s.channels = 1600;
-    s.heads = 25;
-  } else
-    user_error("unknown GPT-2 size '", name, "'; choose d12, d24, d36 or d48 (124m, 355m, 774m, 1558m).");
-  return s;
+  struct Size {
+    const char *depth, *params;
+    int layers, channels, heads;
+  };
+  static const Size kSizes[] = {{"d12", "124m", 12, 768, 12},
+                                {"d24", "355m", 24, 1024, 16},
+                                {"d36", "774m", 36, 1280, 20},
+                                {"d48", "1558m", 48, 1600, 25}};
+  for (const Size& z : kSizes)
+    if (name == z.depth || name == z.params) {
+      Gpt2Shape s;
+      s.layers = z.layers;
+      s.channels = z.channels;
+      s.heads = z.heads;
+      return s;
+    }
+  user_error("unknown GPT-2 size '", name, "'; choose d12, d24, d36 or d48 (124m, 355m, 774m, 1558m).");
 }
 
 ParamTable gpt2_param_table(const Gpt2Shape& s, Gpt2Tensors* indices) {

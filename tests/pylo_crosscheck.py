@@ -46,6 +46,8 @@ import types
 import numpy as np
 import torch
 
+from replay_files import hetero_grad, read_steps, write_replay
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 12
 EXACT_BOUND = 1e-5
@@ -183,45 +185,18 @@ def our_sets(opt, fixed, c, weights):
 # ---------------------------------------------------------------------------------------------------
 # Data, runs and the measure.
 
-def hetero_grad(rng, shape, scale):
-    cols = shape[-1]
-    rows = int(np.prod(shape)) // cols
-    g = rng.standard_normal((rows, cols)) * np.exp(1.2 * rng.standard_normal((rows, 1))) \
-        * np.exp(1.2 * rng.standard_normal((1, cols)))
-    return (scale * g).astype(np.float32).reshape(shape)
-
-
 def make_data(d):
     rng = np.random.default_rng(2024)
     init = [(0.05 * rng.standard_normal(s)).astype(np.float32) for _, s, _, _ in TENSORS]
     # A persistent gradient plus fresh noise, both with heterogeneous row and column scales: p travels
     # steadily, so the distance it travels measures the step rather than its cancellations.
-    base = [hetero_grad(rng, s, 0.01) for _, s, _, _ in TENSORS]
-    grads = [[(b + hetero_grad(rng, s, 0.005)) * (3.0 if t == 4 else 1.0) for b, (_, s, _, _) in zip(base, TENSORS)]
+    base = [hetero_grad(rng, s, 0.01, 1.2) for _, s, _, _ in TENSORS]
+    grads = [[(b + hetero_grad(rng, s, 0.005, 1.2)) * (3.0 if t == 4 else 1.0) for b, (_, s, _, _) in zip(base, TENSORS)]
              for t in range(STEPS)]
     losses = np.array([4.0 - 0.1 * t + 0.05 * rng.standard_normal() for t in range(STEPS)], np.float32)
     losses[6] *= 8.0  # a spike
-    with open(os.path.join(d, "manifest.txt"), "w") as f:
-        f.write(f"steps {STEPS}\n")
-        for name, shape, role, decay in TENSORS:
-            f.write(f"tensor {name} {role} {decay} {len(shape)} {' '.join(map(str, shape))}\n")
-    np.concatenate([x.ravel() for x in init]).tofile(os.path.join(d, "init.bin"))
-    np.concatenate([x.ravel() for step in grads for x in step]).tofile(os.path.join(d, "grads.bin"))
-    losses.tofile(os.path.join(d, "losses.bin"))
+    write_replay(d, TENSORS, STEPS, init, grads, losses)
     return init, grads, losses
-
-
-def split(flat):
-    sizes = [int(np.prod(s)) for _, s, _, _ in TENSORS]
-    per_step = flat.reshape(STEPS, sum(sizes))
-    out = []
-    for s in range(STEPS):
-        parts, at = [], 0
-        for (_, shape, _, _), n in zip(TENSORS, sizes):
-            parts.append(per_step[s, at:at + n].reshape(shape))
-            at += n
-        out.append(parts)
-    return out
 
 
 def run_ours(d, opt, sets, out, ref=False, trace=False):
@@ -231,7 +206,7 @@ def run_ours(d, opt, sets, out, ref=False, trace=False):
     if ref:
         cmd += ["--ref", "1"] + (["--trace", "1"] if trace else [])
     subprocess.run(cmd, check=True)
-    return split(np.fromfile(os.path.join(d, out), dtype=np.float32))
+    return read_steps(os.path.join(d, out), TENSORS, STEPS)
 
 
 def run_pylo(ctor, po, mods, c, init, grads, losses, weights, device, capture=None, decays=None):

@@ -17,6 +17,8 @@ import tempfile
 import numpy as np
 import torch
 
+from replay_files import hetero_grad, read_steps, write_replay
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 20
 BOUNDS = {"adamw": 1e-5, "adafactor": 1e-5, "muon": 1e-2}
@@ -37,23 +39,11 @@ TENSORS = [
 ]
 
 
-def hetero_grad(rng, shape):
-    cols = shape[-1] if len(shape) else 1
-    rows = int(np.prod(shape)) // cols
-    g = rng.standard_normal((rows, cols)) * np.exp(rng.standard_normal((rows, 1))) * np.exp(rng.standard_normal((1, cols)))
-    return (0.01 * g).astype(np.float32).reshape(shape)
-
-
 def make_data(d):
     rng = np.random.default_rng(1234)
     init = [(0.05 * rng.standard_normal(s)).astype(np.float32) for _, s, _, _ in TENSORS]
-    grads = [[hetero_grad(rng, s) for _, s, _, _ in TENSORS] for _ in range(STEPS)]
-    with open(os.path.join(d, "manifest.txt"), "w") as f:
-        f.write(f"steps {STEPS}\n")
-        for name, shape, role, decay in TENSORS:
-            f.write(f"tensor {name} {role} {decay} {len(shape)} {' '.join(map(str, shape))}\n")
-    np.concatenate([x.ravel() for x in init]).tofile(os.path.join(d, "init.bin"))
-    np.concatenate([x.ravel() for step in grads for x in step]).tofile(os.path.join(d, "grads.bin"))
+    grads = [[hetero_grad(rng, s, 0.01) for _, s, _, _ in TENSORS] for _ in range(STEPS)]
+    write_replay(d, TENSORS, STEPS, init, grads)
     return init, grads
 
 
@@ -62,17 +52,7 @@ def run_ours(d, opt, sets):
     for s in sets:
         cmd += ["--set", s]
     subprocess.run(cmd, check=True)
-    flat = np.fromfile(os.path.join(d, f"out_{opt}.bin"), dtype=np.float32)
-    sizes = [int(np.prod(s)) for _, s, _, _ in TENSORS]
-    per_step = flat.reshape(STEPS, sum(sizes))
-    out = []
-    for s in range(STEPS):
-        parts, at = [], 0
-        for (_, shape, _, _), n in zip(TENSORS, sizes):
-            parts.append(per_step[s, at:at + n].reshape(shape))
-            at += n
-        out.append(parts)
-    return out
+    return read_steps(os.path.join(d, f"out_{opt}.bin"), TENSORS, STEPS)
 
 
 def run_torch(opt, init, grads):

@@ -6,6 +6,7 @@
 
 #include "optim/lopt/lopt_common.h"
 #include "optim/ref/ref_lopt.h"
+#include "tests/cpu/lopt_probes.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -186,17 +187,8 @@ TEST(Probes, SmallFcEveryFeature) {
   for (const auto& shape : kShapes)
     for (int c = 0; c < 39; c++) {
       SCOPED_TRACE(shape_str(shape) + " feature " + std::to_string(c));
-      SmallFcWeights w;
-      w.w0.assign(32 * 39, 0.0f);
-      w.b0.assign(32, 0.0f);
-      w.w1.assign(1024, 0.0f);
-      w.b1.assign(32, 0.0f);
-      w.w2.assign(64, 0.0f);
-      w.b2.assign(2, 0.0f);
-      w.w0[size_t(c)] = 1.0f, w.w0[size_t(39 + c)] = -1.0f;  // rows 0 and 1: +x_c, -x_c
-      w.w1[0] = 1.0f, w.w1[33] = 1.0f;                       // pass both through
-      w.w2[0] = 1.0f, w.w2[1] = -1.0f;                       // direction = relu(x) - relu(-x) = x
-      const bool mag_probe = c == 5;                         // and once: magnitude 1000 -> factor e
+      SmallFcWeights w = small_fc_probe_weights(c);  // direction = x_c
+      const bool mag_probe = c == 5;                 // and once: magnitude 1000 -> factor e
       if (mag_probe) w.b2[1] = 1000.0f;
       ParamTable t = single(shape);
       OptimOptions o;
@@ -232,22 +224,15 @@ TEST(Probes, SmallFcEveryFeature) {
 
 TEST(Probes, VeloEveryFeature) {
   const double dm[3] = {0.9f, 0.99f, 0.999f};
-  VeloWeights base = random_velo_weights(3, 0.05f);
-  std::fill(base.ctrl_w.begin(), base.ctrl_w.end(), 0.0f);
-  std::fill(base.ctrl_b.begin(), base.ctrl_b.end(), 0.01f);  // controls 0.01 -> 100 * mean = the probe itself
-  std::fill(base.ss_w.begin(), base.ss_w.end(), 0.0f);
-  base.ss_b[0] = 1.0f;  // lr_mult = 1
+  const VeloWeights base = velo_probe_base();
   for (const auto& shape : kShapes)
     for (int c = 0; c < 30; c++) {
       SCOPED_TRACE(shape_str(shape) + " feature " + std::to_string(c));
       VeloWeights w = base;
-      std::vector<float> th(159, 0.0f);
-      th[size_t(c)] = 1.0f, th[size_t(30 + c)] = -1.0f;            // W0 rows 0 and 1
-      for (int k = 0; k < 4; k++) th[size_t(124 + 5 * k)] = 1.0f;  // W1 = I
-      th[144] = 1.0f, th[145] = -1.0f;                             // W2 row 0: direction
+      std::vector<float> th = velo_probe_mlp(c);  // direction = x_c
       const bool mag_probe = c == 6;
       if (mag_probe) th[157] = 1000.0f;  // b2[1]: factor exp(1)
-      for (int j = 0; j < 256; j++) std::copy(th.begin(), th.end(), w.cand.begin() + j * 159);
+      set_velo_candidates(&w, th);
       ParamTable t = single(shape);
       OptimOptions o;
       o.velo.lr = 1000.0;  // step = 1000 * 1e-3 * rms(p) * x_hat

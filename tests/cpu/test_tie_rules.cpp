@@ -10,6 +10,7 @@
 
 #include "optim/lopt/lopt_common.h"
 #include "optim/ref/ref_lopt.h"
+#include "tests/cpu/lopt_probes.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -36,19 +37,7 @@ ParamTable square() {
 
 // The step of small_fc_lopt with a probe MLP on feature c: p moves by 100 * 0.01 * x_hat_c.
 std::vector<double> small_fc_probe(const std::string& tie, int c) {
-  SmallFcWeights w;
-  w.w0.assign(32 * 39, 0.0f);
-  w.b0.assign(32, 0.0f);
-  w.w1.assign(1024, 0.0f);
-  w.b1.assign(32, 0.0f);
-  w.w2.assign(64, 0.0f);
-  w.b2.assign(2, 0.0f);
-  w.w0[size_t(c)] = 1.0f;
-  w.w0[size_t(39 + c)] = -1.0f;
-  w.w1[0] = 1.0f;
-  w.w1[33] = 1.0f;
-  w.w2[0] = 1.0f;
-  w.w2[1] = -1.0f;
+  const SmallFcWeights w = small_fc_probe_weights(c);
   ParamTable t = square();
   OptimOptions o;
   o.small_fc.lr = 100.0;
@@ -65,18 +54,8 @@ std::vector<double> small_fc_probe(const std::string& tie, int c) {
 
 // The step of VeLO with a probe on feature c: lr 1000 * lr_mult 1 * 0.001 * rms(p) (= 1) * x_hat_c.
 std::vector<double> velo_probe(const std::string& tie, int c) {
-  VeloWeights w = random_velo_weights(3, 0.05f);
-  std::fill(w.ctrl_w.begin(), w.ctrl_w.end(), 0.0f);
-  std::fill(w.ctrl_b.begin(), w.ctrl_b.end(), 0.01f);  // every control 0.01: theta = the probe below
-  std::fill(w.ss_w.begin(), w.ss_w.end(), 0.0f);
-  w.ss_b[0] = 1.0f;  // lr_mult = 1
-  std::vector<float> th(159, 0.0f);
-  th[size_t(c)] = 1.0f;
-  th[size_t(30 + c)] = -1.0f;
-  for (int k = 0; k < 4; k++) th[size_t(124 + 5 * k)] = 1.0f;
-  th[144] = 1.0f;
-  th[145] = -1.0f;
-  for (int j = 0; j < 256; j++) std::copy(th.begin(), th.end(), w.cand.begin() + j * 159);
+  VeloWeights w = velo_probe_base();
+  set_velo_candidates(&w, velo_probe_mlp(c));
   ParamTable t = square();
   OptimOptions o;
   o.velo.lr = 1000.0;

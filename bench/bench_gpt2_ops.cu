@@ -127,11 +127,11 @@ void bench_model(const Model& m, int T, int tune, int reps) {
   const double att_flop = 4.0 * m.B * m.heads * double(T) * T * 64 / 2;
   float* lse = stats.get();
   report("attention", "fwd", L, att_flop,
-         median_ms([&] { flash_attention_forward(aux.get(), lse, x.get(), m.B, T, m.heads, 0); }, reps), 0);
+         median_ms([&] { flash_attention_forward(aux.get(), lse, x.get(), m.B, T, m.heads, true, 0); }, reps), 0);
   report("attention", "bwd", L, 2.5 * att_flop,
          median_ms(
              [&] {
-               flash_attention_backward(y.get(), res.get(), aux.get(), lse, x.get(), scratch.get(), m.B, T, m.heads, 0);
+               flash_attention_backward(y.get(), res.get(), aux.get(), lse, x.get(), scratch.get(), m.B, T, m.heads, true, 0);
              },
              reps),
          0);

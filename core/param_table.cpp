@@ -94,9 +94,13 @@ std::vector<float> init_params(const ParamTable& t, uint64_t seed) {
   for (const auto& ti : t.tensors()) {
     float* x = &p[size_t(ti.offset)];
     if (ti.init == Init::Ones) std::fill(x, x + ti.numel, 1.0f);
-    if (ti.init != Init::Normal) continue;
-    std::normal_distribution<float> z(0.0f, ti.init_std);
-    for (int64_t i = 0; i < ti.numel; i++) x[i] = z(rng);
+    if (ti.init == Init::Normal) {
+      std::normal_distribution<float> z(0.0f, ti.init_std);
+      for (int64_t i = 0; i < ti.numel; i++) x[i] = z(rng);
+    } else if (ti.init == Init::Uniform) {
+      std::uniform_real_distribution<float> u(-ti.init_std, ti.init_std);
+      for (int64_t i = 0; i < ti.numel; i++) x[i] = u(rng);
+    }
   }
   return p;
 }

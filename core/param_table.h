@@ -18,8 +18,9 @@ enum class Role : uint8_t {
 };
 const char* role_name(Role r);
 
-// How a tensor starts: zeros, ones, or normal(0, init_std).
-enum class Init : uint8_t { Zeros, Ones, Normal };
+// How a tensor starts: zeros, ones, normal(0, init_std), or uniform(-init_std, init_std) (PyTorch's default
+// for a convolution, which timm's ViT keeps for its patch embedding).
+enum class Init : uint8_t { Zeros, Ones, Normal, Uniform };
 
 // Which optimizer family updates a tensor when a "matrix" optimizer (Muon) is chosen.
 enum class Owner : uint8_t { Auto, AdamW, Muon };
@@ -34,7 +35,7 @@ struct TensorSpec {
   int64_t reserve = 0;        // elements to reserve if more than numel: zero padding a model may
                               // read as extra rows (GPT-2's head pads the vocabulary); never optimized
   Init init = Init::Zeros;    // the model's initialisation of this tensor
-  float init_std = 0.0f;      // for Init::Normal
+  float init_std = 0.0f;      // Init::Normal: the standard deviation; Init::Uniform: the bound
 };
 
 TensorSpec tensor_spec(std::string name, std::vector<int64_t> shape, Role role, bool decay = true);

@@ -1,4 +1,6 @@
-// Causal flash attention, head size 64, bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation).
+// Flash attention, causal (GPT-2) or not (ViT), head size 64, bf16 tensor cores (mma.sync m16n8k16, fp32
+// accumulation). Every kernel is a template on kCausal; the non-causal one visits every key tile and hides
+// only the keys past T (zero-filled padding of the last tile).
 //
 // Forward, per (batch, head) and tile of 128 queries: S = Q K^T * 1/8 one 64-key tile at a time, an online
 // softmax in fp32 (running row max m and sum l, in log2 units so that exp is one ex2), O += P V with P
@@ -214,9 +216,9 @@ constexpr int kFwdSmem = kFwdRows * 128 + kStages * 2 * kTileBytes;
 // One key tile for m-tiles MT0..1 of a warp (m-tile mt holds rows r0 + 64 mt .. +15): S = Q K^T, online
 // softmax, O += P V. MT0 = 1 when the key tile lies wholly after m-tile 0 (the CTA's last key tile).
 // kDrop: rh holds the rows' dropout hashes; dropped p are zeroed after the row sums (scale: at the end).
-template <int MT0, bool kDrop>
+template <int MT0, bool kDrop, bool kCausal>
 __device__ __forceinline__ void fwd_tile(float (&o)[2][8][4], float (&row_max)[2][2], float (&row_sum)[2][2],
-                                         const uint32_t (&qf)[2][4][4], uint32_t sK, uint32_t sV, int n0, int r0,
+                                         const uint32_t (&qf)[2][4][4], uint32_t sK, uint32_t sV, int n0, int r0, int T,
                                          int lane, const uint32_t (&rh)[2][2], uint32_t thr16) {
   const int g = lane >> 2, t4 = lane & 3;
   float s[2][8][4] = {};
@@ -232,14 +234,16 @@ __device__ __forceinline__ void fwd_tile(float (&o)[2][8][4], float (&row_max)[2
         mma(s[mt][2 * np + 1], qf[mt][kk], bk[2], bk[3]);
       }
     }
-  if (n0 + kTile - 1 > r0 + 64 * MT0) {  // the tile crosses the diagonal: hide keys after the row
+  if (kCausal ? n0 + kTile - 1 > r0 + 64 * MT0 : n0 + kTile > T) {  // hide keys after the row, or past T
 #pragma unroll
     for (int mt = MT0; mt < 2; mt++)
 #pragma unroll
       for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-          if (n0 + nt * 8 + 2 * t4 + (e & 1) > r0 + 64 * mt + g + 8 * (e >> 1)) s[mt][nt][e] = -INFINITY;
+        for (int e = 0; e < 4; e++) {
+          const int key = n0 + nt * 8 + 2 * t4 + (e & 1);
+          if (kCausal ? key > r0 + 64 * mt + g + 8 * (e >> 1) : key >= T) s[mt][nt][e] = -INFINITY;
+        }
   }
   // Online softmax. A row's 64 scores sit in the 4 lanes of a quad; maxima and sums are taken as trees.
   float corr[2][2];
@@ -329,8 +333,8 @@ __device__ __forceinline__ void fwd_tile(float (&o)[2][8][4], float (&row_max)[2
 }
 
 // One CTA per (batch, head, 128-query tile). The warps' rows interleave (16w.. and 64 + 16w..) so that
-// on the CTA's last key tile, which only the upper 64 rows see, all four warps share the work.
-template <bool kDrop>
+// on the CTA's last key tile, which only the upper 64 rows see (causal), all four warps share the work.
+template <bool kDrop, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 2)
     flash_fwd_k(bf16* out, float* lse, const bf16* qkv, int T, int NH, int group, DropoutArgs drop, uint32_t thr16) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -346,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const bf16* k = q + C;
   const bf16* v = q + 2 * C;
   const uint32_t sQ = smem_u32(smem), sKV = sQ + kFwdRows * 128;  // stage s: K at sKV + 2s*8K, V after it
-  const int n_kv = (min(m0 + kFwdRows, T) + kTile - 1) / kTile;   // key tiles up to the diagonal
+  const int n_kv = ((kCausal ? min(m0 + kFwdRows, T) : T) + kTile - 1) / kTile;  // key tiles (to the diagonal)
   auto load_kv = [&](int j, int st) {
     load_rows<kTile>(sKV + 2 * st * kTileBytes, k, ld, j * kTile, T, tid);
     load_rows<kTile>(sKV + (2 * st + 1) * kTileBytes, v, ld, j * kTile, T, tid);
@@ -389,10 +393,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_async_commit();
     const int n0 = j * kTile;
     const uint32_t sK = sKV + 2 * st * kTileBytes, sV = sK + kTileBytes;
-    if (n0 > r0 + 15)
-      fwd_tile<1, kDrop>(o, row_max, row_sum, qf, sK, sV, n0, r0, lane, rh, thr16);
+    if (kCausal && n0 > r0 + 15)
+      fwd_tile<1, kDrop, kCausal>(o, row_max, row_sum, qf, sK, sV, n0, r0, T, lane, rh, thr16);
     else
-      fwd_tile<0, kDrop>(o, row_max, row_sum, qf, sK, sV, n0, r0, lane, rh, thr16);
+      fwd_tile<0, kDrop, kCausal>(o, row_max, row_sum, qf, sK, sV, n0, r0, T, lane, rh, thr16);
   }
 
   // Normalise, write lse and O (staged through this warp's own rows of the Q tile for 16-byte stores).
@@ -446,20 +450,21 @@ __global__ void flash_bwd_dsum_k(float* D, const bf16* dout, const bf16* out, in
 // tiles, and kStages stages of two 64-float vectors (lse, D; dK/dV kernel only).
 constexpr int kBwdSmem = (2 + 2 * kStages) * kTileBytes + kStages * 2 * kTile * 4;
 
-// dK, dV for one 64-key tile, looping over the query tiles at and after it. Warp w owns keys
-// n0 + 16w .. +15 and works on the transposed products: S^T = K Q^T, dP^T = V dO^T (keys as rows), so
-// that the K and V fragments stay in registers and the dK, dV accumulators never leave the warp.
-template <bool kDrop>
+// dK, dV for one 64-key tile, looping over the query tiles at and after it (causal) or over all of them.
+// Warp w owns keys n0 + 16w .. +15 and works on the transposed products: S^T = K Q^T, dP^T = V dO^T (keys
+// as rows), so that the K and V fragments stay in registers and the dK, dV accumulators never leave the warp.
+template <bool kDrop, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 2)
     flash_bwd_dkdv_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH,
                      int group, DropoutArgs drop, uint32_t thr16) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int n_m = (T + kTile - 1) / kTile;
-  int bh, m_first;  // the first key tile has the most query tiles
-  grid_pos(n_m, group, bh, m_first);
+  int bh, key_tile;  // causal: the first key tile has the most query tiles
+  grid_pos(n_m, group, bh, key_tile);
   const int b = bh / NH, h = bh - b * NH;
-  const int n0 = m_first * kTile;  // keys n0 .. n0 + 63; query tiles m_first .. n_m - 1
+  const int n0 = key_tile * kTile;             // keys n0 .. n0 + 63
+  const int m_first = kCausal ? key_tile : 0;  // query tiles m_first .. n_m - 1
   const int C = NH * kHead;
   const int64_t ld = 3LL * C;
   const bf16* q = qkv + int64_t(b) * T * ld + h * kHead;
@@ -528,8 +533,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         mma(s[2 * np], kf[kk], bq[0], bq[1]);
         mma(s[2 * np + 1], kf[kk], bq[2], bq[3]);
       }
-    const bool mask = m0 < kw + 16 || m0 + kTile > T;  // the diagonal tile, or the one with rows past T
-    uint32_t rh_mine[2];                               // dropout: see drop_bits_kv
+    const bool mask = (kCausal && m0 < kw + 16) || m0 + kTile > T;  // the diagonal tile, or rows past T
+    uint32_t rh_mine[2];                                            // dropout: see drop_bits_kv
     if constexpr (kDrop)
 #pragma unroll
       for (int par = 0; par < 2; par++) rh_mine[par] = dropout_row(key, row_base + uint32_t(m0 + par));
@@ -541,7 +546,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int qi = m0 + nt * 8 + 2 * t4 + (e & 1), kj = kw + g + 8 * (e >> 1);
-        const float x = mask && (qi < kj || qi >= T) ? -INFINITY : s[nt][e];
+        const float x = mask && ((kCausal && qi < kj) || qi >= T) ? -INFINITY : s[nt][e];
         p[e] = ex2(fmaf(x, kScaleLog2, -(e & 1 ? l2.y : l2.x) * kLog2e));
       }
       if constexpr (kDrop) {
@@ -617,9 +622,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   store_rows<16>(dqkv_b + 2 * C, ld, kw, T, smem + kTileBytes, warp * 16, lane);
 }
 
-// dQ for one 64-query tile, looping over the key tiles up to its diagonal. Warp w owns query rows
-// m0 + 16w .. +15.
-template <bool kDrop>
+// dQ for one 64-query tile, looping over the key tiles up to its diagonal (causal) or over all of them.
+// Warp w owns query rows m0 + 16w .. +15.
+template <bool kDrop, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 3)
     flash_bwd_dq_k(bf16* dqkv, const bf16* dout, const float* lse, const float* Dsum, const bf16* qkv, int T, int NH,
                    int group, DropoutArgs drop, uint32_t thr16) {
@@ -638,7 +643,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   const bf16* dO = dout + int64_t(b) * T * C + h * kHead;
   // Layout: Q, dO, then stage s: K at 2 + 2s, V at 3 + 2s (8 KB tiles).
   const uint32_t sQ = smem_u32(smem), sdO = sQ + kTileBytes, sKV0 = sQ + 2 * kTileBytes;
-  const int n_kv = m0 / kTile + 1;  // key tiles 0 .. the diagonal one
+  const int n_kv = kCausal ? m0 / kTile + 1 : (T + kTile - 1) / kTile;  // key tiles 0 .. the diagonal one, or all
 
   auto load_kv = [&](int j, int st) {
     load_rows<kTile>(sKV0 + 2 * st * kTileBytes, k, ld, j * kTile, T, tid);
@@ -693,12 +698,13 @@ __global__ void __launch_bounds__(kThreads, 3)
         mma(s[2 * np], qf[kk], bk[0], bk[1]);
         mma(s[2 * np + 1], qf[kk], bk[2], bk[3]);
       }
-    const bool mask = n0 + kTile - 1 > rw;  // the diagonal tile
+    const bool mask = kCausal ? n0 + kTile - 1 > rw : n0 + kTile > T;  // the diagonal tile, or keys past T
 #pragma unroll
     for (int nt = 0; nt < 8; nt++)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        const float x = mask && n0 + nt * 8 + 2 * t4 + (e & 1) > rw + g + 8 * (e >> 1) ? -INFINITY : s[nt][e];
+        const int key = n0 + nt * 8 + 2 * t4 + (e & 1);
+        const float x = mask && (kCausal ? key > rw + g + 8 * (e >> 1) : key >= T) ? -INFINITY : s[nt][e];
         s[nt][e] = ex2(fmaf(x, kScaleLog2, -lse2[e >> 1]));
       }
     // dP = dO V^T
@@ -782,7 +788,7 @@ void check_dropout(const char* who, const DropoutArgs& d) {
 }
 }  // namespace
 
-void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t s,
+void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, bool causal, cudaStream_t s,
                              const DropoutArgs& drop) {
   const char* who = "flash_attention_forward";
   check_shape(who, B, T, NH);
@@ -790,7 +796,8 @@ void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int 
   check_aligned(who, qkv, "qkv", 16);
   check_aligned(who, lse, "lse", 4);
   check_dropout(who, drop);
-  const auto kernel = drop.on() ? flash_fwd_k<true> : flash_fwd_k<false>;
+  const auto kernel = drop.on() ? (causal ? flash_fwd_k<true, true> : flash_fwd_k<true, false>)
+                                : (causal ? flash_fwd_k<false, true> : flash_fwd_k<false, false>);
   set_smem(kernel, kFwdSmem);
   const unsigned grid = unsigned(B * NH * ((T + kFwdRows - 1) / kFwdRows));
   kernel<<<grid, kThreads, kFwdSmem, s>>>(out, lse, qkv, T, NH, heads_per_group(B, T, NH), drop, drop.threshold << 16);
@@ -798,7 +805,8 @@ void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int 
 }
 
 void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
-                              float* scratch, int B, int T, int NH, cudaStream_t s, const DropoutArgs& drop) {
+                              float* scratch, int B, int T, int NH, bool causal, cudaStream_t s,
+                              const DropoutArgs& drop) {
   const char* who = "flash_attention_backward";
   check_shape(who, B, T, NH);
   check_aligned(who, dqkv, "dqkv", 16);
@@ -812,8 +820,10 @@ void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, con
   flash_bwd_dsum_k<<<unsigned((lanes + 255) / 256), 256, 0, s>>>(scratch, dout, out, B, T, NH);
   CUDA_CHECK_LAUNCH();
   const uint32_t thr16 = drop.threshold << 16;  // see keep_lo
-  const auto dkdv = drop.on() ? flash_bwd_dkdv_k<true> : flash_bwd_dkdv_k<false>;
-  const auto dq = drop.on() ? flash_bwd_dq_k<true> : flash_bwd_dq_k<false>;
+  const auto dkdv = drop.on() ? (causal ? flash_bwd_dkdv_k<true, true> : flash_bwd_dkdv_k<true, false>)
+                              : (causal ? flash_bwd_dkdv_k<false, true> : flash_bwd_dkdv_k<false, false>);
+  const auto dq = drop.on() ? (causal ? flash_bwd_dq_k<true, true> : flash_bwd_dq_k<true, false>)
+                            : (causal ? flash_bwd_dq_k<false, true> : flash_bwd_dq_k<false, false>);
   set_smem(dkdv, kBwdSmem);
   set_smem(dq, kBwdSmem);
   const unsigned grid = unsigned(B * NH * ((T + kTile - 1) / kTile));

@@ -1,4 +1,5 @@
-// Causal flash attention (forward and backward) on bf16 tensor cores, head size 64 (every GPT-2 size).
+// Flash attention (forward and backward), causal or not, on bf16 tensor cores, head size 64 (every GPT-2
+// size, ViT-S/B/L).
 // The T x T score matrix is never stored: scores live in registers one tile at a time, with an online
 // softmax in fp32. Deterministic: no atomics, fixed summation orders, so reruns are bit-identical.
 // Optional dropout on the attention probabilities, its mask drawn in the kernels (kernels/dropout.h).
@@ -10,7 +11,8 @@
 
 using bf16 = __nv_bfloat16;
 
-// Causal multi-head attention over a fused qkv buffer, head size 64.
+// Multi-head attention over a fused qkv buffer, head size 64; causal: query t sees keys 0..t (GPT-2),
+// otherwise all T keys (ViT).
 // qkv: (B, T, 3*C) bf16 rows, C = NH*64: q in columns [0,C), k in [C,2C), v in [2C,3C), head h at h*64.
 // out: (B, T, C) bf16. lse: (B, NH, T) fp32, natural-log logsumexp of the scaled scores (scale 1/sqrt(64))
 // per query row.
@@ -18,12 +20,12 @@ using bf16 = __nv_bfloat16;
 // are exactly the dropout-free ones). With it, out = (Z * P) V with Z = keep * drop.scale, the mask of
 // site drop.site with row (b*NH + h)*T + query and column the key position; lse is still that of the
 // undropped scores. The backward must get the same drop (seed, site and *counter unchanged in between).
-void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t s,
+void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, bool causal, cudaStream_t s,
                              const DropoutArgs& drop = DropoutArgs());
 
 // dqkv: (B, T, 3*C) bf16, fully overwritten (dq, dk, dv in the same column layout as qkv).
 // scratch: at least B*NH*T floats (for D = rowsum(dout * out)).
 // drop: as given to the forward that produced out and lse.
 void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
-                              float* scratch, int B, int T, int NH, cudaStream_t s,
+                              float* scratch, int B, int T, int NH, bool causal, cudaStream_t s,
                               const DropoutArgs& drop = DropoutArgs());

@@ -6,8 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/bf16_vec.cuh"
-
-enum class Gelu { kTanh, kErf };
+#include "kernels/gelu_kind.h"
 
 // y[n, c] = gelu(pre[n, c]) for N rows of `cols` columns, rows of stride ld in both; y may equal pre.
 void gelu_forward(bf16* y, const bf16* pre, int ld, int N, int cols, Gelu kind, cudaStream_t s);

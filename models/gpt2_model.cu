@@ -27,7 +27,7 @@ Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
   d_lnfb_ = G(ix.lnfb);
   const int64_t C = s_.channels, N = N_;
   for (int l = 0; l < s_.layers; l++) {
-    const Gpt2BlockTensors& b = ix.blocks[size_t(l)];
+    const BlockTensors& b = ix.blocks[size_t(l)];
     LayerParams q{};
     q.ln1w = P(b.ln1w);
     q.ln1b = P(b.ln1b);

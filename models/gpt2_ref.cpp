@@ -38,7 +38,7 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
   layers_.assign(size_t(L), Layer{});
   for (int l = 0; l < L; l++) {
     Layer& a = layers_[size_t(l)];
-    const Gpt2BlockTensors& bt = ix_.blocks[size_t(l)];
+    const BlockTensors& bt = ix_.blocks[size_t(l)];
     a.x_in = x;
     a.ln1.resize(x.size());
     a.ln1_mean.resize(size_t(N));
@@ -143,7 +143,7 @@ std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
                      D(ix_.lnfb), N, C);
   for (int l = L - 1; l >= 0; l--) {
     const Layer& a = layers_[size_t(l)];
-    const Gpt2BlockTensors& bt = ix_.blocks[size_t(l)];
+    const BlockTensors& bt = ix_.blocks[size_t(l)];
     // MLP: x_out = x_mid + dropout(proj(gelu(fc(ln2(x_mid)))))
     std::vector<double> dgelu(size_t(N * 4 * C), 0.0), dln2(size_t(N * C), 0.0), dproj(dx.size());
     for (size_t i = 0; i < dx.size(); i++)

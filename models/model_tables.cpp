@@ -28,45 +28,21 @@ ParamTable gpt2_param_table(const Gpt2Shape& s, Gpt2Tensors* indices) {
   ParamTable t;
   Gpt2Tensors ix;
   const int64_t C = s.channels;
-  const float sd = 0.02f, proj_sd = float(0.02 / std::sqrt(2.0 * s.layers));  // residual projections: GPT-2's scaling
-  // Each kind of tensor starts as its role says: weights normal, gains one, biases zero.
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, Role role, bool decay, float std_dev = 0.02f) {
+  const float sd = 0.02f;
+  const BlockInit init{sd, float(0.02 / std::sqrt(2.0 * s.layers))};  // residual projections: GPT-2's scaling
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, Role role, bool decay, Init how) {
     TensorSpec x = tensor_spec(name, std::move(shape), role, decay);
-    x.init = role == Role::NormGain                         ? Init::Ones
-             : role == Role::Bias || role == Role::NormBias ? Init::Zeros
-                                                            : Init::Normal;
-    x.init_std = x.init == Init::Normal ? std_dev : 0.0f;
+    x.init = how;
+    x.init_std = how == Init::Normal ? sd : 0.0f;
     if (name == "wte") x.reserve = int64_t(gpt2_padded_vocab(s.vocab)) * C;  // the head's zero rows
     return t.add(x);
   };
-  ix.wte = add("wte", {s.vocab, C}, Role::Embedding, true, sd);  // tied with the LM head
-  ix.wpe = add("wpe", {s.max_seq, C}, Role::PosEmbedding, true, sd);
-  for (int l = 0; l < s.layers; l++) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    Gpt2BlockTensors b{};
-    b.ln1w = add(p + "ln_1.weight", {C}, Role::NormGain, false);
-    b.ln1b = add(p + "ln_1.bias", {C}, Role::NormBias, false);
-    if (s.separate_qkv) {  // weights then biases, so that each trio is one contiguous (3C, C) / (3C) block
-      const char* qkv[3] = {"q", "k", "v"};
-      for (int k = 0; k < 3; k++) b.qkvw[k] = add(p + "attn." + qkv[k] + ".weight", {C, C}, Role::Hidden, true, sd);
-      for (int k = 0; k < 3; k++) b.qkvb[k] = add(p + "attn." + qkv[k] + ".bias", {C}, Role::Bias, false);
-    } else {
-      b.qkvw[0] = add(p + "attn.qkv.weight", {3 * C, C}, Role::Hidden, true, sd);
-      b.qkvb[0] = add(p + "attn.qkv.bias", {3 * C}, Role::Bias, false);
-      b.qkvw[1] = b.qkvw[2] = b.qkvb[1] = b.qkvb[2] = -1;
-    }
-    b.projw = add(p + "attn.proj.weight", {C, C}, Role::Hidden, true, proj_sd);
-    b.projb = add(p + "attn.proj.bias", {C}, Role::Bias, false);
-    b.ln2w = add(p + "ln_2.weight", {C}, Role::NormGain, false);
-    b.ln2b = add(p + "ln_2.bias", {C}, Role::NormBias, false);
-    b.fcw = add(p + "mlp.fc.weight", {4 * C, C}, Role::Hidden, true, sd);
-    b.fcb = add(p + "mlp.fc.bias", {4 * C}, Role::Bias, false);
-    b.fcprojw = add(p + "mlp.proj.weight", {C, 4 * C}, Role::Hidden, true, proj_sd);
-    b.fcprojb = add(p + "mlp.proj.bias", {C}, Role::Bias, false);
-    ix.blocks.push_back(b);
-  }
-  ix.lnfw = add("ln_f.weight", {C}, Role::NormGain, false);
-  ix.lnfb = add("ln_f.bias", {C}, Role::NormBias, false);
+  ix.wte = add("wte", {s.vocab, C}, Role::Embedding, true, Init::Normal);  // tied with the LM head
+  ix.wpe = add("wpe", {s.max_seq, C}, Role::PosEmbedding, true, Init::Normal);
+  for (int l = 0; l < s.layers; l++)
+    ix.blocks.push_back(add_block(t, "h." + std::to_string(l) + ".", s.block(), kGpt2BlockNames, init));
+  ix.lnfw = add("ln_f.weight", {C}, Role::NormGain, false, Init::Ones);
+  ix.lnfb = add("ln_f.bias", {C}, Role::NormBias, false, Init::Zeros);
   if (indices) *indices = ix;
   return t;
 }
@@ -77,40 +53,76 @@ Gpt2Tensors gpt2_tensors(const ParamTable& t, const Gpt2Shape& s) {
   return ix;
 }
 
-ParamTable vit_param_table(const VitShape& s) {
-  ParamTable t;
-  const int64_t C = s.channels, tokens = int64_t(s.image / s.patch) * (s.image / s.patch) + 1;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, Role role, bool decay) {
-    t.add(tensor_spec(name, std::move(shape), role, decay));
+VitShape vit_shape(const std::string& name) {
+  struct Size {
+    const char* name;
+    int layers, channels, heads;
   };
-  add("cls_token", {1, 1, C}, Role::PosEmbedding, false);
-  add("pos_embed", {1, tokens, C}, Role::PosEmbedding, false);
-  add("patch_embed.proj.weight", {C, s.in_chans, s.patch, s.patch}, Role::InputProj, true);
-  add("patch_embed.proj.bias", {C}, Role::Bias, false);
-  for (int l = 0; l < s.layers; l++) {
-    std::string p = "blocks." + std::to_string(l) + ".";
-    add(p + "norm1.weight", {C}, Role::NormGain, false);
-    add(p + "norm1.bias", {C}, Role::NormBias, false);
-    add(p + "attn.qkv.weight", {3 * C, C}, Role::Hidden, true);
-    add(p + "attn.qkv.bias", {3 * C}, Role::Bias, false);
-    add(p + "attn.proj.weight", {C, C}, Role::Hidden, true);
-    add(p + "attn.proj.bias", {C}, Role::Bias, false);
-    add(p + "norm2.weight", {C}, Role::NormGain, false);
-    add(p + "norm2.bias", {C}, Role::NormBias, false);
-    add(p + "mlp.fc1.weight", {s.mlp, C}, Role::Hidden, true);
-    add(p + "mlp.fc1.bias", {s.mlp}, Role::Bias, false);
-    add(p + "mlp.fc2.weight", {C, s.mlp}, Role::Hidden, true);
-    add(p + "mlp.fc2.bias", {C}, Role::Bias, false);
+  static const Size kSizes[] = {{"ti", 12, 192, 3}, {"s", 12, 384, 6}, {"b", 12, 768, 12}, {"l", 24, 1024, 16}};
+  VitShape v;
+  if (name == "vit-test") {
+    v.layers = 2;
+    v.channels = 64;
+    v.heads = 1;
+    v.image = 8;
+    v.patch = 4;
+    v.classes = 10;
+    return v;
   }
-  add("norm.weight", {C}, Role::NormGain, false);
-  add("norm.bias", {C}, Role::NormBias, false);
-  add("head.weight", {s.classes, C}, Role::Head, true);
-  add("head.bias", {s.classes}, Role::Bias, false);
+  for (const Size& z : kSizes) {
+    const std::string stem = std::string("vit-") + z.name;
+    if (name.rfind(stem, 0) != 0 || name.size() == stem.size()) continue;
+    const std::string digits = name.substr(stem.size());
+    if (digits.size() > 2 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    v.layers = z.layers;
+    v.channels = z.channels;
+    v.heads = z.heads;
+    v.patch = std::stoi(digits);
+    if (v.patch >= 1) return v;
+  }
+  user_error("unknown ViT '", name, "'; choose vit-ti16, vit-s16, vit-b16 or vit-l16 (another patch size, e.g. ",
+             "vit-ti4, is fine) or vit-test.");
+}
+
+ParamTable vit_param_table(const VitShape& s, VitTensors* indices) {
+  if (s.patch < 1 || s.image < s.patch || s.image % s.patch != 0)
+    user_error("the image size (", s.image, ") must be a positive multiple of the patch size (", s.patch, ").");
+  if (s.in_chans < 1 || s.classes < 2 || s.layers < 0 || s.heads < 1 || s.channels != 64 * s.heads)
+    user_error("a ViT needs 1 or more input channels, 2 or more classes and 64 channels per head (got ", s.in_chans,
+               ", ", s.classes, ", ", s.channels, " for ", s.heads, " heads).");
+  ParamTable t;
+  VitTensors ix;
+  const int64_t C = s.channels;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, Role role, bool decay, Init how, float a) {
+    TensorSpec x = tensor_spec(name, std::move(shape), role, decay);
+    x.init = how;
+    x.init_std = a;
+    return t.add(x);
+  };
+  const float conv_bound = float(1.0 / std::sqrt(double(s.patch_dim())));
+  ix.cls = add("cls_token", {1, 1, C}, Role::PosEmbedding, false, Init::Normal, 1e-6f);
+  ix.pos = add("pos_embed", {1, s.tokens(), C}, Role::PosEmbedding, false, Init::Normal, 0.02f);
+  ix.patchw = add("patch_embed.proj.weight", {C, s.in_chans, s.patch, s.patch}, Role::InputProj, true, Init::Uniform,
+                  conv_bound);
+  ix.patchb = add("patch_embed.proj.bias", {C}, Role::Bias, false, Init::Uniform, conv_bound);
+  for (int l = 0; l < s.layers; l++)
+    ix.blocks.push_back(add_block(t, "blocks." + std::to_string(l) + ".", s.block(), kTimmBlockNames, BlockInit{}));
+  ix.normw = add("norm.weight", {C}, Role::NormGain, false, Init::Ones, 0.0f);
+  ix.normb = add("norm.bias", {C}, Role::NormBias, false, Init::Zeros, 0.0f);
+  ix.headw = add("head.weight", {s.classes, C}, Role::Head, true, Init::Normal, 0.02f);
+  ix.headb = add("head.bias", {s.classes}, Role::Bias, false, Init::Zeros, 0.0f);
+  if (indices) *indices = ix;
   return t;
 }
 
+VitTensors vit_tensors(const ParamTable& t, const VitShape& s) {
+  VitTensors ix;
+  CHECK(vit_param_table(s, &ix).fingerprint() == t.fingerprint());
+  return ix;
+}
+
 ParamTable model_table_by_name(const std::string& name) {
-  if (name == "vit-b16") return vit_param_table(VitShape{});
+  if (name == "vit-b16") return vit_param_table(vit_shape(name));
   if (name.rfind("gpt2-", 0) == 0) return gpt2_param_table(gpt2_shape(name.substr(5)));
   user_error("unknown model '", name, "'; choose gpt2-124m, gpt2-355m, gpt2-774m, gpt2-1558m or vit-b16.");
 }

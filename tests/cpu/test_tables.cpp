@@ -129,7 +129,7 @@ TEST(Tables, Gpt2IndicesAndInitialisation) {
     const ParamTable t = gpt2_param_table(s, &ix);
     EXPECT_EQ(t[ix.wte].name, "wte");
     EXPECT_EQ(t[ix.lnfb].name, "ln_f.bias");
-    const Gpt2BlockTensors& b = ix.blocks[7];
+    const BlockTensors& b = ix.blocks[7];
     EXPECT_EQ(t[b.fcprojw].name, "h.7.mlp.proj.weight");
     EXPECT_EQ(t[b.ln2b].name, "h.7.ln_2.bias");
     EXPECT_EQ(t[b.qkvw[0]].name, separate ? "h.7.attn.q.weight" : "h.7.attn.qkv.weight");
@@ -167,4 +167,65 @@ TEST(Tables, InitParamsFollowsTheRows) {
     EXPECT_EQ(p[size_t(t[1].offset + i)], 1.0f);
     EXPECT_EQ(p[size_t(t[2].offset + i)], 0.0f);
   }
+}
+
+// ViT tables: timm's names and shapes, the shared block's options (non-causal, erf GELU, epsilon 1e-6),
+// timm's initialisation, and the configurations' sizes.
+TEST(Tables, VitNamesShapesAndInitialisation) {
+  VitShape s = vit_shape("vit-b16");
+  EXPECT_EQ(s.tokens(), 197);
+  EXPECT_FALSE(s.block().causal);
+  EXPECT_EQ(s.block().gelu, Gelu::kErf);
+  EXPECT_EQ(s.block().ln_eps, 1e-6f);
+  VitTensors ix;
+  const ParamTable t = vit_param_table(s, &ix);
+  EXPECT_EQ(t[ix.pos].shape, (std::vector<int64_t>{1, 197, 768}));
+  EXPECT_EQ(t[ix.patchw].shape, (std::vector<int64_t>{768, 3, 16, 16}));
+  EXPECT_EQ(t[ix.blocks[3].fcw].name, "blocks.3.mlp.fc1.weight");
+  EXPECT_EQ(t[ix.blocks[3].fcprojb].name, "blocks.3.mlp.fc2.bias");
+  EXPECT_EQ(t[ix.blocks[0].ln1w].name, "blocks.0.norm1.weight");
+  EXPECT_EQ(t[ix.blocks[0].qkvw[0]].name, "blocks.0.attn.qkv.weight");
+  EXPECT_EQ(t[ix.headw].shape, (std::vector<int64_t>{1000, 768}));
+  EXPECT_EQ(t[ix.patchw].init, Init::Uniform);
+  EXPECT_FLOAT_EQ(t[ix.patchw].init_std, 1.0f / std::sqrt(768.0f));
+  EXPECT_EQ(t[ix.cls].init_std, 1e-6f);
+  EXPECT_EQ(t[ix.blocks[5].fcprojw].init_std, 0.02f);  // timm does not scale the residual projections
+  EXPECT_EQ(t[ix.headw].resolved_owner(), Owner::AdamW);
+  EXPECT_EQ(t[ix.patchw].resolved_owner(), Owner::AdamW);
+  EXPECT_EQ(t[ix.blocks[2].fcw].resolved_owner(), Owner::Muon);
+  EXPECT_EQ(vit_param_table(vit_shape("vit-ti16")).num_params(), 5717416);   // timm vit_tiny_patch16_224
+  EXPECT_EQ(vit_param_table(vit_shape("vit-s16")).num_params(), 22050664);   // timm vit_small_patch16_224
+  EXPECT_EQ(vit_param_table(vit_shape("vit-l16")).num_params(), 304326632);  // timm vit_large_patch16_224
+  s.separate_qkv = true;
+  const ParamTable sep = vit_param_table(s, &ix);
+  EXPECT_EQ(sep.num_params(), t.num_params());
+  EXPECT_EQ(sep[ix.blocks[1].qkvw[1]].name, "blocks.1.attn.k.weight");
+  EXPECT_EQ(sep[ix.blocks[1].qkvw[1]].offset, sep[ix.blocks[1].qkvw[0]].offset + 768 * 768);
+}
+
+TEST(Tables, VitShapesAndErrors) {
+  const VitShape small = vit_shape("vit-ti4");
+  EXPECT_EQ(small.patch, 4);
+  EXPECT_EQ(small.channels, 192);
+  VitShape fm = small;
+  fm.image = 28;
+  fm.in_chans = 1;
+  fm.classes = 10;
+  EXPECT_EQ(fm.tokens(), 50);
+  EXPECT_EQ(fm.patch_dim(), 16);
+  const std::vector<float> p = init_params(vit_param_table(fm), 1);
+  VitTensors ix;
+  const ParamTable t = vit_param_table(fm, &ix);
+  const float bound = 1.0f / 4.0f;  // 1 / sqrt(1 * 4 * 4)
+  float lo = 1, hi = -1;
+  for (int64_t i = 0; i < t[ix.patchw].numel; i++) {
+    lo = std::min(lo, p[size_t(t[ix.patchw].offset + i)]);
+    hi = std::max(hi, p[size_t(t[ix.patchw].offset + i)]);
+  }
+  EXPECT_TRUE(lo >= -bound && hi <= bound && hi - lo > bound) << lo << " " << hi;
+  fm.image = 30;
+  expect_user_error([&] { vit_param_table(fm); }, "multiple of the patch size");
+  expect_user_error([] { vit_shape("vit-x16"); }, "unknown ViT");
+  expect_user_error([] { vit_shape("vit-b"); }, "unknown ViT");
+  expect_user_error([] { vit_shape("vit-b0"); }, "unknown ViT");
 }

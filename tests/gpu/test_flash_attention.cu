@@ -1,9 +1,8 @@
-// Flash attention (kernels/flash_attention.cu) against a double-precision CPU reference of causal softmax
-// attention and its backward, on the same bf16-rounded inputs: out, lse, dq, dk, dv for shapes with T
-// below, at and past the 64/128-row tiles, without and with dropout on the attention probabilities (the
-// reference draws the same masks with kernels/dropout.h); bit-identical reruns; the mask follows the
-// device counter; each head of a many-head call equal to the same head run alone; argument checks.
-// (Speed: bench_gpt2_ops.)
+// Flash attention (kernels/flash_attention.cu) against a double-precision CPU reference of causal and
+// non-causal softmax attention and its backward, on the same bf16-rounded inputs: out, lse, dq, dk, dv for shapes with
+// T below, at and past the 64/128-row tiles, without and with dropout on the attention probabilities (the reference
+// draws the same masks with kernels/dropout.h); bit-identical reruns; the mask follows the device counter; each head of
+// a many-head call equal to the same head run alone; argument checks. (Speed: bench_gpt2_ops.)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -55,12 +54,13 @@ Dropout dropout(float p, uint64_t counter = 5) {
   return d;
 }
 
-// Causal attention in double: out (B,T,C), lse (B,NH,T), dqkv (B,T,3C) from qkv (B,T,3C) and dout (B,T,C),
-// with dropout Z = keep * scale on the probabilities P: out = (Z P) V, dS = P (Z dP - D), dV = (Z P)^T dout.
+// Causal (or, with causal false, full) attention in double: out (B,T,C), lse (B,NH,T), dqkv (B,T,3C) from qkv (B,T,3C)
+// and dout (B,T,C), with dropout Z = keep * scale on the probabilities P: out = (Z P) V, dS = P (Z dP - D), dV = (Z
+// P)^T dout.
 struct Reference {
   std::vector<double> out, lse, dqkv;
 };
-Reference reference(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int NH,
+Reference reference(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int NH, bool causal,
                     const Dropout& drop) {
   const int C = NH * kHs, ld = 3 * C;
   const double scale = 1.0 / std::sqrt(double(kHs));
@@ -80,24 +80,25 @@ Reference reference(const std::vector<float>& qkv, const std::vector<float>& dou
         return r.dqkv[(size_t(b) * T + t) * ld + part * C + h * kHs + d];
       };
       for (int i = 0; i < T; i++) {
+        const int keys = causal ? i + 1 : T;  // query i sees keys 0 .. keys - 1
         double m = -INFINITY;
-        for (int j = 0; j <= i; j++) {
+        for (int j = 0; j < keys; j++) {
           double s = 0;
           for (int d = 0; d < kHs; d++) s += q(i, d) * k(j, d);
           p[size_t(j)] = s * scale;
           m = std::max(m, p[size_t(j)]);
         }
         double sum = 0;
-        for (int j = 0; j <= i; j++) sum += std::exp(p[size_t(j)] - m);
+        for (int j = 0; j < keys; j++) sum += std::exp(p[size_t(j)] - m);
         const double lse = m + std::log(sum);
         r.lse[(size_t(b) * NH + h) * T + i] = lse;
-        for (int j = 0; j <= i; j++) p[size_t(j)] = std::exp(p[size_t(j)] - lse);
+        for (int j = 0; j < keys; j++) p[size_t(j)] = std::exp(p[size_t(j)] - lse);
         if (drop.on()) {
           const uint32_t rh = dropout_row(key, uint32_t(b * NH + h) * uint32_t(T) + uint32_t(i));
-          for (int j = 0; j <= i; j++)
+          for (int j = 0; j < keys; j++)
             z[size_t(j)] = dropout_keep(rh, uint32_t(j), drop.threshold) ? double(drop.scale) : 0.0;
         }
-        for (int j = 0; j <= i; j++) {
+        for (int j = 0; j < keys; j++) {
           double a = 0;
           for (int d = 0; d < kHs; d++) a += go(i, d) * v(j, d);
           dp[size_t(j)] = a;
@@ -107,11 +108,11 @@ Reference reference(const std::vector<float>& qkv, const std::vector<float>& dou
         double D = 0;
         for (int d = 0; d < kHs; d++) {
           double o = 0;
-          for (int j = 0; j <= i; j++) o += z[size_t(j)] * p[size_t(j)] * v(j, d);
+          for (int j = 0; j < keys; j++) o += z[size_t(j)] * p[size_t(j)] * v(j, d);
           r.out[(size_t(b) * T + i) * C + h * kHs + d] = o;
           D += go(i, d) * bf16_round(float(o));
         }
-        for (int j = 0; j <= i; j++) {
+        for (int j = 0; j < keys; j++) {
           const double ds = p[size_t(j)] * (z[size_t(j)] * dp[size_t(j)] - D) * scale;
           for (int d = 0; d < kHs; d++) {
             dqkv(i, 0, d) += ds * k(j, d);
@@ -173,10 +174,11 @@ struct Outputs {
 };
 class FlashRun {
  public:
-  FlashRun(const Inputs& in, int B, int T, int NH)
+  FlashRun(const Inputs& in, int B, int T, int NH, bool causal)
       : B_(B),
         T_(T),
         NH_(NH),
+        causal_(causal),
         qkv_(in.qkv.size()),
         out_(in.dout.size()),
         dout_(in.dout.size()),
@@ -200,15 +202,16 @@ class FlashRun {
     CUDA_CHECK(cudaMemset(out_.get(), poison, out_.bytes()));
     CUDA_CHECK(cudaMemset(lse_.get(), poison, lse_.bytes()));
     CUDA_CHECK(cudaMemset(dqkv_.get(), poison, dqkv_.bytes()));
-    flash_attention_forward(out_.get(), lse_.get(), qkv_.get(), B_, T_, NH_, 0, d);
+    flash_attention_forward(out_.get(), lse_.get(), qkv_.get(), B_, T_, NH_, causal_, 0, d);
     flash_attention_backward(dqkv_.get(), dout_.get(), out_.get(), lse_.get(), qkv_.get(), scratch_.get(), B_, T_, NH_,
-                             0, d);
+                             causal_, 0, d);
     CUDA_CHECK(cudaDeviceSynchronize());
     return {out_.download(), dqkv_.download(), lse_.download()};
   }
 
  private:
   int B_, T_, NH_;
+  bool causal_;
   DeviceBuffer<bf16> qkv_, out_, dout_, dqkv_;
   DeviceBuffer<float> lse_, scratch_;
   DeviceBuffer<uint64_t> counter_;
@@ -222,17 +225,22 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 struct Case {
   int B, T, NH;
   float qk_std;  // std of q and k: scores have std qk_std^2 (after the 1/8 scale)
+  bool causal = true;
 };
-// T below, at and past the 64/128-row tiles, several heads and batches.
-const Case kCases[] = {{1, 1, 1, 1.0f},   {2, 17, 3, 1.0f},  {1, 64, 2, 1.0f},  {2, 130, 2, 1.0f},
-                       {1, 200, 1, 2.5f}, {3, 129, 2, 1.0f}, {1, 1024, 4, 1.0f}};
+// T below, at and past the 64/128-row tiles, several heads and batches; non-causal at ViT's lengths (50:
+// 28x28 images in 4x4 patches plus cls; 197: 224x224 in 16x16 patches plus cls) and at tile edges.
+const Case kCases[] = {{1, 1, 1, 1.0f},          {2, 17, 3, 1.0f},         {1, 64, 2, 1.0f},
+                       {2, 130, 2, 1.0f},        {1, 200, 1, 2.5f},        {3, 129, 2, 1.0f},
+                       {1, 1024, 4, 1.0f},       {1, 1, 1, 1.0f, false},   {2, 50, 3, 1.0f, false},
+                       {1, 64, 2, 1.0f, false},  {2, 197, 3, 1.0f, false}, {1, 200, 1, 2.5f, false},
+                       {3, 129, 2, 1.0f, false}, {1, 577, 2, 1.0f, false}};
 
 void run_case(const Case& c, uint64_t seed, const Dropout& drop, float p) {
   const int B = c.B, T = c.T, NH = c.NH, C = NH * kHs;
-  SCOPED_TRACE(str_cat("B=", B, " T=", T, " NH=", NH, " qk_std=", c.qk_std, " dropout=", p));
+  SCOPED_TRACE(str_cat("B=", B, " T=", T, " NH=", NH, " qk_std=", c.qk_std, " causal=", c.causal, " dropout=", p));
   const Inputs in = random_inputs(B, T, NH, c.qk_std, seed);
-  const Reference ref = reference(in.qkv, in.dout, B, T, NH, drop);
-  const Outputs got = FlashRun(in, B, T, NH).run(drop);
+  const Reference ref = reference(in.qkv, in.dout, B, T, NH, c.causal, drop);
+  const Outputs got = FlashRun(in, B, T, NH, c.causal).run(drop);
   const std::vector<float> out = to_float(got.out), dqkv = to_float(got.dqkv), &lse = got.lse;
 
   // Tolerances: out, dq, dk, dv are stored in bf16 (relative rounding 2^-9) and the backward also rounds
@@ -259,9 +267,10 @@ void run_case(const Case& c, uint64_t seed, const Dropout& drop, float p) {
     EXPECT_LE(eg[part].rel_max, tol_grad) << names[part];
   }
   std::printf(
-      "[flash] B=%d T=%d NH=%d qk_std=%.1f p=%.1f  max err / max|ref|: out %.2e  dq %.2e  dk %.2e  dv %.2e;  lse abs "
-      "%.2e\n",
-      B, T, NH, c.qk_std, p, eo.rel_max, eg[0].rel_max, eg[1].rel_max, eg[2].rel_max, lse_err);
+      "[flash] B=%d T=%d NH=%d qk_std=%.1f %s p=%.1f  max err / max|ref|: out %.2e  dq %.2e  dk %.2e  dv %.2e;  lse "
+      "abs %.2e\n",
+      B, T, NH, c.qk_std, c.causal ? "causal" : "full", p, eo.rel_max, eg[0].rel_max, eg[1].rel_max, eg[2].rel_max,
+      lse_err);
 }
 }  // namespace
 
@@ -279,22 +288,23 @@ TEST_F(FlashAttention, MatchesCpuReferenceWithDropout) {
 
 TEST_F(FlashAttention, BitIdenticalReruns) {
   const int B = 2, T = 300, NH = 3;
-  FlashRun fa(random_inputs(B, T, NH, 1.0f, 7), B, T, NH);
-  for (const float p : {0.0f, 0.1f}) {
-    SCOPED_TRACE(str_cat("dropout=", p));
-    const Dropout drop = p > 0 ? dropout(p) : Dropout();
-    const Outputs a = fa.run(drop, 0xff), b = fa.run(drop, 0x00);  // different garbage each time
-    EXPECT_TRUE(same_bits(a.out, b.out)) << "out differs between runs";
-    EXPECT_TRUE(same_bits(a.lse, b.lse)) << "lse differs between runs";
-    EXPECT_TRUE(same_bits(a.dqkv, b.dqkv)) << "dqkv differs between runs";
-  }
+  for (const bool causal : {true, false})
+    for (const float p : {0.0f, 0.1f}) {
+      FlashRun fa(random_inputs(B, T, NH, 1.0f, 7), B, T, NH, causal);
+      SCOPED_TRACE(str_cat("causal=", causal, " dropout=", p));
+      const Dropout drop = p > 0 ? dropout(p) : Dropout();
+      const Outputs a = fa.run(drop, 0xff), b = fa.run(drop, 0x00);  // different garbage each time
+      EXPECT_TRUE(same_bits(a.out, b.out)) << "out differs between runs";
+      EXPECT_TRUE(same_bits(a.lse, b.lse)) << "lse differs between runs";
+      EXPECT_TRUE(same_bits(a.dqkv, b.dqkv)) << "dqkv differs between runs";
+    }
 }
 
 // The kernels read the counter from device memory (as in a replayed CUDA graph): a new value draws a new
 // mask. lse is that of the undropped scores whatever the mask.
 TEST_F(FlashAttention, DropoutMaskFollowsCounter) {
   const int B = 2, T = 200, NH = 2;
-  FlashRun fa(random_inputs(B, T, NH, 1.0f, 11), B, T, NH);
+  FlashRun fa(random_inputs(B, T, NH, 1.0f, 11), B, T, NH, true);
   const Outputs none = fa.run(Dropout()), c5 = fa.run(dropout(0.1f, 5)), c6 = fa.run(dropout(0.1f, 6));
   EXPECT_FALSE(same_bits(c5.out, c6.out)) << "out did not change with the counter";
   EXPECT_FALSE(same_bits(c5.dqkv, c6.dqkv)) << "dqkv did not change with the counter";
@@ -316,9 +326,9 @@ TEST_F(FlashAttention, HeadsMatchSingleHeadRuns) {
   DeviceBuffer<float> d_lse(size_t(B) * NH * T), d_scratch(size_t(B) * NH * T);
   d_qkv.upload(qkv);
   d_dout.upload(dout);
-  flash_attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, NH, 0);
+  flash_attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, NH, true, 0);
   flash_attention_backward(d_dqkv.get(), d_dout.get(), d_out.get(), d_lse.get(), d_qkv.get(), d_scratch.get(), B, T, NH,
-                           0);
+                           true, 0);
   const std::vector<bf16> out = d_out.download(), dqkv = d_dqkv.download();
   const std::vector<float> lse = d_lse.download();
 
@@ -337,9 +347,9 @@ TEST_F(FlashAttention, HeadsMatchSingleHeadRuns) {
         }
       h_qkv.upload(one_qkv);
       h_dout.upload(one_dout);
-      flash_attention_forward(h_out.get(), h_lse.get(), h_qkv.get(), 1, T, 1, 0);
+      flash_attention_forward(h_out.get(), h_lse.get(), h_qkv.get(), 1, T, 1, true, 0);
       flash_attention_backward(h_dqkv.get(), h_dout.get(), h_out.get(), h_lse.get(), h_qkv.get(), h_scratch.get(), 1, T,
-                               1, 0);
+                               1, true, 0);
       const std::vector<bf16> o1 = h_out.download(), g1 = h_dqkv.download();
       const std::vector<float> l1 = h_lse.download();
       bool same = std::memcmp(l1.data(), &lse[(size_t(b) * NH + h) * T], size_t(T) * 4) == 0;
@@ -357,14 +367,15 @@ TEST_F(FlashAttention, HeadsMatchSingleHeadRuns) {
 TEST_F(FlashAttention, RejectsBadShapes) {
   DeviceBuffer<bf16> buf(3 * 64);
   DeviceBuffer<float> f(4);
-  expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 1, 0, 0); }, "at least 1");
-  expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 0, 1, 0); }, "at least 1");
+  expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 1, 0, true, 0); }, "at least 1");
+  expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 0, 1, true, 0); }, "at least 1");
   expect_user_error(
-      [&] { flash_attention_backward(buf.get(), buf.get(), buf.get(), f.get(), buf.get(), f.get(), 0, 1, 1, 0); },
+      [&] { flash_attention_backward(buf.get(), buf.get(), buf.get(), f.get(), buf.get(), f.get(), 0, 1, 1, true, 0); },
       "at least 1");
-  expect_user_error([&] { flash_attention_forward(buf.get() + 1, f.get(), buf.get(), 1, 1, 1, 0); }, "aligned");
+  expect_user_error([&] { flash_attention_forward(buf.get() + 1, f.get(), buf.get(), 1, 1, 1, true, 0); }, "aligned");
   DropoutArgs no_counter;
   no_counter.threshold = dropout_threshold(0.1f);
   no_counter.scale = dropout_scale(no_counter.threshold);
-  expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 1, 1, 0, no_counter); }, "counter");
+  expect_user_error([&] { flash_attention_forward(buf.get(), f.get(), buf.get(), 1, 1, 1, true, 0, no_counter); },
+                    "counter");
 }

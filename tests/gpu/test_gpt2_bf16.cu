@@ -323,7 +323,7 @@ TEST_F(Gpt2Bf16Gpu, BlockHookSeesFinalGradients) {
       const std::vector<float> all = snap.download();
       auto block_of = [&](int i) {  // the block a tensor belongs to; -1 for the others
         for (int l = 0; l < c.s.layers; l++) {
-          const Gpt2BlockTensors& b = ix.blocks[size_t(l)];
+          const BlockTensors& b = ix.blocks[size_t(l)];
           if (i >= b.ln1w && i <= b.fcprojb) return l;
         }
         return -1;

@@ -35,8 +35,8 @@ HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp 
 CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \
             optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu optim/lopt/lo_core.cu optim/lopt/small_fc_lopt.cu \
             optim/lopt/velo.cu kernels/gpt2_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/layernorm.cu kernels/column_sums.cu \
-            kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
-            models/transformer_block.cu models/gpt2_model.cu models/gpt2_bf16.cu models/gpt2_net.cu data/prefetcher.cu \
+            kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
+            models/transformer_block.cu models/vit_bf16.cu models/gpt2_model.cu models/gpt2_bf16.cu models/gpt2_net.cu data/prefetcher.cu \
             train/checkpoint.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)

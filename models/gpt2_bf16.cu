@@ -58,7 +58,7 @@ void Gpt2Bf16::set_kernel_choices(const std::string& choices) {
 }
 
 void Gpt2Bf16::set_batch(const Batch& b, cudaStream_t s) {
-  CHECK(b.tokens && !b.images && !b.soft_targets);
+  CHECK(b.tokens && !b.pixels && !b.soft_targets);
   batch_.set(b.tokens, b.targets, s);
 }
 

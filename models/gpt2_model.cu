@@ -92,7 +92,7 @@ Gpt2Model::~Gpt2Model() {
 }
 
 void Gpt2Model::set_batch(const Batch& b, cudaStream_t s) {
-  CHECK(b.tokens && !b.images && !b.soft_targets);
+  CHECK(b.tokens && !b.pixels && !b.soft_targets);
   batch_.set(b.tokens, b.targets, s);
 }
 

@@ -11,14 +11,24 @@
 
 #include "kernels/dropout_kernels.h"
 
+// Mixup or CutMix of an image batch with itself reversed (sample i with sample B-1-i), as timm's Mixup does in
+// its 'batch' mode; applied on the device to the normalised pixels. The soft targets carry the labels' mix.
+struct ImageMix {
+  enum Mode : int32_t { kNone, kMixup, kCutmix };
+  Mode mode = kNone;
+  float lambda = 1.0f;             // mixup: the weight of a sample's own image
+  int32_t y0 = 0, y1 = 0, x0 = 0, x1 = 0;  // cutmix: pixels in [y0, y1) x [x0, x1) come from the partner
+};
+
 // One micro-batch on the host. Pinned memory lets the copy run asynchronously (the caller then keeps it
 // untouched until an event recorded after set_batch has passed); pageable memory is copied before
 // set_batch returns.
 struct Batch {
   const int32_t* tokens = nullptr;      // language models: (B, T) token ids
   const int32_t* targets = nullptr;     // (B, T) next tokens, or (B) class labels; null: inference
-  const float* images = nullptr;        // image models: (B, channels, H, W), normalised
+  const uint8_t* pixels = nullptr;      // image models: (B, H, W, channels) bytes, as decoded, cropped, flipped
   const float* soft_targets = nullptr;  // (B, classes) label distributions (mixup, label smoothing); or null
+  ImageMix mix;
 };
 
 class Model {

@@ -29,7 +29,7 @@ HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp 
             core/param_table.cpp optim/schedule.cpp optim/options.cpp core/chunks.cpp \
             optim/ref/ref_adamw.cpp optim/ref/ref_adafactor.cpp optim/ref/ref_muon.cpp optim/ref/ref_factory.cpp \
             optim/ref/ref_small_fc.cpp optim/ref/ref_velo.cpp optim/ref/ref_lo_tensor.cpp \
-            models/model_tables.cpp models/block_table.cpp models/ref_ops.cpp models/gpt2_ref.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp \
+            models/model_tables.cpp models/block_table.cpp models/ref_ops.cpp models/ref_block.cpp models/gpt2_ref.cpp models/vit_ref.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp \
             train/train_flags.cpp
 # CUDA code: the arena, the optimizers and their kernels.
 CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \

@@ -3,6 +3,7 @@
 // and records their indices. GPT-2 and ViT build their tables from it, and the GPU block
 // (models/transformer_block) and the CPU reference (models/ref_block) read their offsets through it.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "core/param_table.h"
@@ -34,6 +35,12 @@ struct BlockTensors {
   int ln1w, ln1b, ln2w, ln2b;
   int qkvw[3], qkvb[3];  // q, k, v (separate) or [0] = the fused (3C, C) matrix and (3C) bias, [1..2] = -1
   int projw, projb, fcw, fcb, fcprojw, fcprojb;
+};
+
+// The dropout sites (kernels/dropout.h) of one block's three places: the attention probabilities, the
+// attention projection's output and the MLP projection's output.
+struct BlockSites {
+  uint32_t attention, attn_proj, mlp_proj;
 };
 
 // Adds the block's tensors under `prefix` (e.g. "h.3."), in the order the GPU block expects: with separate

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/dropout.h"
+
 void ref_linear(const double* x, const double* W, const double* b, double* y, int N, int I, int O) {
   for (int n = 0; n < N; n++)
     for (int o = 0; o < O; o++) {
@@ -77,4 +79,12 @@ double ref_crossentropy_soft(const double* z, const double* t, double* grad, int
   }
   for (int v = 0; v < V; v++) grad[v] = mass * std::exp(z[v] - lse) - t[v];
   return loss;
+}
+
+double RefDropout::keep(uint32_t site, uint32_t row, uint32_t col) const {
+  const uint32_t threshold = dropout_threshold(p);
+  if (threshold == 0) return 1.0;
+  return dropout_keep(dropout_row(dropout_site_key(seed, counter, site), row), col, threshold)
+             ? double(dropout_scale(threshold))
+             : 0.0;
 }

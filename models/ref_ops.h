@@ -3,6 +3,7 @@
 // by every reference model (GPT-2 now; the ViT reference builds on them too).
 #pragma once
 #include <cmath>
+#include <cstdint>
 
 const double kRefGeluC = std::sqrt(2.0 / M_PI);
 
@@ -26,3 +27,12 @@ double ref_gelu_erf_grad(double u);
 // Softmax cross-entropy of one row of V logits against a target distribution t (soft targets):
 // returns sum_v t[v] (logsumexp(z) - z[v]) and sets grad = sum_v t[v] * softmax(z) - t.
 double ref_crossentropy_soft(const double* z, const double* t, double* grad, int V);
+
+// Dropout as the GPU models draw it (kernels/dropout.h): probability p, the masks of micro-batch
+// `counter`. p = 0 (the default) keeps everything.
+struct RefDropout {
+  float p = 0.0f;
+  uint64_t seed = 0, counter = 0;
+  // The factor of element (row, col) of a site: 0 or 1 / (1 - p) with dropout, 1 without.
+  double keep(uint32_t site, uint32_t row, uint32_t col) const;
+};

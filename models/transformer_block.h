@@ -32,11 +32,6 @@ struct BlockContext {
   float* G(int64_t off) const { return arena.grads() + off; }
 };
 
-// The dropout sites (kernels/dropout.h) of one block's three places.
-struct BlockSites {
-  uint32_t attention, attn_proj, mlp_proj;
-};
-
 class TransformerBlock {
  public:
   TransformerBlock(const BlockShape& s, const BlockTensors& ix, const ParamTable& t, BlockSites sites, int B, int T);

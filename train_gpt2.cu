@@ -231,7 +231,7 @@ int run(Args& a) {
                              return Batch{b.x, b.y};
                            },
                            [&](cudaStream_t s) { batches.release(s); }};
-  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, int64_t(a.B) * a.T, a.cuda_graph);
+  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph);
   DeviceBuffer<float> val_loss(1, "loss");
   std::unique_ptr<Gpt2Net> sampler;
   auto checkpoint = [&](int64_t step) {

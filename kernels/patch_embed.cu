@@ -3,7 +3,7 @@
 
 namespace {
 // One thread per output element; consecutive threads write consecutive columns of a row.
-__global__ void image_patches_k(bf16* rows, const uint8_t* pixels, ImageGeometry g, PixelTransform t) {
+__global__ void image_patches_k(bf16* rows, const uint8_t* pixels, ImageGeometry g, PixelNorm n, const ImageMix* mix) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int K = g.patch_dim(), P = g.patches(), pp = g.patch * g.patch;
   if (i >= int64_t(g.B) * P * K) return;
@@ -14,12 +14,13 @@ __global__ void image_patches_k(bf16* rows, const uint8_t* pixels, ImageGeometry
   const int y = (k / g.grid_w()) * g.patch + ky, x = (k % g.grid_w()) * g.patch + kx;
   auto value = [&](int img) {
     const uint8_t u = pixels[((int64_t(img) * g.H + y) * g.W + x) * g.channels + c];
-    return (float(u) * (1.0f / 255.0f) - t.mean[c]) * t.inv_std[c];
+    return (float(u) * (1.0f / 255.0f) - n.mean[c]) * n.inv_std[c];
   };
   float v = value(b);
+  const ImageMix m = *mix;
   const int partner = g.B - 1 - b;
-  if (t.mix == 1) v = t.lambda * v + (1.0f - t.lambda) * value(partner);
-  if (t.mix == 2 && y >= t.y0 && y < t.y1 && x >= t.x0 && x < t.x1) v = value(partner);
+  if (m.mode == ImageMix::kMixup) v = m.lambda * v + (1.0f - m.lambda) * value(partner);
+  if (m.mode == ImageMix::kCutmix && y >= m.y0 && y < m.y1 && x >= m.x0 && x < m.x1) v = value(partner);
   rows[i] = __float2bfloat16_rn(v);
 }
 
@@ -52,11 +53,12 @@ __global__ void tokens_backward_k(float* dcls, float* dpos, bf16* dproj, const b
 unsigned blocks_for(int64_t n) { return unsigned((n + 255) / 256); }
 }  // namespace
 
-void image_patches(bf16* rows, const uint8_t* pixels, const ImageGeometry& g, const PixelTransform& t, cudaStream_t s) {
+void image_patches(bf16* rows, const uint8_t* pixels, const ImageGeometry& g, const PixelNorm& norm, const ImageMix* mix,
+                   cudaStream_t s) {
   if (g.B < 1 || g.patch < 1 || g.H % g.patch != 0 || g.W % g.patch != 0 || g.channels < 1 || g.channels > 3)
     user_error("image_patches: bad geometry (B=", g.B, ", ", g.H, "x", g.W, "x", g.channels, ", patch ", g.patch, ").");
   const int64_t n = int64_t(g.B) * g.patches() * g.patch_dim();
-  image_patches_k<<<blocks_for(n), 256, 0, s>>>(rows, pixels, g, t);
+  image_patches_k<<<blocks_for(n), 256, 0, s>>>(rows, pixels, g, norm, mix);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -16,20 +16,26 @@ struct ImageGeometry {
   __host__ __device__ int patches() const { return grid_h() * grid_w(); }
   __host__ __device__ int patch_dim() const { return channels * patch * patch; }
 };
-// Per-channel normalisation (x / 255 - mean) / std, and the batch mix (models/model.h's ImageMix, in plain
-// fields so that kernels/ does not include models/).
-struct PixelTransform {
+// Per-channel normalisation (x / 255 - mean) / std.
+struct PixelNorm {
   float mean[3] = {0.0f, 0.0f, 0.0f}, inv_std[3] = {1.0f, 1.0f, 1.0f};
-  int mix = 0;  // 0 none, 1 mixup, 2 cutmix
-  float lambda = 1.0f;
-  int y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+};
+// Mixup or CutMix of an image batch with itself reversed (sample i with sample B-1-i), as timm's Mixup does
+// in its 'batch' mode, applied to the normalised pixels. The kernel reads it from device memory, so that a
+// captured CUDA graph sees each batch's draw.
+struct ImageMix {
+  enum Mode : int32_t { kNone = 0, kMixup = 1, kCutmix = 2 };
+  Mode mode = kNone;
+  float lambda = 1.0f;                     // mixup: the weight of a sample's own image
+  int32_t y0 = 0, y1 = 0, x0 = 0, x1 = 0;  // cutmix: pixels in [y0, y1) x [x0, x1) come from the partner
 };
 
 // rows (B*P, patch_dim) bf16: row b*P + gy*grid_w + gx holds patch (gy, gx) of image b, column
 // c*p*p + ky*p + kx its pixel (gy*p + ky, gx*p + kx) of channel c (the order of a (C, channels, p, p)
 // convolution weight). pixels: (B, H, W, channels) uint8. Mixup: lambda * own + (1 - lambda) * partner's
-// normalised value (partner B-1-b); cutmix: the partner's value inside the box.
-void image_patches(bf16* rows, const uint8_t* pixels, const ImageGeometry& g, const PixelTransform& t, cudaStream_t s);
+// normalised value (partner B-1-b); cutmix: the partner's value inside the box. mix: on the device.
+void image_patches(bf16* rows, const uint8_t* pixels, const ImageGeometry& g, const PixelNorm& norm, const ImageMix* mix,
+                   cudaStream_t s);
 
 // x (B, 1 + P, C): x[b, 0] = cls + pos[0], x[b, 1 + i] = proj[b*P + i] + pos[1 + i] (summed in fp32).
 void tokens_forward(bf16* x, const bf16* proj, const bf16* cls, const bf16* pos, int B, int P, int C, cudaStream_t s);

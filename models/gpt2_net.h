@@ -23,6 +23,10 @@ class Gpt2Net : public Model {
   virtual void logits_to_host(int first, int count, float* host) const = 0;
   virtual int B() const = 0;
   virtual int T() const = 0;
+  BatchShape batch_shape() const override {
+    const int64_t n = int64_t(B()) * T();
+    return {n, n, 0, 0};
+  }
 };
 
 // precision: "fp32" or "bf16" (the arena must then have its bf16 copy).

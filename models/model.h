@@ -10,15 +10,7 @@
 #include <string>
 
 #include "kernels/dropout_kernels.h"
-
-// Mixup or CutMix of an image batch with itself reversed (sample i with sample B-1-i), as timm's Mixup does in
-// its 'batch' mode; applied on the device to the normalised pixels. The soft targets carry the labels' mix.
-struct ImageMix {
-  enum Mode : int32_t { kNone, kMixup, kCutmix };
-  Mode mode = kNone;
-  float lambda = 1.0f;             // mixup: the weight of a sample's own image
-  int32_t y0 = 0, y1 = 0, x0 = 0, x1 = 0;  // cutmix: pixels in [y0, y1) x [x0, x1) come from the partner
-};
+#include "kernels/patch_embed.h"
 
 // One micro-batch on the host. Pinned memory lets the copy run asynchronously (the caller then keeps it
 // untouched until an event recorded after set_batch has passed); pageable memory is copied before
@@ -28,7 +20,13 @@ struct Batch {
   const int32_t* targets = nullptr;     // (B, T) next tokens, or (B) class labels; null: inference
   const uint8_t* pixels = nullptr;      // image models: (B, H, W, channels) bytes, as decoded, cropped, flipped
   const float* soft_targets = nullptr;  // (B, classes) label distributions (mixup, label smoothing); or null
-  ImageMix mix;
+  const ImageMix* mix = nullptr;        // the batch's mixup / cutmix draw (kernels/patch_embed.h); null: none
+};
+
+// How many elements each field of a model's micro-batch holds (0: a field it does not take), so that a
+// caller can stage batches in memory of its own (the CUDA-graph step copies them to pinned buffers).
+struct BatchShape {
+  int64_t tokens = 0, targets = 0, pixels = 0, soft_targets = 0;
 };
 
 class Model {
@@ -40,6 +38,7 @@ class Model {
                                 cudaStream_t s) = 0;  // d_loss() = mean loss; logits become its gradient * grad_scale
   virtual void backward(cudaStream_t s) = 0;          // accumulates into arena.grads()
   virtual const float* d_loss() const = 0;            // device scalar
+  virtual BatchShape batch_shape() const = 0;
 
   // Called on backward's stream with block l = L-1, ..., 0 once that block's parameter gradients are
   // final, then with -1 once the rest (embeddings, final norm, head) are. Empty: no calls.

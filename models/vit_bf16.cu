@@ -19,8 +19,8 @@ VitBf16::VitBf16(const VitShape& shape, Arena& arena, int B, const ImageNorm& no
   if (B < 1) user_error("the batch size must be at least 1 (got ", B, ").");
   if (s_.in_chans > 3) user_error("images must have 1 to 3 channels (got ", s_.in_chans, ").");
   for (int c = 0; c < 3; c++) {
-    xf_.mean[c] = norm.mean[c];
-    xf_.inv_std[c] = 1.0f / norm.std[c];
+    norm_.mean[c] = norm.mean[c];
+    norm_.inv_std[c] = 1.0f / norm.std[c];
   }
   const ParamTable& t = arena.table();
   const VitTensors ix = vit_tensors(t, s_);
@@ -42,6 +42,7 @@ VitBf16::VitBf16(const VitShape& shape, Arena& arena, int B, const ImageNorm& no
   pixels_.alloc(size_t(B) * size_t(s_.image) * size_t(s_.image) * size_t(s_.in_chans), "pixels");
   labels_.alloc(size_t(B), "labels");
   soft_.alloc(size_t(B) * size_t(s_.classes), "soft targets");
+  mix_.alloc(1, "mix");
   patches_.alloc(BP * size_t(K_), act);
   proj_.alloc(BP * C, act);  // the patch projections; in backward their gradient
   cls_rows_.alloc(size_t(B) * C, act);
@@ -62,18 +63,16 @@ void VitBf16::set_batch(const Batch& b, cudaStream_t s) {
   soft_on_ = b.soft_targets != nullptr;
   if (soft_on_) CUDA_CHECK(cudaMemcpyAsync(soft_.get(), b.soft_targets, soft_.bytes(), cudaMemcpyHostToDevice, s));
   if (b.targets) CUDA_CHECK(cudaMemcpyAsync(labels_.get(), b.targets, labels_.bytes(), cudaMemcpyHostToDevice, s));
-  xf_.mix = int(b.mix.mode);
-  xf_.lambda = b.mix.lambda;
-  xf_.y0 = b.mix.y0;
-  xf_.y1 = b.mix.y1;
-  xf_.x0 = b.mix.x0;
-  xf_.x1 = b.mix.x1;
+  if (b.mix)
+    CUDA_CHECK(cudaMemcpyAsync(mix_.get(), b.mix, sizeof(ImageMix), cudaMemcpyHostToDevice, s));
+  else
+    CUDA_CHECK(cudaMemsetAsync(mix_.get(), 0, sizeof(ImageMix), s));  // mode kNone
 }
 
 void VitBf16::forward(cudaStream_t s) {
   const int C = s_.channels, BP = B_ * P_;
   ctx_.prof.begin(s);
-  image_patches(patches_.get(), pixels_.get(), geom_, xf_, s);
+  image_patches(patches_.get(), pixels_.get(), geom_, norm_, mix_.get(), s);
   ctx_.mm.forward(proj_.get(), C, patches_.get(), K_, ctx_.W(patchw_), ctx_.W(patchb_), BP, K_, C, s);
   tokens_forward(stream_[0].get(), proj_.get(), ctx_.W(cls_), ctx_.W(pos_), B_, P_, C, s);
   ctx_.prof.mark("fwd patch embedding", s);

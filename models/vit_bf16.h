@@ -27,6 +27,9 @@ class VitBf16 : public Model {
   void loss_and_dlogits(float grad_scale, cudaStream_t s) override;
   void backward(cudaStream_t s) override;
   const float* d_loss() const override { return loss_mean_.get(); }
+  BatchShape batch_shape() const override {
+    return {0, B_, int64_t(B_) * s_.image * s_.image * s_.in_chans, int64_t(B_) * s_.classes};
+  }
   // Synchronous copy of the last forward's logits, (B, classes) fp32.
   void logits_to_host(float* host) const;
   int B() const { return B_; }
@@ -35,7 +38,7 @@ class VitBf16 : public Model {
  private:
   VitShape s_;
   ImageGeometry geom_;
-  PixelTransform xf_;
+  PixelNorm norm_;
   int B_, T_, P_, K_, Cp_;  // Cp_: classes padded to a multiple of 8 (the logits' row stride)
   int64_t cls_, pos_, patchw_, patchb_, normw_, normb_, headw_, headb_;
   BlockContext ctx_;
@@ -44,6 +47,7 @@ class VitBf16 : public Model {
   DeviceBuffer<uint8_t> pixels_;
   DeviceBuffer<int> labels_;
   DeviceBuffer<float> soft_;
+  DeviceBuffer<ImageMix> mix_;  // the batch's draw, read by the patch kernel
   bool soft_on_ = false;
   DeviceBuffer<bf16> patches_, proj_, cls_rows_, lnf_, logits_, dres_, dcls_;
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, loss_mean_, head_scratch_;

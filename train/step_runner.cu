@@ -4,40 +4,75 @@
 #include "kernels/reduce.h"
 #include "train/step_runner.h"
 
-StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, int64_t micro_tokens,
-                       bool cuda_graph)
+namespace {
+// Field sizes in bytes, each rounded up to 16 so that every staged field stays aligned.
+size_t padded(int64_t n, size_t elem) { return (size_t(n) * elem + 15) / 16 * 16; }
+}  // namespace
+
+StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph)
     : model_(model),
       opt_(opt),
       clipper_(clipper),
       clip_(clip),
       graphs_(cuda_graph),
       accum_(accum),
-      micro_tokens_(micro_tokens),
+      shape_(model.batch_shape()),
       loss_(1, "loss") {
-  if (graphs_) {
-    CUDA_CHECK(cudaStreamCreate(&stream_));  // blocking: ordered with the default stream's work
-    CUDA_CHECK(cudaMallocHost(&staged_, size_t(accum) * 2 * size_t(micro_tokens) * sizeof(int32_t)));
+  micro_bytes_ = padded(shape_.tokens, 4) + padded(shape_.targets, 4) + padded(shape_.pixels, 1) +
+                 padded(shape_.soft_targets, 4) + padded(1, sizeof(ImageMix));
+  try {  // the destructor frees what was made if a later call throws
+    if (graphs_) {
+      CUDA_CHECK(cudaStreamCreate(&stream_));  // blocking: ordered with the default stream's work
+      CUDA_CHECK(cudaMallocHost(&staged_, size_t(accum) * micro_bytes_));
+    }
+    CUDA_CHECK(cudaMallocHost(&host_, 2 * sizeof(float)));
+    for (auto& e : ev_) CUDA_CHECK(cudaEventCreate(&e));
+  } catch (...) {
+    free_resources();  // a throwing constructor runs no destructor
+    throw;
   }
-  CUDA_CHECK(cudaMallocHost(&host_, 2 * sizeof(float)));
-  for (auto& e : ev_) CUDA_CHECK(cudaEventCreate(&e));
 }
 
-StepRunner::~StepRunner() {  // no checks: nothing may throw from here
-  for (auto& e : ev_) cudaEventDestroy(e);
-  cudaFreeHost(host_);
-  cudaFreeHost(staged_);
+StepRunner::~StepRunner() { free_resources(); }
+
+void StepRunner::free_resources() {  // no checks: nothing may throw from here
+  for (auto& e : ev_)
+    if (e) cudaEventDestroy(e);
+  if (host_) cudaFreeHost(host_);
+  if (staged_) cudaFreeHost(staged_);
   if (stream_) cudaStreamDestroy(stream_);
+  host_ = nullptr;
+  staged_ = nullptr;
+  stream_ = nullptr;
+}
+
+// The staged fields of a micro-batch: tokens, targets, pixels, soft targets, then the mix draw; the
+// fields are null when the model does not take them, or when the staged batch lacked them.
+Batch StepRunner::staged(int micro) const {
+  char* p = staged_ + size_t(micro) * micro_bytes_;
+  Batch b;
+  b.tokens = shape_.tokens ? reinterpret_cast<const int32_t*>(p) : nullptr;
+  p += padded(shape_.tokens, 4);
+  b.targets = shape_.targets ? reinterpret_cast<const int32_t*>(p) : nullptr;
+  p += padded(shape_.targets, 4);
+  b.pixels = shape_.pixels ? reinterpret_cast<const uint8_t*>(p) : nullptr;
+  p += padded(shape_.pixels, 1);
+  b.soft_targets = shape_.soft_targets && soft_ ? reinterpret_cast<const float*>(p) : nullptr;
+  p += padded(shape_.soft_targets, 4);
+  b.mix = shape_.pixels ? reinterpret_cast<const ImageMix*>(p) : nullptr;
+  return b;
 }
 
 void StepRunner::enqueue_grads(const BatchSource* batches) {
   opt_.arena().zero_grads(stream_);
   for (int mi = 0; mi < accum_; mi++) {
     if (batches) {
-      model_.set_batch(batches->next(), stream_);
+      const Batch b = batches->next();
+      soft_ = b.soft_targets != nullptr;  // what a captured step will stage
+      model_.set_batch(b, stream_);
       batches->release(stream_);
     } else {
-      const int32_t* x = staged_ + size_t(2 * mi) * size_t(micro_tokens_);
-      model_.set_batch(Batch{x, x + micro_tokens_}, stream_);
+      model_.set_batch(staged(mi), stream_);
     }
     model_.forward(stream_);
     model_.loss_and_dlogits(1.0f / float(accum_), stream_);
@@ -54,13 +89,22 @@ void StepRunner::enqueue_optimizer() {
   opt_.step(info, stream_);
 }
 
-// The previous replay has finished reading the staging buffers: run() waited for it.
+// The previous replay has finished reading the staging buffers: run() waited for it. A captured step
+// replays the fields the first staged batch had, so every batch must bring the same ones.
 void StepRunner::stage(const BatchSource& batches) {
   for (int mi = 0; mi < accum_; mi++) {
     const Batch b = batches.next();
-    int32_t* x = staged_ + size_t(2 * mi) * size_t(micro_tokens_);
-    std::memcpy(x, b.tokens, size_t(micro_tokens_) * sizeof(int32_t));
-    std::memcpy(x + micro_tokens_, b.targets, size_t(micro_tokens_) * sizeof(int32_t));
+    const Batch d = staged(mi);
+    CHECK(!d.soft_targets == !b.soft_targets);
+    auto copy = [](const void* dst, const void* src, size_t bytes) {
+      if (dst && src) std::memcpy(const_cast<void*>(dst), src, bytes);
+    };
+    copy(d.tokens, b.tokens, size_t(shape_.tokens) * 4);
+    copy(d.targets, b.targets, size_t(shape_.targets) * 4);
+    copy(d.pixels, b.pixels, size_t(shape_.pixels));
+    copy(d.soft_targets, b.soft_targets, size_t(shape_.soft_targets) * 4);
+    const ImageMix none;
+    if (d.mix) copy(d.mix, b.mix ? b.mix : &none, sizeof(ImageMix));
     batches.release(stream_);
   }
 }

@@ -16,8 +16,8 @@
 #include "optim/grad_clip.h"
 #include "optim/optimizer.h"
 
-// Where a step's micro-batches come from: next() returns one (token batches of micro_tokens tokens and
-// as many targets, on the host); release(s) is called once the copies out of it are enqueued on s.
+// Where a step's micro-batches come from: next() returns one (on the host, its fields sized as the model's
+// batch_shape says); release(s) is called once the copies out of it are enqueued on s.
 struct BatchSource {
   std::function<Batch()> next;
   std::function<void(cudaStream_t)> release;
@@ -25,8 +25,7 @@ struct BatchSource {
 
 class StepRunner {
  public:
-  StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, int64_t micro_tokens,
-             bool cuda_graph);
+  StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -41,18 +40,22 @@ class StepRunner {
   void enqueue_grads(const BatchSource* batches);  // null: from the staged copies
   void enqueue_optimizer();
   void stage(const BatchSource& batches);
+  Batch staged(int micro) const;  // micro-batch `micro`'s fields in the staging buffer
+  void free_resources();
 
   Model& model_;
   Optimizer& opt_;
   GradClipper& clipper_;
   bool clip_, graphs_;
   int accum_;
-  int64_t micro_tokens_;
+  BatchShape shape_;
+  size_t micro_bytes_ = 0;  // one staged micro-batch: its fields and the mix draw
+  bool soft_ = false;       // the batches carry soft targets (seen in the eager step before a capture)
   int steps_run_ = 0;
   cudaStream_t stream_ = nullptr;  // the legacy default stream, or with graphs a blocking stream of its own
   CudaGraph graph_grads_, graph_opt_;
-  int32_t* staged_ = nullptr;  // pinned: accum x (tokens, targets)
-  float* host_ = nullptr;      // pinned: loss, norm
+  char* staged_ = nullptr;  // pinned: accum micro-batches
+  float* host_ = nullptr;   // pinned: loss, norm
   cudaEvent_t ev_[4] = {};     // step start, optimizer start, optimizer end, step end
   DeviceBuffer<float> loss_;
 };

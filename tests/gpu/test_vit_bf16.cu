@@ -49,18 +49,12 @@ std::vector<float> host_images(const std::vector<uint8_t>& px, const ImageGeomet
   return out;
 }
 
-PixelTransform transform_of(const ImageNorm& n, const ImageMix& m) {
-  PixelTransform t;
+PixelNorm norm_of(const ImageNorm& n) {
+  PixelNorm t;
   for (int c = 0; c < 3; c++) {
     t.mean[c] = n.mean[c];
     t.inv_std[c] = 1.0f / n.std[c];
   }
-  t.mix = int(m.mode);
-  t.lambda = m.lambda;
-  t.y0 = m.y0;
-  t.y1 = m.y1;
-  t.x0 = m.x0;
-  t.x1 = m.x1;
   return t;
 }
 
@@ -91,7 +85,9 @@ TEST_F(VitBf16Gpu, PatchAndTokenKernels) {
       dpx.upload(px);
       const int P = g.patches(), K = g.patch_dim();
       DeviceBuffer<bf16> rows(size_t(g.B) * P * K);
-      image_patches(rows.get(), dpx.get(), g, transform_of(norm, mix), 0);
+      DeviceBuffer<ImageMix> dmix(1);
+      dmix.upload(&mix, 1);
+      image_patches(rows.get(), dpx.get(), g, norm_of(norm), dmix.get(), 0);
       std::vector<double> want(size_t(g.B) * P * K);
       for (int b = 0; b < g.B; b++)
         for (int k = 0; k < P; k++)
@@ -121,7 +117,8 @@ TEST_F(VitBf16Gpu, PatchAndTokenKernels) {
         if (t > 0) wdproj[(size_t(b) * P + t - 1) * C + c] = dx[i];
       }
   EXPECT_LT(rel_error(from_dev(x), wx), 4e-3) << "tokens forward";
-  DeviceBuffer<float> gpos(size_t(T) * C), gcls(size_t(C));
+  DeviceBuffer<float> gpos(size_t(T) * C);
+  DeviceBuffer<float> gcls{size_t(C)};
   std::vector<float> half(size_t(T) * C, 0.5f), quarter(size_t(C), 0.25f);
   gpos.upload(half);  // the backward accumulates
   gcls.upload(quarter);
@@ -192,7 +189,7 @@ TEST_F(VitBf16Gpu, ModelMatchesCpuReference) {
       batch.pixels = px.data();
       batch.targets = y.data();
       batch.soft_targets = soft ? st.data() : nullptr;
-      batch.mix = mix;
+      batch.mix = &mix;
       const VitRun r = run_vit(m, arena, batch), again = run_vit(m, arena, batch);
 
       VitRef ref(s, table);

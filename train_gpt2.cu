@@ -181,7 +181,9 @@ Inputs prepare(Args& a) {
     check_shape(*in.resume, in.shape);
     check_checkpoint_params(*in.resume, in.table);
     in.state = read_train_state(*in.resume);
-    in.train->seek(in.state.data);
+    const std::vector<int64_t>& d = in.state.data;
+    if (d.size() != 3) user_error("'", a.resume, "' holds no token-loader position; is it a train_vit checkpoint?");
+    in.train->seek({d[0], d[1], d[2]});
   }
   if (!a.ckpt_dir.empty()) prepare_ckpt_dir(a.ckpt_dir);
   return in;
@@ -267,7 +269,8 @@ int run(Args& a) {
       state = start;
       user_error(data_error_saved(e.what(), step, checkpoint(step)));
     }
-    state.data = batches.position();
+    const TokenLoader::Position at = batches.position();
+    state.data = {at.epoch, at.shard, at.sample};
     if (a.dropout > 0) state.dropout_counter = model->dropout_counter();  // it advances only with dropout on
     if (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0) checkpoint(step + 1);
     if (g_stop) {

@@ -19,8 +19,7 @@ void save_checkpoint(const std::string& path, const Arena& arena, const Model& m
   opt.save_state(w);
   w.put_i64("train.step", state.step);
   w.put_i64("train.dropout_counter", int64_t(state.dropout_counter));
-  const int64_t lp[3] = {state.data.epoch, state.data.shard, state.data.sample};
-  w.put("train.loader", lp, sizeof lp);
+  w.put_vector("train.loader", state.data);
   std::ostringstream r;
   r << state.rng;
   w.put_string("train.sample_rng", r.str());
@@ -29,9 +28,7 @@ void save_checkpoint(const std::string& path, const Arena& arena, const Model& m
 
 TrainState read_train_state(const SectionReader& r) {
   TrainState s;
-  int64_t lp[3];
-  r.read("train.loader", lp, sizeof lp);
-  s.data = {lp[0], lp[1], lp[2]};
+  s.data = r.get_vector<int64_t>("train.loader");
   std::istringstream rs(r.get_string("train.sample_rng"));
   rs >> s.rng;
   s.step = r.get_i64("train.step");

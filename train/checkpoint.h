@@ -7,16 +7,16 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "common/sections.h"
-#include "data/token_shards.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
 
 // What a checkpoint holds besides the model and the optimizer.
 struct TrainState {
   int64_t step = 0;              // optimizer steps done
-  TokenLoader::Position data;    // where the training data continues
+  std::vector<int64_t> data;     // where the training data continues: the loader's position as integers
   std::mt19937_64 rng;           // the sampling generator
   uint64_t dropout_counter = 0;  // micro-batches trained with dropout so far (the masks' counter)
 };

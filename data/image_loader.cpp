@@ -1,0 +1,188 @@
+#include "data/image_loader.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "data/image_decode.h"
+#include "data/rng.h"
+
+namespace {
+WdsStreamOptions stream_options(const ImageLoaderOptions& o) {
+  if (o.batch < 1 || o.size < 1 || (o.channels != 1 && o.channels != 3) || o.classes < 2)
+    user_error("image loader: batch and size must be >= 1, channels 1 or 3, classes >= 2.");
+  WdsStreamOptions s;
+  s.num_classes = o.classes;
+  s.rank = o.rank;
+  s.world = o.world;
+  s.shuffle_shards = o.train;
+  s.shuffle_buffer = o.train ? o.shuffle_buffer : 0;
+  s.seed = o.seed;
+  s.single_pass = !o.train;
+  return s;
+}
+}  // namespace
+
+ImageLoader::ImageLoader(const std::vector<std::string>& shards, const ImageLoaderOptions& o)
+    : o_(o), stream_(shards, stream_options(o)) {
+  if (o_.train) {
+    o_.train_tf.size = o_.size;
+    check_options(o_.train_tf);
+    check_options(o_.mixup);
+  } else {
+    o_.eval_tf.size = o_.size;
+    check_options(o_.eval_tf);
+  }
+  tasks_.resize(size_t(o_.batch));
+  int n = o_.threads > 0 ? o_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  n = std::min(n, o_.batch);
+  for (int i = 0; i < n; i++) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ImageLoader::~ImageLoader() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+// Decode, then crop / resize / flip (training) or resize / centre-crop (evaluation) into t.out.
+void ImageLoader::work(Task& t, AugmentScratch& scratch, Image& img) {
+  t.ok = try_decode_image(t.sample.image.data(), t.sample.image.size(), o_.channels, &img, &t.why);
+  if (!t.ok) return;
+  if (o_.train) {
+    Rng rng = Rng::derive(o_.seed, RngStream::kAugment, 0, uint64_t(t.index));
+    train_transform_u8(img, o_.train_tf, rng, t.out, &scratch);
+  } else {
+    eval_transform_u8(img, o_.eval_tf, t.out, &scratch);
+  }
+}
+
+void ImageLoader::worker(int id) {
+  (void)id;
+  AugmentScratch scratch;
+  Image img;
+  uint64_t seen = 0;
+  for (;;) {
+    size_t i;
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      cv_.wait(g, [&] { return stop_ || (generation_ != seen && next_task_ < count_); });
+      if (stop_) return;
+      i = next_task_++;
+      if (next_task_ == count_) seen = generation_;
+    }
+    Task& t = tasks_[i];
+    try {
+      work(t, scratch, img);
+    } catch (const std::exception& e) {  // a transform refusing an image: treated as undecodable
+      t.ok = false;
+      t.why = e.what();
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    if (++finished_ == count_) done_cv_.notify_all();
+  }
+}
+
+void ImageLoader::run_tasks(size_t count) {
+  std::unique_lock<std::mutex> g(mu_);
+  count_ = count;
+  next_task_ = 0;
+  finished_ = 0;
+  generation_++;
+  cv_.notify_all();
+  done_cv_.wait(g, [&] { return finished_ == count_; });
+}
+
+int ImageLoader::next(const ImageBatchView& out) {
+  const size_t px = size_t(o_.size) * size_t(o_.size) * size_t(o_.channels);
+  int real = 0;
+  bool ended = false;
+  // Fill the free places, decode them in parallel, and refill the places of undecodable images.
+  std::vector<int> places(size_t(o_.batch));
+  for (int i = 0; i < o_.batch; i++) places[size_t(i)] = i;
+  while (!places.empty() && !ended) {
+    size_t n = 0;
+    for (; n < places.size(); n++) {
+      Task& t = tasks_[n];
+      if (!stream_.next(t.sample)) {
+        ended = true;
+        break;
+      }
+      t.index = served_++;
+      t.out = out.pixels + size_t(places[n]) * px;
+    }
+    run_tasks(n);
+    std::vector<int> again;
+    for (size_t k = 0; k < n; k++) {
+      if (tasks_[k].ok) {
+        out.labels[places[k]] = tasks_[k].sample.label;
+        real++;
+        continue;
+      }
+      skipped_++;
+      std::fprintf(stderr, "skipped an image that cannot be decoded (%s, %s): %s\n", tasks_[k].sample.shard.c_str(),
+                   tasks_[k].sample.key.c_str(), tasks_[k].why.c_str());
+      again.push_back(places[k]);
+    }
+    for (size_t k = n; k < places.size(); k++) again.push_back(places[k]);  // the pass ended
+    places = again;
+  }
+  if (real == 0) return 0;
+  // An evaluation pass's last batch: real samples move to the front, and the places after them repeat
+  // the first one, so that the caller counts the first `real`.
+  std::vector<bool> filled(size_t(o_.batch), true);
+  for (int p : places) filled[size_t(p)] = false;
+  for (int lo = 0, hi = o_.batch - 1;; lo++, hi--) {
+    while (lo < o_.batch && filled[size_t(lo)]) lo++;
+    while (hi >= 0 && !filled[size_t(hi)]) hi--;
+    if (lo >= hi) break;
+    std::memcpy(out.pixels + size_t(lo) * px, out.pixels + size_t(hi) * px, px);
+    out.labels[lo] = out.labels[hi];
+  }
+  for (int p = real; p < o_.batch; p++) {
+    std::memcpy(out.pixels + size_t(p) * px, out.pixels, px);
+    out.labels[p] = out.labels[0];
+  }
+  *out.mix = ImageMix();
+  if (o_.train) {
+    Rng rng = Rng::derive(o_.seed, RngStream::kMixup, 0, uint64_t(batches_));
+    const MixDraw d = o_.mix ? draw_mix(o_.mixup, o_.size, o_.size, rng) : MixDraw();
+    if (d.lambda < 1.0) {
+      out.mix->mode = d.cutmix ? ImageMix::kCutmix : ImageMix::kMixup;
+      out.mix->lambda = float(d.lambda);
+      out.mix->y0 = d.y0;
+      out.mix->y1 = d.y1;
+      out.mix->x0 = d.x0;
+      out.mix->x1 = d.x1;
+    }
+    if (soft_targets())
+      mix_targets(out.labels, o_.batch, o_.classes, d.lambda, o_.mixup.label_smoothing, out.soft_targets);
+  }
+  batches_++;
+  return real;
+}
+
+std::vector<int64_t> ImageLoader::Position::to_ints() const {
+  std::vector<int64_t> v = {served, batches};
+  const std::vector<int64_t> s = stream.to_ints();
+  v.insert(v.end(), s.begin(), s.end());
+  return v;
+}
+
+ImageLoader::Position ImageLoader::Position::from_ints(const std::vector<int64_t>& v) {
+  if (v.size() < 3 || v[0] < 0 || v[1] < 0) user_error("a malformed image-loader position in the checkpoint.");
+  Position p;
+  p.served = v[0];
+  p.batches = v[1];
+  p.stream = WdsPosition::from_ints(std::vector<int64_t>(v.begin() + 2, v.end()));
+  return p;
+}
+
+void ImageLoader::seek(const Position& p) {
+  stream_.seek(p.stream);
+  served_ = p.served;
+  batches_ = p.batches;
+}

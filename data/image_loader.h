@@ -1,0 +1,93 @@
+// Batches of images for train_vit: WebDataset shards (data/wds_stream) decoded and transformed on a pool
+// of CPU threads (data/image_decode, data/augment) into 8-bit (B, size, size, channels) pixels, with the
+// labels, and for training the batch's mixup / cutmix draw and soft targets (data/mixup). Normalisation
+// and the mix itself happen on the GPU (kernels/patch_embed), so a batch moves as bytes.
+//
+// Each sample's crop and flip come from its own generator, derived from the seed and the sample's index
+// in the stream, and each batch's mix from the seed and the batch's index: the batches do not depend on
+// the thread count or on scheduling, and a run resumed from position() repeats the original's.
+//
+// An image stb_image cannot decode is skipped and counted (skipped()), its place taken by the stream's
+// next sample: a data set of a million photos may hold a few broken files, and one should not stop a
+// run of days. A tar or label error stops the run (data/wds_samples).
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/augment.h"
+#include "data/mixup.h"
+#include "data/wds_stream.h"
+#include "kernels/patch_embed.h"
+
+struct ImageLoaderOptions {
+  int batch = 0, size = 224, channels = 3, classes = 1000;
+  bool train = true;  // shuffled, augmented, endless; false: one pass in shard order, evaluation transform
+  uint64_t seed = 0;
+  int threads = 0;               // decoding threads; 0: the machine's hardware threads
+  int64_t shuffle_buffer = 0;    // samples (training)
+  int rank = 0, world = 1;       // this process reads shards rank, rank + world, ...
+  TrainTransformOptions train_tf;
+  EvalTransformOptions eval_tf;
+  bool mix = false;              // draw mixup / cutmix per batch (training)
+  MixupOptions mixup;            // also label smoothing: with mix off, smoothing > 0 still gives soft targets
+};
+
+// Where a batch goes: pixels (batch, size, size, channels), labels (batch), soft targets (batch, classes)
+// when the options make them (else untouched), the mix draw.
+struct ImageBatchView {
+  uint8_t* pixels;
+  int32_t* labels;
+  float* soft_targets;
+  ImageMix* mix;
+};
+
+class ImageLoader {
+ public:
+  ImageLoader(const std::vector<std::string>& shards, const ImageLoaderOptions& o);
+  ~ImageLoader();
+  ImageLoader(const ImageLoader&) = delete;
+  ImageLoader& operator=(const ImageLoader&) = delete;
+
+  // Fills a batch and returns how many samples are real: `batch`, except at the end of an evaluation
+  // pass, where the rest repeat the last real one (0: the pass is over).
+  int next(const ImageBatchView& out);
+  bool soft_targets() const { return o_.train && (o_.mix || o_.mixup.label_smoothing > 0); }
+  struct Position {
+    WdsPosition stream;
+    int64_t served = 0;  // samples handed out (their generators' index)
+    int64_t batches = 0;
+    std::vector<int64_t> to_ints() const;
+    static Position from_ints(const std::vector<int64_t>& v);
+  };
+  Position position() const { return {stream_.position(), served_, batches_}; }
+  void seek(const Position& p);  // same shards and options; UserError otherwise
+  int64_t skipped() const { return skipped_; }
+  const ImageLoaderOptions& options() const { return o_; }
+
+ private:
+  struct Task {
+    WdsSample sample;
+    int64_t index = 0;  // in the stream: the generator's
+    uint8_t* out = nullptr;
+    bool ok = false;
+    std::string why;
+  };
+  void work(Task& t, AugmentScratch& scratch, Image& img);
+  void run_tasks(size_t count);  // tasks_[0, count) on the pool
+  void worker(int id);
+
+  ImageLoaderOptions o_;
+  WdsStream stream_;
+  int64_t served_ = 0, batches_ = 0, skipped_ = 0;
+  std::vector<Task> tasks_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  size_t count_ = 0, next_task_ = 0, finished_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};

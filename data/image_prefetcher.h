@@ -1,0 +1,51 @@
+// Runs an ImageLoader on a CPU thread a few batches ahead, into pinned host memory, so that the GPU
+// never waits on decoding and the copies to it are asynchronous (data/prefetcher's scheme for images).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "data/image_loader.h"
+#include "models/model.h"
+
+class ImagePrefetcher {
+ public:
+  // The loader must not be used by anyone else while the prefetcher lives.
+  explicit ImagePrefetcher(ImageLoader& loader, int depth = 3);
+  ~ImagePrefetcher();
+  ImagePrefetcher(const ImagePrefetcher&) = delete;
+  ImagePrefetcher& operator=(const ImagePrefetcher&) = delete;
+
+  // Waits for the next batch (real: how many samples are real, see ImageLoader::next; 0 = the pass is
+  // over); rethrows the loader's error.
+  Batch next(int* real = nullptr);
+  void release(cudaStream_t s);  // once the copies out of next()'s batch are enqueued on s
+  ImageLoader::Position position() const { return consumed_; }  // after the last batch next() returned
+
+ private:
+  struct Slot {
+    uint8_t* pixels = nullptr;
+    int32_t* labels = nullptr;
+    float* soft = nullptr;
+    ImageMix* mix = nullptr;
+    cudaEvent_t copied = nullptr;
+    ImageLoader::Position after;
+    int real = 0;
+    bool filled = false;
+  };
+  void run();
+  void free_slots();
+  ImageLoader& loader_;
+  std::vector<Slot> slots_;
+  int head_ = 0;
+  ImageLoader::Position consumed_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, done_ = false;  // done: an evaluation pass is over
+  std::exception_ptr error_;
+  std::thread thread_;
+};

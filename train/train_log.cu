@@ -58,6 +58,15 @@ void TrainLog::validation(int64_t step, float loss) {
   std::fflush(json_.get());
 }
 
+void TrainLog::validation(int64_t step, float loss, double top1, double top5) {
+  std::printf("step %lld | val loss %.4f | top-1 %.2f%% | top-5 %.2f%%\n", (long long)step, loss, 100 * top1,
+              100 * top5);
+  if (!json_) return;
+  std::fprintf(json_.get(), "{\"step\":%lld,\"val_loss\":%.6f,\"val_top1\":%.6f,\"val_top5\":%.6f}\n", (long long)step,
+               loss, top1, top5);
+  std::fflush(json_.get());
+}
+
 void TrainLog::step(const Step& s) {
   ema_ms_ = ema_ms_ < 0 ? s.ms : 0.9 * ema_ms_ + 0.1 * s.ms;
   const double per_s = units_ / (s.ms * 1e-3), mfu = peak_ > 0 ? work_ / (s.ms * 1e-3) / peak_ : 0.0;

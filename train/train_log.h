@@ -21,6 +21,7 @@ class TrainLog {
   TrainLog(const std::string& json_path, double peak_flops, double work_per_step, double units_per_step,
            const char* unit);
   void validation(int64_t step, float loss);
+  void validation(int64_t step, float loss, double top1, double top5);  // classifiers: accuracy too
   struct Step {
     int64_t step, steps;  // the step just done (1-based) and the planned total
     float loss, grad_norm;

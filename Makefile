@@ -30,7 +30,7 @@ HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp 
             optim/ref/ref_adamw.cpp optim/ref/ref_adafactor.cpp optim/ref/ref_muon.cpp optim/ref/ref_factory.cpp \
             optim/ref/ref_small_fc.cpp optim/ref/ref_velo.cpp optim/ref/ref_lo_tensor.cpp \
             models/model_tables.cpp models/ref_ops.cpp models/gpt2_ref.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp \
-            data/tar_reader.cpp data/tar_writer.cpp \
+            data/tar_reader.cpp data/tar_writer.cpp data/wds_samples.cpp data/wds_stream.cpp \
             train/train_flags.cpp
 # CUDA code: the arena, the optimizers and their kernels.
 CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \

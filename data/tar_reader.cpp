@@ -267,5 +267,6 @@ bool TarReader::next(TarMember& m, std::vector<uint8_t>& data) {
     fail(m.offset, "",
          "is an extended header at the end of the archive, with no member after it; the shard is truncated");
   ended_ = true;
+  pos_ = h.at;  // offset() stays at the end marker: a reader restarted there ends too, reading nothing after it
   return false;
 }

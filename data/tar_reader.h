@@ -44,7 +44,8 @@ class TarReader {
   bool next(TarMember& member, std::vector<uint8_t>& data);
   // Restarts at `offset`, which must be where a header (chain) begins.
   void seek(int64_t offset);
-  // Where the next header begins: resuming there with seek() continues with the next member.
+  // Where the next header begins: resuming there with seek() continues with the next member. At the end,
+  // the end marker's offset (the bytes after it, such as a record's padding, are never read).
   int64_t offset() const { return pos_; }
   const std::string& path() const { return path_; }
   int64_t archive_size() const { return size_; }

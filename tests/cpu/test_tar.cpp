@@ -127,6 +127,14 @@ TEST(TarFormat, EndOfArchive) {
   EXPECT_EQ(read_bytes(body + std::string(512, '\0')), want);
   EXPECT_EQ(read_bytes(body + kEnd + std::string(8192, '\0') + "junk after the end"), want);  // not read
   EXPECT_EQ(read_bytes(""), Members{});
+  // At the end the offset is the end marker's, so a reader restarted there ends too (fuzzing found the
+  // offset after the marker, where a restart read the junk that follows).
+  const std::string junk = body + kEnd + "x";
+  TarReader r(reinterpret_cast<const uint8_t*>(junk.data()), junk.size(), "mem.tar");
+  EXPECT_EQ(read_all(r), want);
+  EXPECT_EQ(r.offset(), int64_t(body.size()));
+  TarReader again(reinterpret_cast<const uint8_t*>(junk.data()), junk.size(), "mem.tar", r.offset());
+  EXPECT_EQ(read_all(again), Members{});
   expect_user_error([&] { read_bytes(body + std::string(512, '\0') + member("c", "3")); },
                     "tar archive 'mem.tar': the header at byte 2560 follows a lone zero block");
 }

@@ -79,6 +79,11 @@ train_gpt2: $(BUILD)/train_gpt2.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 tokenize: $(BUILD)/tokenize.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
 
+# Fashion-MNIST as WebDataset shards; scripts/prepare_fashion_mnist.sh builds and runs it. Not part of `all`:
+# it needs Debian's libstb-dev (stb_image_write.h), which the script installs where it is missing.
+$(BUILD)/fashion_mnist_to_wds: $(BUILD)/tools/fashion_mnist_to_wds.o $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@
+
 $(BUILD)/optim_replay: $(BUILD)/tests/tools/optim_replay.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 

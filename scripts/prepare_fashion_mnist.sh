@@ -20,7 +20,7 @@ install_package() {
   echo "prepare_fashion_mnist: installing Debian's $1 with apt-get." >&2
   $sudo apt-get install -y "$1" >/dev/null 2>&1 ||
     { $sudo apt-get update >/dev/null 2>&1 && $sudo apt-get install -y "$1" >/dev/null 2>&1; } || {
-    echo "prepare_fashion_mnist: 'apt-get install $1' failed; install it (Debian or Ubuntu with network access) and run this again." >&2
+    echo "prepare_fashion_mnist: 'apt-get install $1' failed; install it (Debian/Ubuntu, online) and retry." >&2
     exit 1
   }
 }

@@ -30,6 +30,7 @@ HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp 
             optim/ref/ref_adamw.cpp optim/ref/ref_adafactor.cpp optim/ref/ref_muon.cpp optim/ref/ref_factory.cpp \
             optim/ref/ref_small_fc.cpp optim/ref/ref_velo.cpp optim/ref/ref_lo_tensor.cpp \
             models/model_tables.cpp models/block_table.cpp models/ref_ops.cpp models/ref_block.cpp models/gpt2_ref.cpp models/vit_ref.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp \
+            data/tar_reader.cpp data/tar_writer.cpp data/wds_samples.cpp data/wds_stream.cpp \
             train/train_flags.cpp
 # CUDA code: the arena, the optimizers and their kernels.
 CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \
@@ -78,6 +79,11 @@ train_gpt2: $(BUILD)/train_gpt2.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 tokenize: $(BUILD)/tokenize.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
 
+# Fashion-MNIST as WebDataset shards; scripts/prepare_fashion_mnist.sh builds and runs it. Not part of `all`:
+# it needs Debian's libstb-dev (stb_image_write.h), which the script installs where it is missing.
+$(BUILD)/fashion_mnist_to_wds: $(BUILD)/tools/fashion_mnist_to_wds.o $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@
+
 $(BUILD)/optim_replay: $(BUILD)/tests/tools/optim_replay.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
@@ -109,10 +115,11 @@ FUZZ_CXX     ?= $(if $(shell command -v clang++-14 2>/dev/null),clang++-14,clang
 FUZZ_SECONDS ?= 20
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -MMD -MP -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_TARGETS := safetensors msgpack sections token_shards tokenizer_ranks tokenizer_encode json cli options
+FUZZ_TARGETS := safetensors msgpack sections token_shards tokenizer_ranks tokenizer_encode json cli options tar
 FUZZ_HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp core/param_table.cpp \
                  optim/options.cpp optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/safetensors.cpp \
-                 optim/lopt/msgpack.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp
+                 optim/lopt/msgpack.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp data/tar_reader.cpp data/tar_writer.cpp \
+                 data/wds_samples.cpp data/wds_stream.cpp
 FUZZ_HOST_OBJ := $(FUZZ_HOST_SRC:%.cpp=$(FUZZ_DIR)/obj/%.o)
 # Longest input per target: a few seeds' worth (shards and ranks heads are the largest seeds).
 FUZZ_MAX_LEN_safetensors := 4096
@@ -124,6 +131,7 @@ FUZZ_MAX_LEN_tokenizer_encode := 8192
 FUZZ_MAX_LEN_json := 4096
 FUZZ_MAX_LEN_cli := 1024
 FUZZ_MAX_LEN_options := 1024
+FUZZ_MAX_LEN_tar := 16384
 
 .PHONY: fuzz fuzz-build fuzz-seeds $(FUZZ_TARGETS:%=fuzz-%)
 .SECONDARY: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o) $(FUZZ_DIR)/obj/tests/fuzz/make_seeds.o

@@ -9,6 +9,7 @@
 
 #include "common/sections.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/tar_writer.h"
 #include "data/token_shards.h"
 #include "optim/lopt/msgpack.h"
 #include "optim/lopt/safetensors.h"
@@ -161,6 +162,49 @@ void token_shards_seeds() {
   put("token_shards", "empty_shard", loader(1, 1, 1, 0, 0, 0, 1) + slurp(tmp));
 }
 
+// 4 bytes of settings (see fuzz_tar.cpp: classes, shuffle buffer, resume point, seed), then a shard.
+std::string tar_settings(int classes_idx, int buffer, int at) { return {char(classes_idx), char(buffer), char(at), 5}; }
+std::string tar_of(const std::vector<std::pair<std::string, std::string>>& members) {
+  const std::string tmp = fuzz_dir() + "/x.tar";
+  TarWriter w(tmp);
+  for (const auto& m : members) w.add(m.first, m.second);
+  w.commit();
+  return slurp(tmp);
+}
+void tar_seeds() {
+  std::vector<std::pair<std::string, std::string>> m;
+  for (int i = 0; i < 4; i++) {
+    const std::string key = "fmnist_train_00000" + std::to_string(i);
+    m.push_back({key + ".png", "\x89PNG" + std::to_string(i)});
+    m.push_back({key + ".cls", std::to_string(i * 3 % 10) + "\n"});
+  }
+  m.push_back({"n01440764/ILSVRC2012_val_00000001.JPEG", "jpeg"});
+  m.push_back({"n01440764/ILSVRC2012_val_00000001.cls", " 0 "});
+  m.push_back({"n01440764/ILSVRC2012_val_00000001.json", "{\"label\": 0}"});
+  const std::string good = tar_of(m);
+  put("tar", "samples", tar_settings(0, 3, 2) + good);
+  put("tar", "samples_in_order", tar_settings(0, 0, 5) + good);
+  // Found by this target: a stream recorded just after a shard's last sample resumed after the end
+  // marker, and read the junk that follows it (tests/cpu TarFormat.EndOfArchive).
+  put("tar", "regress_resume_after_end", tar_settings(0, 4, 2) + good + "x");
+  put("tar", "truncated", tar_settings(0, 2, 1) + good.substr(0, good.size() / 2 + 100));
+  const std::string long_key = std::string(120, 'k') + "/" + std::string(130, 'p');  // pax path records
+  put("tar", "pax_names",
+      tar_settings(2, 4, 1) +
+          tar_of({{long_key + ".jpg", "i"}, {long_key + ".cls", "999"}, {"x.jpeg", "j"}, {"x.cls", "1"}}));
+  auto gnu_member = [](const std::string& name, const std::string& data) {  // GNU tar's long names, by hand
+    return tar_header("././@LongLink", int64_t(name.size()) + 1, 'L') + name + '\0' +
+           tar_padding(int64_t(name.size()) + 1) + tar_header(name.substr(0, 100), int64_t(data.size()), '0') + data +
+           tar_padding(int64_t(data.size()));
+  };
+  const std::string gnu_key = std::string(150, 'g');
+  put("tar", "gnu_long_name",
+      tar_settings(3, 1, 0) + gnu_member(gnu_key + ".png", "g") + tar_header("dir/", 0, '5') +
+          gnu_member(gnu_key + ".cls", "2") + std::string(1024, '\0'));
+  put("tar", "missing_cls", tar_settings(0, 0, 0) + tar_of({{"a.jpg", "i"}, {"a.json", "{}"}}));
+  put("tar", "bad_label", tar_settings(1, 0, 0) + tar_of({{"a.jpg", "i"}, {"a.cls", "1"}}));
+}
+
 void tokenizer_seeds() {
   auto lines = [](int from, int to) {
     std::string s;
@@ -252,6 +296,7 @@ int main(int argc, char** argv) {
     msgpack_seeds();
     sections_seeds();
     token_shards_seeds();
+    tar_seeds();
     tokenizer_seeds();
     json_seeds();
     cli_seeds();

@@ -17,7 +17,9 @@ GTEST_DIR ?= $(if $(wildcard .deps/gtest/include),.deps/gtest,)
 GTEST_INC := $(if $(GTEST_DIR),-I$(GTEST_DIR)/include,)
 GTEST_LIB := $(if $(GTEST_DIR),-L$(GTEST_DIR)/lib,) -lgtest_main -lgtest -lpthread
 
-COMMON_FLAGS := -O3 -I. -MMD -MP
+# stb_image (Debian's libstb-dev), or a copy of its headers in $(STB_DIR)/include/stb (machines without apt).
+STB_DIR   ?= $(if $(wildcard /usr/include/stb/stb_image.h),,.deps/stb)
+COMMON_FLAGS := -O3 -I. -MMD -MP $(if $(STB_DIR),-I$(STB_DIR)/include,)
 CXXFLAGS  += -std=c++17 $(COMMON_FLAGS) -Wall -Wextra -I$(CUDA_HOME)/include
 NVCCFLAGS += -std=c++17 $(COMMON_FLAGS) -gencode arch=compute_$(GPU_ARCH),code=[sm_$(GPU_ARCH),compute_$(GPU_ARCH)] \
              --expt-relaxed-constexpr -Xcompiler -Wall -diag-suppress 177

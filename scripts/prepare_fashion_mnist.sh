@@ -5,13 +5,14 @@
 # PNG and its class index (.cls). About 165 MB: tar's 512-byte blocks outweigh the ~600-byte PNGs.
 #
 #   scripts/prepare_fashion_mnist.sh [OUT_DIR]     (default data/fashion_mnist)
+#   FASHION_MNIST_SRC=DIR scripts/prepare_fashion_mnist.sh   (the four .gz files from elsewhere: no apt)
 #
 # Installs dataset-fashion-mnist and libstb-dev with apt-get where they are missing (and says so), builds
 # build/fashion_mnist_to_wds, unpacks the IDX files into a folder under OUT_DIR and removes it afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-data/fashion_mnist}
-src=/usr/share/datasets/fashion-mnist
+src=${FASHION_MNIST_SRC:-/usr/share/datasets/fashion-mnist}
 
 # apt-get install, as root or through sudo; an index refresh first if the package is unknown.
 install_package() {
@@ -25,7 +26,7 @@ install_package() {
   }
 }
 [ -f "$src/train-images-idx3-ubyte.gz" ] || install_package dataset-fashion-mnist
-[ -f /usr/include/stb/stb_image_write.h ] || install_package libstb-dev
+[ -f /usr/include/stb/stb_image_write.h ] || [ -f "${STB_DIR:-.deps/stb}/include/stb/stb_image_write.h" ] || install_package libstb-dev
 make build/fashion_mnist_to_wds >/dev/null
 
 mkdir -p "$out"

@@ -50,7 +50,7 @@ TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
 PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
-TOOLS    := $(BUILD)/optim_replay $(BUILD)/gpt2_dump
+TOOLS    := $(BUILD)/optim_replay $(BUILD)/gpt2_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment
 
 .PHONY: all test test-cpu test-gpu clean
 all: $(PROGRAMS) $(TESTS) $(TOOLS)
@@ -86,6 +86,14 @@ $(BUILD)/optim_replay: $(BUILD)/tests/tools/optim_replay.o $(BUILD)/liblopt_gpu.
 
 $(BUILD)/gpt2_dump: $(BUILD)/tests/tools/gpt2_dump.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
+# Host only: photos -> an ImageNet-like corpus (scripts/prepare_imagenet_like.sh runs it), and the
+# single-core speed of decoding + augmenting images.
+$(BUILD)/make_imagenet_like: $(BUILD)/tools/make_imagenet_like.o $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@ -lpthread
+
+$(BUILD)/bench_augment: $(BUILD)/bench/bench_augment.o $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@
 
 $(BUILD)/test_cpu: $(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(GTEST_LIB)

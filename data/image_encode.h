@@ -1,5 +1,6 @@
 // An 8-bit image to PNG or baseline JPEG bytes (stb_image_write), for tests and data-preparation tools.
-// stb writes 4:2:0 chroma at quality <= 90 and 4:4:4 above; gray images as one-component JPEGs.
+// stb writes baseline JPEGs, 4:2:0 chroma at quality <= 90 and 4:4:4 above, always as three components
+// (YCbCr; a gray image gets neutral chroma).
 #pragma once
 #include <string>
 

@@ -29,8 +29,11 @@ trap 'rm -rf "$work"' EXIT
 make -s build/make_imagenet_like
 
 echo "fetching the photo packages (about 98 MB)..."
-(cd "$work" && apt-get download -qq plasma-workspace-wallpapers palapeli-data python3-sklearn 2>&1 |
-  grep -v '^W: Download is performed unsandboxed' || true)
+if ! (cd "$work" && apt-get download -qq plasma-workspace-wallpapers palapeli-data python3-sklearn 2>"$work/apt.log"); then
+  cat "$work/apt.log" >&2
+  echo "prepare_imagenet_like: cannot download the photo packages; run 'apt-get update' first, or check the network." >&2
+  exit 1
+fi
 for deb in "$work"/*.deb; do dpkg -x "$deb" "$work/x"; done
 rm -f "$work"/*.deb
 
@@ -40,7 +43,8 @@ for name in BytheWater ColdRipple ColorfulCups DarkestHour EveningGlow FallenLea
   Shell summer_1am; do
   dir="$work/x/usr/share/wallpapers/$name/contents/images"
   # The largest JPEG size of the wallpaper (files are named WIDTHxHEIGHT.jpg).
-  best=$(cd "$dir" && ls -- *.jpg | awk -Fx '{print $1 * $2, $0}' | sort -n | tail -n 1 | cut -d' ' -f2)
+  best=$(find "$dir" -maxdepth 1 -name '*x*.jpg' -printf '%f\n' | awk -Fx '{print $1 * $2, $0}' | sort -n |
+    tail -n 1 | cut -d' ' -f2)
   ln -s "$dir/$best" "$work/photos/$name.jpg"
 done
 for name in castle-maintenon cincinnati-bridge citrus-fruits european-honey-bee panther-chameleon-female; do

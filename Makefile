@@ -33,7 +33,7 @@ HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp 
             train/train_flags.cpp
 # Images (train_vit): decoding (stb_image, implementation compiled once here), augmentations, Mixup/CutMix.
 HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cpp data/image_encode.cpp \
-            data/rng.cpp data/resample.cpp data/augment.cpp data/mixup.cpp
+            data/rng.cpp data/resample.cpp data/augment.cpp data/randaugment.cpp data/mixup.cpp
 # CUDA code: the arena, the optimizers and their kernels.
 CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \
             optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu optim/lopt/lo_core.cu optim/lopt/small_fc_lopt.cu \

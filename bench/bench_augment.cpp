@@ -1,6 +1,6 @@
 // bench_augment: one core's speed at decoding JPEG/PNG files and turning them into ViT inputs, the CPU side
 // of train_vit's data pipeline. Reads every file into memory first, then times, over a few passes:
-//   decode (stb_image to RGB), train (RandomResizedCrop + flip + normalise to size x size floats),
+//   decode (stb_image to RGB), train (RandomResizedCrop + flip [+ RandAugment] + normalise to size x size floats),
 //   eval (resize + centre crop + normalise), and decode + train together,
 // and prints one JSON line per measurement (images per second on this one thread).
 // --dump DIR writes the first few train and eval inputs back as PNGs (mean and std undone), to look at.
@@ -51,12 +51,14 @@ void write_png(const std::string& path, const Image& img) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> inputs;
-  std::string dump;
+  std::string dump, randaugment;
   int passes = 3, size = 224;
   Cli cli("bench_augment", "Single-thread speed of JPEG/PNG decoding and the ViT train/eval transforms (JSON lines).");
   cli.add('i', "input", &inputs, "image file or glob pattern (repeatable)");
   cli.add(0, "passes", &passes, "passes over the files per measurement");
   cli.add(0, "size", &size, "output size (pixels per side)");
+  cli.add(0, "randaugment", &randaugment,
+          "timm RandAugment spec for the train transform, e.g. rand-m9-mstd0.5-inc1 (empty: none)");
   cli.add(0, "dump", &dump, "folder to write the first 8 train and eval inputs to as PNG (empty: none)");
   try {
     if (!cli.parse(argc, argv)) return 0;
@@ -72,6 +74,10 @@ int main(int argc, char** argv) {
     train.size = size;
     EvalTransformOptions eval;
     eval.size = size;
+    if (!randaugment.empty()) {
+      train.use_randaugment = true;
+      train.randaugment = parse_randaugment(randaugment);
+    }
     check_options(train);
     AugmentScratch scratch;
     std::vector<float> out(size_t(3 * size * size));

@@ -102,7 +102,18 @@ void train_transform(const Image& img, const TrainTransformOptions& o, Rng& rng,
   const bool flip = rng.bernoulli(o.hflip);
   s.hwc.resize(size_t(o.size) * size_t(o.size) * size_t(img.channels));
   resample(img, box, o.size, o.size, o.filter, s.hwc.data(), &s.resample);
-  normalize_to_chw(s.hwc.data(), o.size, o.size, img.channels, flip, o.norm, out);
+  if (!o.use_randaugment) return normalize_to_chw(s.hwc.data(), o.size, o.size, img.channels, flip, o.norm, out);
+  // RandAugment works on 8-bit pixels, after the flip.
+  s.crop = Image(o.size, o.size, img.channels);
+  const int C = img.channels;
+  for (int y = 0; y < o.size; y++)
+    for (int x = 0; x < o.size; x++)
+      for (int c = 0; c < C; c++)
+        s.crop.at(x, y, c) = uint8_t(std::lround(
+            s.hwc[(size_t(y) * size_t(o.size) + size_t(flip ? o.size - 1 - x : x)) * size_t(C) + size_t(c)]));
+  rand_augment(o.randaugment, rng, &s.crop);
+  for (size_t i = 0; i < s.crop.pixels.size(); i++) s.hwc[i] = s.crop.pixels[i];
+  normalize_to_chw(s.hwc.data(), o.size, o.size, C, false, o.norm, out);
 }
 
 void eval_transform(const Image& img, const EvalTransformOptions& o, float* out, AugmentScratch* scratch) {

@@ -1,7 +1,8 @@
 // Per-image transforms of timm's ImageNet recipe, from a decoded 8-bit image to the model's input,
 // (channels, size, size) floats normalised by mean and std:
 //
-//   train: RandomResizedCrop(size, scale, ratio) -> RandomHorizontalFlip(p) -> ToTensor -> Normalize
+//   train: RandomResizedCrop(size, scale, ratio) -> RandomHorizontalFlip(p) [-> RandAugment] -> ToTensor
+//          -> Normalize   (with RandAugment the crop is rounded to 8 bits first, as Pillow's is)
 //   eval:  Resize(floor(size / crop_pct)) -> CenterCrop(size) -> ToTensor -> Normalize
 //
 // with the geometry exactly as torchvision and timm define it (see each function) and the resampler of
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "data/image.h"
+#include "data/randaugment.h"
 #include "data/resample.h"
 #include "data/rng.h"
 
@@ -54,6 +56,8 @@ struct TrainTransformOptions {
   double hflip = 0.5;  // probability of a horizontal flip
   Filter filter = Filter::kBilinear;
   Normalize norm;
+  bool use_randaugment = false;  // timm's --aa rand-...: see data/randaugment.h
+  RandAugmentOptions randaugment;
 };
 struct EvalTransformOptions {
   int size = 224;
@@ -69,8 +73,9 @@ void check_options(const EvalTransformOptions& o);
 struct AugmentScratch {
   ResampleScratch resample;
   std::vector<float> hwc;
+  Image crop;  // the 8-bit crop RandAugment works on
 };
 
-// `out`: (img.channels, size, size). Draws from `rng` in torchvision's order: the crop box, then the flip.
+// `out`: (img.channels, size, size). Draws from `rng` in timm's order: the crop box, the flip, RandAugment.
 void train_transform(const Image& img, const TrainTransformOptions& o, Rng& rng, float* out, AugmentScratch* scratch);
 void eval_transform(const Image& img, const EvalTransformOptions& o, float* out, AugmentScratch* scratch);

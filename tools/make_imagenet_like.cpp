@@ -147,10 +147,12 @@ void run(const Options& o) {
     for (const std::string& f : glob_files(pattern)) photos.push_back(f);
   if (photos.empty()) user_error("no photos given; pass them with -i (files or glob patterns).");
   if (o.images < 1 || o.per_shard < 1) user_error("-n and --per-shard must be at least 1.");
-  if (mkdir(o.out.c_str(), 0755) != 0 && errno != EEXIST) user_error("cannot create the folder '", o.out, "'.");
+  if (mkdir(o.out.c_str(), 0755) != 0 && errno != EEXIST)
+    user_error("cannot create the folder '", o.out, "'; check that its parent exists and is writable.");
   for (int64_t s = 0; s * o.per_shard < o.images; s++) {
     const std::string d = shard_dir(o, s * o.per_shard);
-    if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) user_error("cannot create the folder '", d, "'.");
+    if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST)
+      user_error("cannot create the folder '", d, "' (disk full, or not writable?).");
   }
   // Group the samples by photo, so each photo is decoded once.
   std::vector<std::vector<int64_t>> by_photo(photos.size());

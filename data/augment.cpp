@@ -95,6 +95,21 @@ void check_options(const EvalTransformOptions& o) {
   check_normalize(o.norm);
 }
 
+namespace {
+// RandAugment on the 8-bit crop, as timm's Pillow pipeline has it: the resampled floats rounded, flipped
+// if `flip`, augmented, and written back to s->hwc.
+void randaugment_crop(const TrainTransformOptions& o, int C, bool flip, Rng& rng, AugmentScratch* s) {
+  if (s->crop.width != o.size || s->crop.channels != C) s->crop = Image(o.size, o.size, C);  // reused
+  for (int y = 0; y < o.size; y++)
+    for (int x = 0; x < o.size; x++) {
+      const float* v = &s->hwc[(size_t(y) * size_t(o.size) + size_t(flip ? o.size - 1 - x : x)) * size_t(C)];
+      for (int c = 0; c < C; c++) s->crop.at(x, y, c) = uint8_t(std::lround(v[c]));
+    }
+  rand_augment(o.randaugment, rng, &s->crop);
+  for (size_t i = 0; i < s->crop.pixels.size(); i++) s->hwc[i] = s->crop.pixels[i];
+}
+}  // namespace
+
 void train_transform(const Image& img, const TrainTransformOptions& o, Rng& rng, float* out, AugmentScratch* scratch) {
   AugmentScratch local;
   AugmentScratch& s = scratch ? *scratch : local;
@@ -102,18 +117,8 @@ void train_transform(const Image& img, const TrainTransformOptions& o, Rng& rng,
   const bool flip = rng.bernoulli(o.hflip);
   s.hwc.resize(size_t(o.size) * size_t(o.size) * size_t(img.channels));
   resample(img, box, o.size, o.size, o.filter, s.hwc.data(), &s.resample);
-  if (!o.use_randaugment) return normalize_to_chw(s.hwc.data(), o.size, o.size, img.channels, flip, o.norm, out);
-  // RandAugment works on 8-bit pixels, after the flip.
-  s.crop = Image(o.size, o.size, img.channels);
-  const int C = img.channels;
-  for (int y = 0; y < o.size; y++)
-    for (int x = 0; x < o.size; x++)
-      for (int c = 0; c < C; c++)
-        s.crop.at(x, y, c) = uint8_t(std::lround(
-            s.hwc[(size_t(y) * size_t(o.size) + size_t(flip ? o.size - 1 - x : x)) * size_t(C) + size_t(c)]));
-  rand_augment(o.randaugment, rng, &s.crop);
-  for (size_t i = 0; i < s.crop.pixels.size(); i++) s.hwc[i] = s.crop.pixels[i];
-  normalize_to_chw(s.hwc.data(), o.size, o.size, C, false, o.norm, out);
+  if (o.use_randaugment) randaugment_crop(o, img.channels, flip, rng, &s);  // flips too
+  normalize_to_chw(s.hwc.data(), o.size, o.size, img.channels, flip && !o.use_randaugment, o.norm, out);
 }
 
 void eval_transform(const Image& img, const EvalTransformOptions& o, float* out, AugmentScratch* scratch) {

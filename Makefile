@@ -34,12 +34,15 @@ HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp 
             models/model_tables.cpp models/block_table.cpp models/ref_ops.cpp models/ref_block.cpp models/gpt2_ref.cpp models/vit_ref.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp \
             data/tar_reader.cpp data/tar_writer.cpp data/wds_samples.cpp data/wds_stream.cpp \
             train/train_flags.cpp
+# Images (train_vit): decoding (stb_image, implementation compiled once here), augmentations, Mixup/CutMix.
+HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cpp data/image_encode.cpp \
+            data/rng.cpp data/resample.cpp data/augment.cpp data/randaugment.cpp data/mixup.cpp data/image_loader.cpp
 # CUDA code: the arena, the optimizers and their kernels.
 CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \
             optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu optim/lopt/lo_core.cu optim/lopt/small_fc_lopt.cu \
             optim/lopt/velo.cu kernels/gpt2_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/layernorm.cu kernels/column_sums.cu \
             kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
-            models/transformer_block.cu models/vit_bf16.cu models/gpt2_model.cu models/gpt2_bf16.cu models/gpt2_net.cu data/prefetcher.cu \
+            models/transformer_block.cu models/vit_bf16.cu models/gpt2_model.cu models/gpt2_bf16.cu models/gpt2_net.cu data/prefetcher.cu data/image_prefetcher.cu \
             train/checkpoint.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
@@ -48,9 +51,9 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 TEST_CPU_SRC := $(wildcard tests/cpu/*.cpp)
 TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
-PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2
+PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2 train_vit
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
-TOOLS    := $(BUILD)/optim_replay $(BUILD)/gpt2_dump
+TOOLS    := $(BUILD)/optim_replay $(BUILD)/gpt2_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment
 
 .PHONY: all test test-cpu test-gpu clean
 all: $(PROGRAMS) $(TESTS) $(TOOLS)
@@ -78,6 +81,9 @@ bench_gpt2_ops: $(BUILD)/bench/bench_gpt2_ops.o $(BUILD)/liblopt_gpu.a $(BUILD)/
 train_gpt2: $(BUILD)/train_gpt2.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
+train_vit: $(BUILD)/train_vit.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
+	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
 tokenize: $(BUILD)/tokenize.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
 
@@ -91,6 +97,14 @@ $(BUILD)/optim_replay: $(BUILD)/tests/tools/optim_replay.o $(BUILD)/liblopt_gpu.
 
 $(BUILD)/gpt2_dump: $(BUILD)/tests/tools/gpt2_dump.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
+# Host only: photos -> an ImageNet-like corpus (scripts/prepare_imagenet_like.sh runs it), and the
+# single-core speed of decoding + augmenting images.
+$(BUILD)/make_imagenet_like: $(BUILD)/tools/make_imagenet_like.o $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@ -lpthread
+
+$(BUILD)/bench_augment: $(BUILD)/bench/bench_augment.o $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@
 
 $(BUILD)/test_cpu: $(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(GTEST_LIB)
@@ -122,7 +136,14 @@ FUZZ_HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json
                  optim/options.cpp optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/safetensors.cpp \
                  optim/lopt/msgpack.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp data/tar_reader.cpp data/tar_writer.cpp \
                  data/wds_samples.cpp data/wds_stream.cpp
+FUZZ_HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cpp data/image_encode.cpp \
+                 data/rng.cpp data/resample.cpp data/augment.cpp data/randaugment.cpp
 FUZZ_HOST_OBJ := $(FUZZ_HOST_SRC:%.cpp=$(FUZZ_DIR)/obj/%.o)
+# stb's own code runs under ASan only: UBSan stops at its harmless signed overflows and shifts.
+$(FUZZ_DIR)/obj/data/stb_image_impl.o $(FUZZ_DIR)/obj/data/stb_write_impl.o: FUZZ_FLAGS += -fno-sanitize=undefined
+# Targets that find bugs in code we do not own, run by hand (`make fuzz-image`), not by `make fuzz`:
+#   image: stb_image 2.27 (Debian 12) reads out of bounds decoding some corrupt Huffman data.
+FUZZ_KNOWN_FINDINGS := image
 # Longest input per target: a few seeds' worth (shards and ranks heads are the largest seeds).
 FUZZ_MAX_LEN_safetensors := 4096
 FUZZ_MAX_LEN_msgpack := 4096
@@ -134,9 +155,11 @@ FUZZ_MAX_LEN_json := 4096
 FUZZ_MAX_LEN_cli := 1024
 FUZZ_MAX_LEN_options := 1024
 FUZZ_MAX_LEN_tar := 16384
+FUZZ_MAX_LEN_image := 4096
 
-.PHONY: fuzz fuzz-build fuzz-seeds $(FUZZ_TARGETS:%=fuzz-%)
-.SECONDARY: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o) $(FUZZ_DIR)/obj/tests/fuzz/make_seeds.o
+.PHONY: fuzz fuzz-build fuzz-seeds $(FUZZ_TARGETS:%=fuzz-%) $(FUZZ_KNOWN_FINDINGS:%=fuzz-%)
+.SECONDARY: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o) $(FUZZ_KNOWN_FINDINGS:%=$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o) \
+            $(FUZZ_DIR)/obj/tests/fuzz/make_seeds.o
 $(FUZZ_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
@@ -155,7 +178,7 @@ fuzz-seeds: $(FUZZ_DIR)/make_seeds
 fuzz: $(FUZZ_TARGETS:%=fuzz-%)
 
 # One target: a scratch copy of the seeds (the committed corpus stays as it is), the log in build/fuzz/logs/.
-$(FUZZ_TARGETS:%=fuzz-%): fuzz-%: $(FUZZ_DIR)/fuzz_%
+$(FUZZ_TARGETS:%=fuzz-%) $(FUZZ_KNOWN_FINDINGS:%=fuzz-%): fuzz-%: $(FUZZ_DIR)/fuzz_%
 	@rm -rf $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/tmp/$* $(FUZZ_DIR)/findings/$*-*
 	@mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/tmp/$* $(FUZZ_DIR)/logs $(FUZZ_DIR)/findings
 	@cp -r tests/fuzz/corpus/$* $(FUZZ_DIR)/corpus/$*

@@ -23,9 +23,7 @@
 #include "common/error.h"
 #include "data/tar_writer.h"
 
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STBI_WRITE_NO_STDIO  // PNGs are written to memory only
-#include <stb/stb_image_write.h>
+#include <stb/stb_image_write.h>  // the implementation is data/stb_write_impl.cpp's (libhost.a)
 
 namespace {
 constexpr int kSide = 28, kClasses = 10;

@@ -17,7 +17,7 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   flags::add_steps(cli, &f->steps, "optimizer steps");
   cli.add('b', "batch", &f->B, "micro-batch size");
   cli.add('d', "total-batch", &f->total_batch,
-          "tokens per step (0 = b*t; else a multiple of b*t: gradient accumulation)");
+          f->batch_unit + " per step (0 = " + f->micro_batch + "; else a multiple of it: gradient accumulation)");
   flags::add_clip(cli, &f->clip);
   cli.add('v', "val-every", &f->val_every, "validate every N steps (0 = never)");
   cli.add('m', "val-batches", &f->val_batches, "validation batches");
@@ -40,8 +40,8 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
 
 void check_train_flags(const TrainFlags& f) {
   if (f.total_batch < 0)
-    user_error("-d must be 0 (one micro-batch of -b * -t tokens) or a positive multiple of -b * -t (got ",
-               f.total_batch, ").");
+    user_error("-d must be 0 (one micro-batch of ", f.micro_batch, " ", f.batch_unit, ") or a positive multiple of ",
+               f.micro_batch, " (got ", f.total_batch, ").");
   if (!(f.clip >= 0))
     user_error("--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", f.clip, ").");
   if (!(f.wd >= 0)) user_error("-c (weight decay) must be >= 0 (got ", f.wd, ").");
@@ -71,7 +71,7 @@ int resolve_batching(TrainFlags* f, int64_t micro_tokens) {
   if (f->warmup < 0) f->warmup = std::min<int64_t>(100, f->steps / 10);
   if (f->total_batch == 0) f->total_batch = micro_tokens;
   if (f->total_batch % micro_tokens)
-    user_error("-d (", f->total_batch, ") must be a multiple of -b * -t (", micro_tokens, ").");
+    user_error("-d (", f->total_batch, ") must be a multiple of ", f->micro_batch, " (", micro_tokens, ").");
   if (f->total_batch / micro_tokens > INT32_MAX)
     user_error("-d (", f->total_batch, ") asks for more than ", INT32_MAX, " micro-batches per step.");
   return int(f->total_batch / micro_tokens);

@@ -19,6 +19,9 @@ struct TrainFlags {
   bool lr_given = false;  // -l was given: the learned optimizers take it as their multiplier only then
   bool lopt_random = false, cuda_graph = false;
   std::vector<std::string> sets;
+  // What -d counts and what makes one micro-batch, for the help and the messages: GPT-2's tokens of -b * -t
+  // sequences, ViT's images of -b.
+  std::string batch_unit = "tokens", micro_batch = "-b * -t";
 };
 
 // Adds the shared flags to cli (-o, -l, -c, -k, -u, -q, -x, -b, -d, --clip, -v, -m, -n, --ckpt-dir,

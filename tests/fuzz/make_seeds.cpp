@@ -10,10 +10,12 @@
 #include "common/sections.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/tar_writer.h"
+#include "data/image_encode.h"
 #include "data/token_shards.h"
 #include "optim/lopt/msgpack.h"
 #include "optim/lopt/safetensors.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/jpeg_samples.h"
 
 namespace {
 std::string root;
@@ -284,6 +286,22 @@ void options_seeds() {
 }
 }  // namespace
 
+// The first byte is the target's settings (bit 0: three channels; bit 1: bicubic), then the file: JPEGs
+// with 4:2:0 (quality 90) and 4:4:4 (95) chroma, one-component and progressive (tests/jpeg_samples.h),
+// PNGs in RGB and gray.
+void image_seeds() {
+  Image rgb(16, 12, 3), gray(9, 7, 1);
+  for (size_t i = 0; i < rgb.pixels.size(); i++) rgb.pixels[i] = uint8_t(i * 29 % 256);
+  for (size_t i = 0; i < gray.pixels.size(); i++) gray.pixels[i] = uint8_t(i * 31 % 256);
+  put("image", "jpeg_420", "\x01" + encode_jpeg(rgb, 90));
+  put("image", "jpeg_444", "\x03" + encode_jpeg(rgb, 95));
+  put("image", "png_rgb", "\x01" + encode_png(rgb));
+  put("image", "png_gray", std::string(1, '\0') + encode_png(gray));
+  put("image", "jpeg_gray_one_component", std::string(1, '\0') + std::string(kGrayJpeg, sizeof kGrayJpeg - 1));
+  put("image", "jpeg_progressive",
+      std::string(1, '\0') + std::string(kGrayProgressiveJpeg, sizeof kGrayProgressiveJpeg - 1));
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_DIR   (writes CORPUS_DIR/<target>/*)\n", argv[0]);
@@ -301,6 +319,7 @@ int main(int argc, char** argv) {
     json_seeds();
     cli_seeds();
     options_seeds();
+    image_seeds();
   } catch (const UserError& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

@@ -1,0 +1,92 @@
+#include "data/image_decode.h"
+
+#include <stb/stb_image.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "common/error.h"
+
+namespace {
+// JPEG: FF D8 FF; PNG: 89 'P' 'N' 'G'. Checked first so that other bytes get a clear reason.
+bool looks_like_jpeg_or_png(const uint8_t* p, size_t n) {
+  if (n >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF) return true;
+  return n >= 8 && std::memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0;
+}
+
+// stb_image 2.27 (Debian 12's) copies a DHT table's codes into fixed arrays of 256 without checking their
+// count, so a corrupt or hostile JPEG can overwrite memory (found by tests/fuzz/fuzz_image.cpp). Walks the
+// markers, skipping entropy-coded data, and returns the reason if a table has more than 256 codes.
+std::string check_huffman_tables(const uint8_t* p, size_t n) {
+  for (size_t i = 2; i + 4 <= n;) {
+    if (p[i] != 0xFF || p[i + 1] == 0xFF) {  // scan data, or fill bytes before a marker
+      i++;
+      continue;
+    }
+    const uint8_t m = p[i + 1];
+    if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) {  // stuffed 0xFF, TEM, RSTn: no length
+      i += 2;
+      continue;
+    }
+    if (m == 0xD9) break;  // EOI
+    // As stb reads a DHT segment: tables while the declared length lasts, bytes past the end read as 0.
+    const size_t len = size_t(p[i + 2]) << 8 | p[i + 3];
+    for (size_t t = i + 4; m == 0xC4 && t < i + 2 + len;) {
+      size_t codes = 0;
+      for (size_t k = t + 1; k <= t + 16 && k < n; k++) codes += p[k];
+      if (codes > 256) return str_cat("corrupt JPEG (a Huffman table with ", codes, " codes; at most 256 exist)");
+      t += 17 + codes;
+    }
+    i += 2 + len;
+  }
+  return "";
+}
+}  // namespace
+
+bool try_decode_image(const void* data, size_t size, int channels, Image* out, std::string* why,
+                      const DecodeLimits& limits) {
+  CHECK(channels == 1 || channels == 3);
+  *out = Image();
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  if (size > size_t(INT_MAX)) {
+    *why = str_cat(size, " bytes is over stb_image's 2 GB limit");
+    return false;
+  }
+  if (!looks_like_jpeg_or_png(bytes, size)) {
+    *why = size == 0 ? "empty file" : "not a JPEG or PNG image";
+    return false;
+  }
+  if (bytes[0] == 0xFF) {  // before stb reads any table, stbi_info included
+    *why = check_huffman_tables(bytes, size);
+    if (!why->empty()) return false;
+  }
+  int w = 0, h = 0, c = 0;
+  if (!stbi_info_from_memory(bytes, int(size), &w, &h, &c)) {
+    *why = str_cat("unreadable header (stb_image: ", stbi_failure_reason(), ")");
+    return false;
+  }
+  if (w > limits.max_side || h > limits.max_side || int64_t(w) * h > limits.max_pixels) {
+    *why = str_cat(w, " x ", h, " pixels is over the limit (", limits.max_side, " per side, ", limits.max_pixels,
+                   " in all)");
+    return false;
+  }
+  std::unique_ptr<uint8_t, void (*)(void*)> px(stbi_load_from_memory(bytes, int(size), &w, &h, &c, channels),
+                                               stbi_image_free);
+  if (!px) {
+    *why = str_cat("corrupt or truncated image (stb_image: ", stbi_failure_reason(), ")");
+    return false;
+  }
+  *out = Image(w, h, channels);
+  std::memcpy(out->pixels.data(), px.get(), out->pixels.size());
+  return true;
+}
+
+Image decode_image(const void* data, size_t size, int channels, const std::string& what, const DecodeLimits& limits) {
+  Image img;
+  std::string why;
+  if (!try_decode_image(data, size, channels, &img, &why, limits))
+    user_error("cannot decode image '", what, "': ", why, "; re-encode it as JPEG or PNG or remove it.");
+  return img;
+}

@@ -43,6 +43,7 @@ struct Args : TrainFlags {  // train_vit's own flags beside the shared ones
     val_batches = 0;
     warmup = 100;
     batch_unit = "images";
+    val_all = true;
     micro_batch = "-b";
   }
 };
@@ -257,7 +258,7 @@ Inputs prepare(Args& a) {
   if (a.B < 1 || a.steps < 1) user_error("-b and -x must be >= 1.");
   check_train_flags(a);
   if (a.threads < 0 || a.shuffle < 0) user_error("--threads and --shuffle must be >= 0.");
-  if (a.dropout > 0) user_error("train_vit has no dropout (timm's ViT recipe uses none); leave out --dropout.");
+  if (a.dropout > 0) user_error("this ViT has no dropout (timm's ViT recipe uses none); leave out --dropout.");
   if (a.mixup < 0 || a.cutmix < 0 || !(a.smoothing >= 0 && a.smoothing < 1))
     user_error("--mixup and --cutmix must be >= 0 and --smoothing in [0, 1).");
   in.accum = resolve_batching(&a, a.B);

@@ -20,7 +20,7 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
           f->batch_unit + " per step (0 = " + f->micro_batch + "; else a multiple of it: gradient accumulation)");
   flags::add_clip(cli, &f->clip);
   cli.add('v', "val-every", &f->val_every, "validate every N steps (0 = never)");
-  cli.add('m', "val-batches", &f->val_batches, "validation batches");
+  cli.add('m', "val-batches", &f->val_batches, f->val_all ? "validation batches (0 = all)" : "validation batches");
   cli.add('n', "ckpt-every", &f->ckpt_every, "checkpoint every N steps (0 = only at the end and on a signal)");
   cli.add(0, "ckpt-dir", &f->ckpt_dir, "checkpoint folder (empty = no checkpoints)");
   cli.add(0, "resume", &f->resume, "checkpoint file to resume from (llm.c's -y 1 resumes from its output folder)");
@@ -47,7 +47,8 @@ void check_train_flags(const TrainFlags& f) {
   if (!(f.wd >= 0)) user_error("-c (weight decay) must be >= 0 (got ", f.wd, ").");
   if (f.val_every < 0)
     user_error("-v (validate every N steps) must be >= 0, where 0 means never (got ", f.val_every, ").");
-  if (f.val_batches < 1) user_error("-m (validation batches) must be >= 1 (got ", f.val_batches, ").");
+  if (f.val_batches < (f.val_all ? 0 : 1))
+    user_error("-m (validation batches) must be >= ", f.val_all ? 0 : 1, " (got ", f.val_batches, ").");
   if (f.ckpt_every < 0)
     user_error("-n (checkpoint every N steps) must be >= 0, where 0 means only at the end (got ", f.ckpt_every, ").");
   if (f.warmup < -1) user_error("-u (warmup steps) must be >= 0, or -1 for the default (got ", f.warmup, ").");

@@ -22,6 +22,7 @@ struct TrainFlags {
   // What -d counts and what makes one micro-batch, for the help and the messages: GPT-2's tokens of -b * -t
   // sequences, ViT's images of -b.
   std::string batch_unit = "tokens", micro_batch = "-b * -t";
+  bool val_all = false;  // -m 0 means the whole validation set (train_vit)
 };
 
 // Adds the shared flags to cli (-o, -l, -c, -k, -u, -q, -x, -b, -d, --clip, -v, -m, -n, --ckpt-dir,

@@ -21,7 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
 # Folders the programs leave in the shared temporary folder (programs that ignore $TMPDIR) are found by
 # comparing its listing before and after.
 shared_tmp=${TMPDIR:-/tmp}
-program_tmp_entries() { (cd "$shared_tmp" && ls -d bench_optim* bench_gpt2_ops* train_gpt2* tokenize* lopt_* 2>/dev/null | sort); }
+program_tmp_entries() { (cd "$shared_tmp" && ls -d bench_optim* bench_gpt2_ops* train_gpt2* train_vit* tokenize* lopt_* 2>/dev/null | sort); }
 shared_before=$(program_tmp_entries)
 export TMPDIR="$tmp/tmpdir"
 mkdir "$TMPDIR"
@@ -354,6 +354,23 @@ help_has train_vocabulary train_gpt2 "-e, --model" "-o, --optimizer" "-x, --step
 help_has bench_vocabulary bench_optim "-e, --model" "-o, --optimizer" "-x, --steps" "      --clip" "      --set"
 help_has opsbench_vocabulary bench_gpt2_ops "-e, --model" "-t, --seq"
 help_has tokenize_vocabulary tokenize "-i, --input" "      --out" "      --tokenizer"
+
+# --- train_vit: flags, model, data (all checked before the GPU) ---
+case_ vit_unknown_flag            "unknown flag '--bogus'; run with --help" train_vit --bogus
+case_ vit_batch_zero              "-b and -x must be >= 1"             train_vit -b 0
+case_ vit_unknown_model           "unknown ViT 'vit-q16'"              train_vit -e vit-q16
+case_ vit_image_not_multiple      "must be a positive multiple of the patch size" train_vit --image 30
+case_ vit_channels                "--channels must be 1 or 3"          train_vit --channels 2
+case_ vit_qkv                     "--qkv must be separate or fused"    train_vit --qkv both
+case_ vit_mean_list               "--mean needs 1 or 3 values"         train_vit --channels 3 --mean 0.1,0.2
+case_ vit_mean_text               "--mean must be numbers separated by commas" train_vit --mean abc
+case_ vit_std_zero                "--std values must be positive"      train_vit --std 0
+case_ vit_dropout                 "this ViT has no dropout"            train_vit --dropout 0.1
+case_ vit_smoothing               "--smoothing in [0, 1)"              train_vit --smoothing 1
+case_ vit_total_batch             "-d (300) must be a multiple of -b (256)" train_vit -d 300
+case_ vit_missing_shard           "no-such-shards"                     train_vit -i "$tmp/no-such-shards-{0..3}.tar"
+case_ vit_randaugment             "RandAugment spec 'bogus'"                        train_vit --randaugment bogus
+case_ vit_synthetic_resume        "--synthetic runs cannot be resumed" train_vit --synthetic 1 --resume x.bin
 
 # --- temporary folders: none may remain, in the scratch $TMPDIR or in the shared one ---
 left=$(ls -A "$TMPDIR")

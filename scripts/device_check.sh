@@ -4,7 +4,8 @@
 # log under $OUT (or ./.out). Expects binaries built beforehand (`make all`); pass --build to build here first.
 # pylo: the PyLO parity check (tests/pylo_crosscheck.py) against a PyLO source checkout at $PYLO_SRC
 # (default .deps/pylo; carry it along, it is not part of this repository).
-# Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|pylo|bench|ops]...
+# vitcrosscheck (not in the default list: it needs timm): our ViT against timm (tests/timm_vit_crosscheck.py).
+# Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|vitcrosscheck|pylo|bench|ops]...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.out}
@@ -35,6 +36,8 @@ for w in $what; do
       PYTHONUNBUFFERED=1 python3 tests/torch_crosscheck.py 2>&1 | tee "$OUT/crosscheck.jsonl" || status=1 ;;
     gpt2crosscheck)
       PYTHONUNBUFFERED=1 python3 tests/torch_gpt2_crosscheck.py 2>&1 | tee "$OUT/gpt2_crosscheck.jsonl" || status=1 ;;
+    vitcrosscheck)
+      PYTHONUNBUFFERED=1 python3 tests/timm_vit_crosscheck.py 2>&1 | tee "$OUT/vit_crosscheck.jsonl" || status=1 ;;
     pylo)
       PYTHONUNBUFFERED=1 python3 tests/pylo_crosscheck.py --pylo "${PYLO_SRC:-.deps/pylo}" --json "$OUT/pylo_crosscheck.jsonl" \
         > "$OUT/pylo_crosscheck.log" 2>&1 || status=1

@@ -18,13 +18,14 @@
 #include <cmath>
 #include <cstddef>
 
-#include "optim/lopt/lo_device.cuh"
+#include "optim/lopt/lo_element.cuh"
 #include "optim/lopt/small_fc_lopt.h"
 #include "optim/ref/ref_lopt.h"
 #include "optim/step_scalars.cuh"
 
 namespace {
 constexpr int kThreads = 256, kChunk = 4096, kF = 28;
+constexpr int kLead = 13;  // features before the 12 side ones (lo_element.cuh)
 // The published weights as uploaded (torch nn.Linear, (out, in) row-major): W0 (32 x 39) | b0 (32) |
 // W1 (32 x 32) | b1 (32) | W2 (2 x 32) | b2 (2).
 constexpr int kSrcW0 = 0, kSrcB0 = 32 * 39, kSrcW1 = kSrcB0 + 32, kSrcB1 = kSrcW1 + 1024, kSrcW2 = kSrcB1 + 32;
@@ -77,15 +78,7 @@ __device__ __forceinline__ void sf_features(const LoElem& e, float* x) {
   x[7] = e.m[1] * rho;
   x[8] = e.m[2] * rho;
   x[9] = rho;
-#pragma unroll
-  for (int k = 0; k < 3; k++) {
-    x[10 + k] = e.g * e.sg[k];
-    x[13 + k] = e.row[k];
-    x[16 + k] = e.col[k];
-    x[19 + k] = rsqrtf(e.row[k] + 1e-8f);
-    x[22 + k] = rsqrtf(e.col[k] + 1e-8f);
-    x[25 + k] = e.m[k] * e.sm[k];
-  }
+  lo_factor_features<10, kLead>(e, x);
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -93,11 +86,9 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Channel of the j-th of the 16 features that vary along both axes of a 2-D tensor: 0-12 and 25-27.
-__host__ __device__ constexpr int sf_elem_ch(int j) { return j < 13 ? j : j + 12; }
-
-// Those 16, from the gradient, the old parameter, the updated record {m0, m1, m2, v}, rho =
-// rsqrt(v + 1e-6) and the Adafactor factor sg = rf * cf (small_fc_lopt.md 3.5; as sf_features).
+// The 16 features that vary along both axes of a 2-D tensor (channels 0-12 and 25-27), from the gradient, the old
+// parameter, the updated record {m0, m1, m2, v}, rho = rsqrt(v + 1e-6) and the Adafactor factor sg = rf * cf
+// (small_fc_lopt.md 3.5; as sf_features).
 __device__ __forceinline__ void sf_elem16(float g, float p, float4 st, float rho, const float* sg, float* x) {
   x[0] = g;
   x[1] = p;
@@ -136,36 +127,24 @@ __global__ void __launch_bounds__(kLoThreads)
     const int64_t col = w.col0 + int(threadIdx.x);
     const float4 fb = col < t.nb ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
     lo_tile_column<4>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 st) {
-      const float4 fa = sd.fac_a[row];
-      const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+      float sg[3];
+      lo_tile_sg(sd.fac_a[row], fb, sg);
       const float gg = gv * gs;
-      st = lo_update_moments(st, gg, d);
-      state[t.s_off + at] = st;
+      st = lo_step_record(state, t.s_off + at, st, gg, d);
       float x[16];
       sf_elem16(gg, pv, st, rsqrtf(st.w + 1e-6f), sg, x);
-#pragma unroll
-      for (int j = 0; j < 16; j++) acc[sf_elem_ch(j)] += x[j] * x[j];
+      lo_add_squares_tile<kLead, 16>(x, acc);
     });
   } else {
     const Chunk c{t.p_off + w.row0, t.s_off + w.row0, w.n, w.tensor};
+    const LoFactorView fv{rrec, crec, rfac, cfac, diag};
     auto body = [&](int e, float gv, float pv, float4 st) {
       const int64_t i = w.row0 + e;
       LoElem el;
-      el.g = gv * gs;
-      el.p = pv;
-      st = lo_update_moments(st, el.g, d);
-      state[c.s_begin + e] = st;
-      el.m[0] = st.x;
-      el.m[1] = st.y;
-      el.m[2] = st.z;
-      el.v = st.w;
-      if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
-      lo_gather<false>(t, i, rrec, crec, rfac, cfac, diag, el);
+      lo_flat_step<false>(t, i, gv * gs, pv, st, state, c.s_begin + e, diag, fv, d, el);
       float x[kF];
       sf_features(el, x);
-#pragma unroll
-      for (int k = 0; k < kF; k++)
-        if (!t.factored || k < 13 || k > 24) acc[k] += x[k] * x[k];
+      lo_add_squares_flat<kLead, kF>(x, t.factored, acc);
     };
     lo_for_each_pair<kLoThreads>(c, g, p, state, body);
   }
@@ -178,7 +157,8 @@ __global__ void __launch_bounds__(1024)
   const LoTensor t = ts[blockIdx.x];
   __shared__ double S[kF], side[12], part[32][kF + 1];
   {  // S = sums of the work items' partials in a fixed order: 32 strides x 32 channel lanes (28 used),
-     // 8 loads in flight per thread (the embedding has thousands of items: latency, not bandwidth)
+     // 8 loads in flight per thread (the embedding has thousands of items: latency, not bandwidth).
+     // Not lo_tensor_sums (VeLO's 38 channels: 16 strides x 64 lanes): another tree, other roundings.
     const int c = threadIdx.x % 32, j = threadIdx.x / 32;
     if (c < kF) {
       double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -197,18 +177,8 @@ __global__ void __launch_bounds__(1024)
     }
     __syncthreads();
   }
-  if (t.factored) {
-    lo_side_sums(t, rrec, crec, side);
-    if (threadIdx.x < 3) {
-      const int k = threadIdx.x;
-      S[13 + k] += side[k];
-      S[16 + k] += side[3 + k];
-      S[19 + k] += side[6 + k];
-      S[22 + k] += side[9 + k];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x < kF) norm[blockIdx.x * 32 + threadIdx.x] = rsqrtf(1e-5f + float(S[threadIdx.x] / double(t.numel)));
+  if (t.factored) lo_add_side_sums<kLead>(t, rrec, crec, side, S);
+  if (threadIdx.x < kF) norm[blockIdx.x * 32 + threadIdx.x] = lo_normaliser(S[threadIdx.x], double(t.numel));
 }
 
 constexpr int kSideWords = 36;  // fast mode: words per row of the A-side table
@@ -231,20 +201,11 @@ __global__ void __launch_bounds__(256)
   const int ch0 = use_r ? 13 : 16, ch1 = use_r ? 19 : 22;  // channels of val_k and of rsqrt(val_k + 1e-8)
   const float4* rec = use_r ? rrec + t.r_off : crec + t.c_off;
   const int64_t len = it.side ? t.nb : t.na;
-  auto features = [&](int64_t e, float* f) {
-    const float4 v = rec[e];
-    f[0] = v.x;
-    f[1] = v.y;
-    f[2] = v.z;
-    f[3] = rsqrtf(v.x + 1e-8f);
-    f[4] = rsqrtf(v.y + 1e-8f);
-    f[5] = rsqrtf(v.z + 1e-8f);
-  };
   if (it.side == 1) {
     const int64_t e = it.first + threadIdx.x;
     if (e >= len) return;
     float f[6];
-    features(e, f);
+    lo_entry_features(rec[e], f);
     side_b[t.side_b_off + e] =
         make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(1.0f, 1.0f));
     return;
@@ -272,8 +233,8 @@ __global__ void __launch_bounds__(256)
     for (int u = 0; u < 8; u++) {
       const int64_t e = e0 + 8 * u;
       if (e >= end) break;
-      const float f[6] = {
-          v[u].x, v[u].y, v[u].z, rsqrtf(v[u].x + 1e-8f), rsqrtf(v[u].y + 1e-8f), rsqrtf(v[u].z + 1e-8f)};
+      float f[6];
+      lo_entry_features(v[u], f);
       float a = b0;
       for (int j = 0; j < 6; j++) a = fmaf(wv[j], f[j], a);
       const float hi = __bfloat162float(__float2bfloat16_rn(a));
@@ -294,15 +255,11 @@ __device__ __forceinline__ void sf_load(const Chunk& c, const LoTensor& t, int e
                                         const float4* __restrict__ diag, const float4* __restrict__ rrec,
                                         const float4* __restrict__ crec, const float4* __restrict__ rfac,
                                         const float4* __restrict__ cfac, float gs, SfElem& out) {
-  LoElem el;
-  el.g = g[c.p_begin + e] * gs;
-  el.p = p[c.p_begin + e];
+  const float gv = g[c.p_begin + e] * gs;
+  const float pv = p[c.p_begin + e];
   const float4 st = state[c.s_begin + e];
-  el.m[0] = st.x;
-  el.m[1] = st.y;
-  el.m[2] = st.z;
-  el.v = st.w;
-  lo_gather<false>(t, c.p_begin - t.p_off + e, rrec, crec, rfac, cfac, diag, el);
+  LoElem el;
+  lo_elem<false>(t, c.p_begin - t.p_off + e, gv, pv, st, LoFactorView{rrec, crec, rfac, cfac, diag}, el);
   out.p = el.p;
   sf_features(el, out.x);
 }
@@ -312,8 +269,7 @@ __device__ __forceinline__ void sf_store(float* __restrict__ p, __nv_bfloat16* _
   const float u = dir * expf(mag * exp_mult) * step_mult;
   float pn = p0 - lr * u;
   if (wd > 0) pn -= wd * lr * pn;
-  p[at] = pn;
-  if (pb) pb[at] = __float2bfloat16_rn(pn);
+  lo_store_param(p, pb, at, pn);
 }
 
 // h[0..32) += sum_k w[k][0..32) * x[k * kT]: weights 16 bytes at a time, the input loop rolled.
@@ -493,7 +449,7 @@ __device__ uint32_t sf_frag_word(int lane, int w, const float* mlp, const float*
   const int r = lane / 4, q = lane % 4;
   if (w < 8) {  // W0e: nt = w / 2, k = 2q (+8) over the 16 per-element features
     const int o = 8 * (w / 2) + r, k = 2 * q + 8 * (w % 2);
-    return pack_bf16(sf_w0n(mlp, nrm, sf_elem_ch(k), o), sf_w0n(mlp, nrm, sf_elem_ch(k + 1), o));
+    return pack_bf16(sf_w0n(mlp, nrm, lo_elem_ch<kLead>(k), o), sf_w0n(mlp, nrm, lo_elem_ch<kLead>(k + 1), o));
   }
   if (w < 12) {  // W0s: nt = w - 8, k = 2q over the B side's {val0..2, rs0..2}; k = 6, 7 (q = 3): per row
     const int o = 8 * (w - 8) + r, k = 2 * q;
@@ -687,7 +643,8 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
         in.ws[2] = v.z;
         in.ws[3] = v.w;
       }
-      const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+      float sg[3];
+      lo_tile_sg(fa, fb, sg);
       float x[16];
       sf_elem16(gv, pv, rec, rsqrt_approx(rec.w + 1e-6f), sg, x);
       uint4* xr = reinterpret_cast<uint4*>(ws.x[xi][lane]);

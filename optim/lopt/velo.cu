@@ -10,13 +10,14 @@
 #include <algorithm>
 #include <cmath>
 
-#include "optim/lopt/lo_device.cuh"
+#include "optim/lopt/lo_element.cuh"
 #include "optim/lopt/velo.h"
 #include "optim/ref/ref_velo.h"
 #include "optim/step_scalars.cuh"
 
 namespace {
 constexpr int kChunk = 4096, kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
+constexpr int kLead = 15;                           // features before the 12 side ones (lo_element.cuh)
 constexpr int kUnrollC = 4;                         // pass C rows in flight per thread (registers)
 // Row lengths of the hypernetwork's GEMM operands. Biases ride along as a constant-1 input column, and
 // rows are padded to a multiple of 4 floats (16 bytes) for cuBLAS's vector loads:
@@ -76,22 +77,11 @@ __device__ __forceinline__ void velo_features(const LoElem& e, float* x) {
   x[9] = e.m[2] * s;
   x[10] = s;
   x[14] = e.g * s;
-#pragma unroll
-  for (int k = 0; k < 3; k++) {
-    x[11 + k] = e.g * e.sg[k];
-    x[15 + k] = e.row[k];
-    x[18 + k] = e.col[k];
-    x[21 + k] = rsqrtf(e.row[k] + 1e-8f);
-    x[24 + k] = rsqrtf(e.col[k] + 1e-8f);
-    x[27 + k] = e.m[k] * e.sm[k];
-  }
+  lo_factor_features<11, kLead>(e, x);
 }
 
-// Channel of the j-th of the 18 features that vary along both axes of a 2-D tensor: 0-14 and 27-29.
-__host__ __device__ constexpr int velo_elem_ch(int j) { return j < 15 ? j : j + 12; }
-
-// Those 18 from the clipped gradient, the old parameter, the updated record and sg = rf * cf (the same
-// arithmetic as velo_features).
+// The 18 features that vary along both axes of a 2-D tensor (channels 0-14 and 27-29) from the clipped
+// gradient, the old parameter, the updated record and sg = rf * cf (the same arithmetic as velo_features).
 __device__ __forceinline__ void velo_elem18(float g, float p, float4 st, const float* sg, float* x) {
   const float s = rsqrtf(st.w + 1e-6f);
   x[0] = g;
@@ -143,38 +133,27 @@ __global__ void __launch_bounds__(kLoThreads)
     const int64_t col = w.col0 + int(threadIdx.x);
     const float4 fb = col < t.nb ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
     lo_tile_column<4>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 old) {
-      const float4 fa = sd.fac_a[row];
-      const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+      float sg[3];
+      lo_tile_sg(sd.fac_a[row], fb, sg);
       const float gg = velo_g(gv, gs);
       old_sums(old);
-      const float4 st = lo_update_moments(old, gg, d);
-      state[t.s_off + at] = st;
+      const float4 st = lo_step_record(state, t.s_off + at, old, gg, d);
       float x[18];
       velo_elem18(gg, pv, st, sg, x);
-#pragma unroll
-      for (int j = 0; j < 18; j++) acc[velo_elem_ch(j)] += x[j] * x[j];
+      lo_add_squares_tile<kLead, 18>(x, acc);
     });
   } else {
     const Chunk c{t.p_off + w.row0, t.s_off + w.row0, w.n, w.tensor};
+    const LoFactorView fv{rrec, crec, rfac, cfac, diag};
     auto body = [&](int e, float gv, float pv, const float4 old) {
       const int64_t i = w.row0 + e;
-      LoElem el;
-      el.g = velo_g(gv, gs);
-      el.p = pv;
+      const float gg = velo_g(gv, gs);
       old_sums(old);
-      const float4 st = lo_update_moments(old, el.g, d);
-      state[c.s_begin + e] = st;
-      el.m[0] = st.x;
-      el.m[1] = st.y;
-      el.m[2] = st.z;
-      el.v = st.w;
-      if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
-      lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
+      LoElem el;
+      lo_flat_step<true>(t, i, gg, pv, old, state, c.s_begin + e, diag, fv, d, el);
       float x[kF];
       velo_features(el, x);
-#pragma unroll
-      for (int k = 0; k < kF; k++)
-        if (!t.factored || k < 15 || k > 26) acc[k] += x[k] * x[k];
+      lo_add_squares_flat<kLead, kF>(x, t.factored, acc);
     };
     lo_for_each_pair<kLoThreads>(c, g, p, state, body);
   }
@@ -193,20 +172,10 @@ __global__ void __launch_bounds__(1024)
   const LoTensor t = ts[blockIdx.x];
   __shared__ double S[kS], side[12];
   lo_tensor_sums<kS>(partial, t.work_begin, t.work_end, S);
-  if (t.factored) {
-    lo_side_sums(t, rrec, crec, side);
-    if (threadIdx.x < 3) {
-      const int k = threadIdx.x;
-      S[15 + k] += side[k];
-      S[18 + k] += side[3 + k];
-      S[21 + k] += side[6 + k];
-      S[24 + k] += side[9 + k];
-    }
-    __syncthreads();
-  }
+  if (t.factored) lo_add_side_sums<kLead>(t, rrec, crec, side, S);
   const int k = threadIdx.x;
   const double n = double(t.numel);
-  if (k < kF) norm[blockIdx.x * 32 + k] = rsqrtf(1e-5f + float(S[k] / n));
+  if (k < kF) norm[blockIdx.x * 32 + k] = lo_normaliser(S[k], n);
   if (k == kF) norm[blockIdx.x * 32 + kF] = sqrtf(float(S[2] / n) + 1e-9f);
   if (k != 0) return;
   float* row = x + blockIdx.x * 32;
@@ -287,6 +256,8 @@ __global__ void __launch_bounds__(256)
   const int64_t e = it.first + threadIdx.x;
   if (e >= (it.side ? t.nb : t.na)) return;
   const float4 v = use_r ? rrec[t.r_off + e] : crec[t.c_off + e];
+  // lo_entry_features, written out: through the helper the compiler lays out this kernel's branches
+  // differently (the same arithmetic, other instructions).
   const float f[6] = {v.x, v.y, v.z, rsqrtf(v.x + 1e-8f), rsqrtf(v.y + 1e-8f), rsqrtf(v.z + 1e-8f)};
   float h[4];
 #pragma unroll
@@ -363,7 +334,7 @@ __global__ void __launch_bounds__(kLoThreads, 2)
     reinterpret_cast<float*>(w0)[threadIdx.x] = k < kF ? tht[o * 30 + k] * nt[k] : 0.0f;
   }
   if (threadIdx.x < 72) {
-    const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = velo_elem_ch(j);
+    const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = lo_elem_ch<kLead>(j);
     reinterpret_cast<float*>(we)[threadIdx.x] = tht[o * 30 + ch] * nt[ch];
   }
   __syncthreads();
@@ -373,8 +344,7 @@ __global__ void __launch_bounds__(kLoThreads, 2)
     const float stp = mult * dir * expf(0.001f * mag);
     float pn = pv - lr * stp;
     if (wdf > 0) pn -= lr * wdf * pn;
-    p[t.p_off + at] = pn;
-    if (pb) pb[t.p_off + at] = __float2bfloat16_rn(pn);
+    lo_store_param(p, pb, t.p_off + at, pn);
   };
   if (w.tile) {
     const LoSides sd = lo_sides(t, rfac, cfac);
@@ -401,7 +371,8 @@ __global__ void __launch_bounds__(kLoThreads, 2)
       for (int u = 0; u < kUnrollC; u++) {
         const int64_t row = w.row0 + min(r + u, w.n - 1);
         const float4 fa = sd.fac_a[row], ha = side_a[t.side_a_off + row];
-        const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+        float sg[3];
+        lo_tile_sg(fa, fb, sg);
         velo_elem18(velo_g(gv[u], gs), pv[u], st[u], sg, x[u]);
         h[u][0] = ha.x + hb.x;
         h[u][1] = ha.y + hb.y;
@@ -428,15 +399,11 @@ __global__ void __launch_bounds__(kLoThreads, 2)
   } else {
     for (int e = threadIdx.x; e < w.n; e += kLoThreads) {
       const int64_t i = w.row0 + e;
-      LoElem el;
-      el.g = velo_g(g[t.p_off + i], gs);
-      el.p = p[t.p_off + i];
+      const float gv = velo_g(g[t.p_off + i], gs);
+      const float pv = p[t.p_off + i];
       const float4 st = state[t.s_off + i];
-      el.m[0] = st.x;
-      el.m[1] = st.y;
-      el.m[2] = st.z;
-      el.v = st.w;
-      lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
+      LoElem el;
+      lo_elem<true>(t, i, gv, pv, st, LoFactorView{rrec, crec, rfac, cfac, diag}, el);
       float x[32];
       velo_features(el, x);
       x[30] = x[31] = 0.0f;

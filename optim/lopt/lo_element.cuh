@@ -51,12 +51,13 @@ struct LoFactorView {
 
 // kVeloDiag: VeLO's vector momentum factor V^(-1/2); else μLO's (V + 1e-6)^(-1/2).
 template <bool kVeloDiag>
-__device__ __forceinline__ void lo_gather(const LoTensor& t, int64_t i, const LoFactorView& f, LoElem& e) {
+__device__ __forceinline__ void lo_gather(const LoTensor& t, int64_t i, const float4* __restrict__ rrec,
+                                          const float4* __restrict__ crec, const float4* __restrict__ rfac,
+                                          const float4* __restrict__ cfac, const float4* __restrict__ diag, LoElem& e) {
   if (t.factored) {
     int64_t ri, ci;
     lo_rc_index(t, i, ri, ci);
-    const float4 R = f.rrec[t.r_off + ri], C = f.crec[t.c_off + ci], rf = f.rfac[t.r_off + ri],
-                 cf = f.cfac[t.c_off + ci];
+    const float4 R = rrec[t.r_off + ri], C = crec[t.c_off + ci], rf = rfac[t.r_off + ri], cf = cfac[t.c_off + ci];
     e.row[0] = R.x;
     e.row[1] = R.y;
     e.row[2] = R.z;
@@ -67,7 +68,7 @@ __device__ __forceinline__ void lo_gather(const LoTensor& t, int64_t i, const Lo
     e.sg[1] = e.sm[1] = rf.y * cf.y;
     e.sg[2] = e.sm[2] = rf.z * cf.z;
   } else {
-    const float4 V = f.diag[t.v_off + i];
+    const float4 V = diag[t.v_off + i];
     const float vv[3] = {V.x, V.y, V.z};
 #pragma unroll
     for (int k = 0; k < 3; k++) {
@@ -93,7 +94,7 @@ __device__ __forceinline__ void lo_elem(const LoTensor& t, int64_t i, float g, f
   el.g = g;
   el.p = p;
   lo_set_moments(el, st);
-  lo_gather<kVeloDiag>(t, i, f, el);
+  lo_gather<kVeloDiag>(t, i, f.rrec, f.crec, f.rfac, f.cfac, f.diag, el);
 }
 
 // Updates {m0, m1, m2, v} and, for vectors, {V0, V1, V2} with gradient g; returns the new record.
@@ -132,7 +133,7 @@ __device__ __forceinline__ void lo_flat_step(const LoTensor& t, int64_t i, float
   const float4 st = lo_step_record(state, at, old, el.g, d);
   lo_set_moments(el, st);
   if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
-  lo_gather<kVeloDiag>(t, i, f, el);
+  lo_gather<kVeloDiag>(t, i, f.rrec, f.crec, f.rfac, f.cfac, f.diag, el);
 }
 
 // A tile element's Adafactor factor sg_k = rf_k cf_k from its row's (fa) and its column's (fb) factors.

@@ -110,12 +110,36 @@ __device__ __forceinline__ void sf_elem16(float g, float p, float4 st, float rho
 
 // Pass B: moments, and per block the sums of squares of the features. Channels 13-24 of factored
 // tensors are left to F2 (lo_side_sums).
-__global__ void __launch_bounds__(kLoThreads)
-    sf_pass_b(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-              const float* __restrict__ p, float4* __restrict__ state, float4* __restrict__ diag,
-              const float4* __restrict__ rrec, const float4* __restrict__ crec, const float4* __restrict__ rfac,
-              const float4* __restrict__ cfac, double* __restrict__ partial, const LoStepScalars* __restrict__ sc,
-              LoDecays d) {
+struct SfPassB {
+  const LoWork* works;  // one block each
+  const LoTensor* ts;
+  const float* g;
+  const float* p;
+  float4* state;  // {m0, m1, m2, v}, updated
+  float4* diag;   // vectors' {V0, V1, V2}, updated
+  const float4* rrec;
+  const float4* crec;
+  const float4* rfac;
+  const float4* cfac;
+  double* partial;  // per work item: kF sums of squares
+  const LoStepScalars* sc;
+  LoDecays d;
+};
+__global__ void __launch_bounds__(kLoThreads) sf_pass_b(const SfPassB a) {
+  // __restrict__ copies of the pointers (lo_core.h: kernel argument structs)
+  const LoWork* __restrict__ works = a.works;
+  const LoTensor* __restrict__ ts = a.ts;
+  const float* __restrict__ g = a.g;
+  const float* __restrict__ p = a.p;
+  float4* __restrict__ state = a.state;
+  float4* __restrict__ diag = a.diag;
+  const float4* __restrict__ rrec = a.rrec;
+  const float4* __restrict__ crec = a.crec;
+  const float4* __restrict__ rfac = a.rfac;
+  const float4* __restrict__ cfac = a.cfac;
+  double* __restrict__ partial = a.partial;
+  const LoStepScalars* __restrict__ sc = a.sc;
+  const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
   const float gs = sc->grad_scale;
@@ -190,11 +214,29 @@ constexpr int kSideWords = 36;  // fast mode: words per row of the A-side table
 // (r, q = 3) needs as its B operand, one 16-byte load), then the row's Adafactor factor (float4), so
 // that pass C fetches a row's side data with one copy. A side: a warp writes one row (coalesced), 8
 // rows at a time; B side: a thread per column.
-__global__ void __launch_bounds__(256)
-    sf_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts, const float4* __restrict__ rrec,
-            const float4* __restrict__ crec, const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-            const float* __restrict__ norm, const float* __restrict__ mlp, uint32_t* __restrict__ side_a,
-            uint4* __restrict__ side_b) {
+struct SfSide {
+  const LoSideItem* items;  // one block each
+  const LoTensor* ts;
+  const float4* rrec;
+  const float4* crec;
+  const float4* rfac;
+  const float4* cfac;
+  const float* norm;  // per tensor: 28 normalisers
+  const float* mlp;   // this step's folded weights
+  uint32_t* side_a;   // per row: kSideWords words
+  uint4* side_b;      // per column: 6 features and (1, 1), bf16
+};
+__global__ void __launch_bounds__(256) sf_side(const SfSide a) {
+  const LoSideItem* __restrict__ items = a.items;
+  const LoTensor* __restrict__ ts = a.ts;
+  const float4* __restrict__ rrec = a.rrec;
+  const float4* __restrict__ crec = a.crec;
+  const float4* __restrict__ rfac = a.rfac;
+  const float4* __restrict__ cfac = a.cfac;
+  const float* __restrict__ norm = a.norm;
+  const float* __restrict__ mlp = a.mlp;
+  uint32_t* __restrict__ side_a = a.side_a;
+  uint4* __restrict__ side_b = a.side_b;
   const LoSideItem it = items[blockIdx.x];
   const LoTensor t = ts[it.tensor];
   const bool use_r = (it.side == 1) == lo_b_is_r(t);       // is this side's vector R?
@@ -343,6 +385,7 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
   }
 }
 
+// Parameters rather than a struct, like sf_pass_c_fast with which it shares sf_exact_chunk (lo_core.h).
 __global__ void __launch_bounds__(kThreads, 2)
     sf_pass_c_exact(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts, const float* __restrict__ g,
                     float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
@@ -539,7 +582,8 @@ struct SfRowIn {
 // with the other's tensor-core chain (a warp alone has little independent work in either). The first
 // n_exact blocks instead run the exact MLP over the flat chunks (vectors, N-D tensors), overlapping the
 // tiles. kMinBlocksC = 2: up to 255 registers, none spilled (on the H100, GPT-2 355M, whole fast steps
-// with 2, 3 or 4 blocks an SM were within 0.4%, 2 the fastest).
+// with 2, 3 or 4 blocks an SM were within 0.4%, 2 the fastest). __restrict__ parameters rather than a
+// struct: beside inline asm, nvcc reads pointers from a struct without the read-only path (lo_core.h).
 __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
     sf_pass_c_fast(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
                    float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
@@ -714,6 +758,39 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
 }
 }  // namespace
 
+// The arguments of passes B and side: the buffers never move, so they are set once.
+struct SmallFcLopt::Passes {
+  SfPassB b;
+  SfSide side;
+};
+
+void SmallFcLopt::make_passes() {
+  passes_ = std::make_unique<Passes>();
+  passes_->b = {core_.work.get(),
+                core_.tensors.get(),
+                arena_.grads(),
+                arena_.params(),
+                core_.state.get(),
+                core_.diag.get(),
+                core_.rrec.get(),
+                core_.crec.get(),
+                core_.rfac.get(),
+                core_.cfac.get(),
+                partial_.get(),
+                scalars_.get(),
+                dec_};
+  passes_->side = {core_.side_items.get(),
+                   core_.tensors.get(),
+                   core_.rrec.get(),
+                   core_.crec.get(),
+                   core_.rfac.get(),
+                   core_.cfac.get(),
+                   norm_.get(),
+                   mlp_.get(),
+                   reinterpret_cast<uint32_t*>(side_a_.get()),
+                   side_b_.get()};
+}
+
 SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, const std::vector<int>& owned)
     : Optimizer(arena, opts, owned),
       core_(arena, owned_, parse_tie_rule(opts.small_fc.tie, kSmallFcPyloTie), opts.small_fc.mup, kChunk) {
@@ -736,7 +813,10 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
     side_a_.alloc(size_t(core_.side_a_len) * kSideWords, "small_fc_lopt row-side layer-1 shares");
     side_b_.alloc(size_t(core_.side_b_len), "small_fc_lopt column-side features");
   }
+  make_passes();
 }
+
+SmallFcLopt::~SmallFcLopt() = default;
 
 void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   const SmallFcOptions& h = opts_.small_fc;
@@ -745,9 +825,7 @@ void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(&scalars_.get()->grad_scale, 0.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
-  sf_pass_b<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
-                                      core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(),
-                                      core_.rfac.get(), core_.cfac.get(), partial_.get(), scalars_.get(), dec_);
+  sf_pass_b<<<nw, kLoThreads, 0, s>>>(passes_->b);
   CUDA_CHECK_LAUNCH();
   sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(),
                                                       core_.crec.get(), norm_.get());
@@ -757,9 +835,7 @@ void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   const Chunk* exact_chunks = h.fast ? core_.flat_chunks.get() : core_.chunks.get();
   const unsigned n_exact = unsigned(h.fast ? core_.flat_chunks.size() : core_.chunks.size());
   if (h.fast && core_.side_items.size()) {
-    sf_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(
-        core_.side_items.get(), core_.tensors.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(),
-        core_.cfac.get(), norm_.get(), mlp_.get(), reinterpret_cast<uint32_t*>(side_a_.get()), side_b_.get());
+    sf_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(passes_->side);
     CUDA_CHECK_LAUNCH();
     sf_pass_c_fast<<<unsigned(n_exact) + nw, kThreadsC, 0, s>>>(
         core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),

@@ -106,12 +106,36 @@ __device__ __forceinline__ void velo_elem18(float g, float p, float4 st, const f
 
 // Pass B: moments, and per block the sums of squares of the features plus the old state's sums (LSTM
 // inputs). Channels 15-26 of factored tensors are left to F2 (lo_side_sums).
-__global__ void __launch_bounds__(kLoThreads)
-    velo_pass_b(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-                const float* __restrict__ p, float4* __restrict__ state, float4* __restrict__ diag,
-                const float4* __restrict__ rrec, const float4* __restrict__ crec, const float4* __restrict__ rfac,
-                const float4* __restrict__ cfac, double* __restrict__ partial, const VeloScalars* __restrict__ sc,
-                LoDecays d) {
+struct VeloPassB {
+  const LoWork* works;  // one block each
+  const LoTensor* ts;
+  const float* g;
+  const float* p;
+  float4* state;  // {m0, m1, m2, v}, updated
+  float4* diag;   // vectors' {V0, V1, V2}, updated
+  const float4* rrec;
+  const float4* crec;
+  const float4* rfac;
+  const float4* cfac;
+  double* partial;  // per work item: kS sums
+  const VeloScalars* sc;
+  LoDecays d;
+};
+__global__ void __launch_bounds__(kLoThreads) velo_pass_b(const VeloPassB a) {
+  // __restrict__ copies of the pointers (lo_core.h: kernel argument structs)
+  const LoWork* __restrict__ works = a.works;
+  const LoTensor* __restrict__ ts = a.ts;
+  const float* __restrict__ g = a.g;
+  const float* __restrict__ p = a.p;
+  float4* __restrict__ state = a.state;
+  float4* __restrict__ diag = a.diag;
+  const float4* __restrict__ rrec = a.rrec;
+  const float4* __restrict__ crec = a.crec;
+  const float4* __restrict__ rfac = a.rfac;
+  const float4* __restrict__ cfac = a.cfac;
+  double* __restrict__ partial = a.partial;
+  const VeloScalars* __restrict__ sc = a.sc;
+  const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
   const float gs = sc->step.grad_scale;
@@ -238,10 +262,25 @@ __global__ void velo_gates(int n, const float* __restrict__ z, float* __restrict
 // Per step and tile2d tensor, after the per-tensor MLPs exist: each row's (A side, with the first
 // layer's bias) and each column's (B side) share of the first layer, from the 6 features of its R or C
 // entry {val_k, rsqrt(val_k + 1e-8)} with the normalisers folded in.
-__global__ void __launch_bounds__(256)
-    velo_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts, const float4* __restrict__ rrec,
-              const float4* __restrict__ crec, const float* __restrict__ norm, const float* __restrict__ theta,
-              float4* __restrict__ side_a, float4* __restrict__ side_b) {
+struct VeloSide {
+  const LoSideItem* items;  // one block each
+  const LoTensor* ts;
+  const float4* rrec;
+  const float4* crec;
+  const float* norm;   // per tensor: 30 normalisers, param scale
+  const float* theta;  // per tensor: its MLP
+  float4* side_a;      // per row: its share of the first layer, with b0
+  float4* side_b;      // per column: its share
+};
+__global__ void __launch_bounds__(256) velo_side(const VeloSide a) {
+  const LoSideItem* __restrict__ items = a.items;
+  const LoTensor* __restrict__ ts = a.ts;
+  const float4* __restrict__ rrec = a.rrec;
+  const float4* __restrict__ crec = a.crec;
+  const float* __restrict__ norm = a.norm;
+  const float* __restrict__ theta = a.theta;
+  float4* __restrict__ side_a = a.side_a;
+  float4* __restrict__ side_b = a.side_b;
   const LoSideItem it = items[blockIdx.x];
   const LoTensor t = ts[it.tensor];
   const bool use_r = (it.side == 1) == lo_b_is_r(t);       // is this side's vector R?
@@ -314,6 +353,8 @@ __device__ __forceinline__ void velo_head(const float (*h0)[4], const float4* th
   }
 }
 
+// __restrict__ parameters rather than a struct: beside inline asm (lds4), nvcc reads pointers from a
+// struct without the read-only path and compiles the tile loop differently (lo_core.h).
 __global__ void __launch_bounds__(kLoThreads, 2)
     velo_pass_c(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
                 float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
@@ -501,6 +542,32 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
   norm_.alloc(size_t(n_) * 32, "VeLO normalisers");
   scalars_.alloc(1, "VeLO scalars");
+  make_passes();
+}
+
+// The arguments of passes B and side: the buffers never move, so they are set once.
+struct Velo::Passes {
+  VeloPassB b;
+  VeloSide side;
+};
+
+void Velo::make_passes() {
+  passes_ = std::make_unique<Passes>();
+  passes_->b = {core_.work.get(),
+                core_.tensors.get(),
+                arena_.grads(),
+                arena_.params(),
+                core_.state.get(),
+                core_.diag.get(),
+                core_.rrec.get(),
+                core_.crec.get(),
+                core_.rfac.get(),
+                core_.cfac.get(),
+                partial_.get(),
+                scalars_.get(),
+                dec_};
+  passes_->side = {core_.side_items.get(), core_.tensors.get(), core_.rrec.get(), core_.crec.get(), norm_.get(),
+                   theta_.get(),           side_a_.get(),       side_b_.get()};
 }
 
 Velo::~Velo() {
@@ -515,9 +582,7 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
-  velo_pass_b<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
-                                        core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(),
-                                        core_.rfac.get(), core_.cfac.get(), partial_.get(), scalars_.get(), dec_);
+  velo_pass_b<<<nw, kLoThreads, 0, s>>>(passes_->b);
   CUDA_CHECK_LAUNCH();
   velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
                                            scalars_.get(), norm_.get(), x_.get());
@@ -538,9 +603,7 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
                              kCS, &beta, theta_.get(), kTheta));
   }
   if (core_.side_items.size()) {
-    velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(core_.side_items.get(), core_.tensors.get(),
-                                                                core_.rrec.get(), core_.crec.get(), norm_.get(),
-                                                                theta_.get(), side_a_.get(), side_b_.get());
+    velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(passes_->side);
     CUDA_CHECK_LAUNCH();
   }
   velo_pass_c<<<nw, kLoThreads, 0, s>>>(

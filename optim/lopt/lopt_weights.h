@@ -24,7 +24,8 @@ struct VeloWeights {
   std::vector<float> ss_w, ss_b;        // 1x512, 1
   std::vector<float> init_h, init_c;    // 512 each
   // The 256 candidate MLPs (30 -> 4 -> 4 -> 3), one row of 159 per candidate:
-  // W0 (4x30) | b0 (4) | W1 (4x4) | b1 (4) | W2 (3x4) | b2 (3), torch (out, in) order.
+  // W0 (4x30) | b0 (4) | W1 (4x4) | b1 (4) | W2 (3x4) | b2 (3), torch (out, in) order, at these offsets:
+  static constexpr int kW0 = 0, kB0 = 120, kW1 = 124, kB1 = 140, kW2 = 144, kB2 = 156;
   std::vector<float> cand;  // 256 x 159
 };
 

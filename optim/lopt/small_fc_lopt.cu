@@ -25,7 +25,8 @@
 
 namespace {
 constexpr int kThreads = 256, kChunk = 4096, kF = 28;
-constexpr int kLead = 13;  // features before the 12 side ones (lo_element.cuh)
+constexpr int kLead = 13;    // features before the 12 side ones (lo_element.cuh)
+constexpr int kNormLd = 32;  // floats per tensor in norm_: its 28 normalisers, padded
 // The published weights as uploaded (torch nn.Linear, (out, in) row-major): W0 (32 x 39) | b0 (32) |
 // W1 (32 x 32) | b1 (32) | W2 (2 x 32) | b2 (2).
 constexpr int kSrcW0 = 0, kSrcB0 = 32 * 39, kSrcW1 = kSrcB0 + 32, kSrcB1 = kSrcW1 + 1024, kSrcW2 = kSrcB1 + 32;
@@ -202,7 +203,7 @@ __global__ void __launch_bounds__(1024)
     __syncthreads();
   }
   if (t.factored) lo_add_side_sums<kLead>(t, rrec, crec, side, S);
-  if (threadIdx.x < kF) norm[blockIdx.x * 32 + threadIdx.x] = lo_normaliser(S[threadIdx.x], double(t.numel));
+  if (threadIdx.x < kF) norm[blockIdx.x * kNormLd + threadIdx.x] = lo_normaliser(S[threadIdx.x], double(t.numel));
 }
 
 constexpr int kSideWords = 36;  // fast mode: words per row of the A-side table
@@ -256,7 +257,7 @@ __global__ void __launch_bounds__(256) sf_side(const SfSide a) {
   float wv[6];
   for (int j = 0; j < 6; j++) {
     const int ch = j < 3 ? ch0 + j : ch1 + j - 3;
-    wv[j] = mlp[kW0 + ch * 32 + o] * norm[it.tensor * 32 + ch];
+    wv[j] = mlp[kW0 + ch * 32 + o] * norm[it.tensor * kNormLd + ch];
   }
   const float b0 = mlp[kB0 + o];
   const float4* fac_a = lo_sides(t, rfac, cfac).fac_a;
@@ -349,7 +350,7 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
                                                float exp_mult, float step_mult, float wd, SfExactSmem<kT>& sm) {
   const LoTensor t = ts[c.tensor];
   for (int idx = threadIdx.x; idx < 28 * 32; idx += kT)
-    reinterpret_cast<float*>(sm.w0)[idx] = mlp[kW0 + idx] * norm[c.tensor * 32 + idx / 32];
+    reinterpret_cast<float*>(sm.w0)[idx] = mlp[kW0 + idx] * norm[c.tensor * kNormLd + idx / 32];
   for (int idx = threadIdx.x; idx < 1024; idx += kT) reinterpret_cast<float*>(sm.w1)[idx] = mlp[kW1 + idx];
   if (threadIdx.x < 32) {
     sm.b0[threadIdx.x] = mlp[kB0 + threadIdx.x];
@@ -608,7 +609,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
   const LoTensor t = ts[w.tensor];
   for (int idx = threadIdx.x; idx < 32 * kFragWords; idx += kThreadsC)
     frag[idx / kFragWords][idx % kFragWords] =
-        sf_frag_word(idx / kFragWords, idx % kFragWords, mlp, norm + w.tensor * 32, lo_b_is_r(t));
+        sf_frag_word(idx / kFragWords, idx % kFragWords, mlp, norm + w.tensor * kNormLd, lo_b_is_r(t));
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 4, q = lane % 4;
   SfWarpSmem& ws = sw[warp];
@@ -807,7 +808,7 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
   weights_.upload(all);
   mlp_.alloc(kMlpFloats, "small_fc_lopt folded weights");
   partial_.alloc(core_.work.size() * kF, "small_fc_lopt partial sums");
-  norm_.alloc(size_t(core_.n_tensors) * 32, "small_fc_lopt normalisers");
+  norm_.alloc(size_t(core_.n_tensors) * kNormLd, "small_fc_lopt normalisers");
   scalars_.alloc(1, "small_fc_lopt scalars");
   if (opts.small_fc.fast) {
     side_a_.alloc(size_t(core_.side_a_len) * kSideWords, "small_fc_lopt row-side layer-1 shares");

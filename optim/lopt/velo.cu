@@ -19,6 +19,8 @@ namespace {
 constexpr int kChunk = 4096, kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
 constexpr int kLead = 15;                           // features before the 12 side ones (lo_element.cuh)
 constexpr int kUnrollC = 4;                         // pass C rows in flight per thread (registers)
+constexpr int kNormLd = 32;  // floats per tensor in norm_: 30 normalisers, the param scale, 1 pad
+constexpr int kLdX = 32;     // LSTM input row per tensor: 30 features | 1 (the bias column) | 1 pad
 // Row lengths of the hypernetwork's GEMM operands. Biases ride along as a constant-1 input column, and
 // rows are padded to a multiple of 4 floats (16 bytes) for cuBLAS's vector loads:
 //   kLdUH: LSTM input [U (512) | h (512) | 1 | 3 pad]       kLdHX: LSTM output [h_new (512) | 1 | 3 pad]
@@ -26,7 +28,9 @@ constexpr int kUnrollC = 4;                         // pass C rows in flight per
 constexpr int kLdUH = 1028, kLdHX = 516, kCS = 257;
 // A tensor's MLP (theta, 159 floats, interpolated from the 256 candidates): W0 (4 x 30) | b0 (4) |
 // W1 (4 x 4) | b1 (4) | W2 (3 x 4: direction, magnitude, unused) | b2 (3).
-constexpr int kThB0 = 120, kThW1 = 124, kThB1 = 140, kThW2 = 144, kThB2 = 156, kTheta = 159;
+constexpr int kThB0 = VeloWeights::kB0, kThW1 = VeloWeights::kW1, kThB1 = VeloWeights::kB1;
+constexpr int kThW2 = VeloWeights::kW2, kThB2 = VeloWeights::kB2, kTheta = VeloWeights::kMlp;
+constexpr int kThetaPad = 160;  // in shared memory: whole float4s (velo_head reads 16 bytes at a time)
 static_assert(kThW1 % 4 == 0 && kThW2 % 4 == 0 && kThB2 % 4 == 0, "velo_head reads these 16 bytes at a time");
 
 __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, int64_t num_steps, double lr,
@@ -199,10 +203,10 @@ __global__ void __launch_bounds__(1024)
   if (t.factored) lo_add_side_sums<kLead>(t, rrec, crec, side, S);
   const int k = threadIdx.x;
   const double n = double(t.numel);
-  if (k < kF) norm[blockIdx.x * 32 + k] = lo_normaliser(S[k], n);
-  if (k == kF) norm[blockIdx.x * 32 + kF] = sqrtf(float(S[2] / n) + 1e-9f);
+  if (k < kF) norm[blockIdx.x * kNormLd + k] = lo_normaliser(S[k], n);
+  if (k == kF) norm[blockIdx.x * kNormLd + kF] = sqrtf(float(S[2] / n) + 1e-9f);
   if (k != 0) return;
-  float* row = x + blockIdx.x * 32;
+  float* row = x + blockIdx.x * kLdX;
   for (int j = 0; j < 18; j++) row[j] = sc->lstm_shared[j];
   const double nm = 1.0 / sqrt(fmax(1e-9, S[2] / n));
   const double mean_v = nm * S[kF + 6] / n, ev2 = nm * nm * S[kF + 7] / n;
@@ -289,7 +293,7 @@ __global__ void __launch_bounds__(256) velo_side(const VeloSide a) {
   __shared__ float wsh[6][4];
   if (threadIdx.x < 24) {
     const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = j < 3 ? ch0 + j : ch1 + j - 3;
-    wsh[j][o] = th[o * 30 + ch] * norm[it.tensor * 32 + ch];
+    wsh[j][o] = th[o * kF + ch] * norm[it.tensor * kNormLd + ch];
   }
   __syncthreads();
   const int64_t e = it.first + threadIdx.x;
@@ -362,25 +366,25 @@ __global__ void __launch_bounds__(kLoThreads, 2)
                 const float4* __restrict__ rfac, const float4* __restrict__ cfac, const float4* __restrict__ side_a,
                 const float4* __restrict__ side_b, const float* __restrict__ norm, const float* __restrict__ theta,
                 const float* __restrict__ cs, const VeloScalars* __restrict__ sc, float wd) {
-  __shared__ __align__(16) float th[160];
+  __shared__ __align__(16) float th[kThetaPad];
   __shared__ float4 w0[32];  // flat: 4 rows x 32 (normaliser folded, zero padded)
   __shared__ float4 we[18];  // tile: the 4 first-layer weights of each per-element feature, normaliser folded
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
   const float* tht = theta + int64_t(w.tensor) * kTheta;
-  const float* nt = norm + w.tensor * 32;
-  for (int k = threadIdx.x; k < 160; k += kLoThreads) th[k] = k < kTheta ? tht[k] : 0.0f;
+  const float* nt = norm + w.tensor * kNormLd;
+  for (int k = threadIdx.x; k < kThetaPad; k += kLoThreads) th[k] = k < kTheta ? tht[k] : 0.0f;
   if (threadIdx.x < 128) {
     const int o = threadIdx.x / 32, k = threadIdx.x % 32;
-    reinterpret_cast<float*>(w0)[threadIdx.x] = k < kF ? tht[o * 30 + k] * nt[k] : 0.0f;
+    reinterpret_cast<float*>(w0)[threadIdx.x] = k < kF ? tht[o * kF + k] * nt[k] : 0.0f;
   }
   if (threadIdx.x < 72) {
     const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = lo_elem_ch<kLead>(j);
-    reinterpret_cast<float*>(we)[threadIdx.x] = tht[o * 30 + ch] * nt[ch];
+    reinterpret_cast<float*>(we)[threadIdx.x] = tht[o * kF + ch] * nt[ch];
   }
   __syncthreads();
   const float gs = sc->step.grad_scale, lr = sc->step.lr, wdf = t.decay ? wd : 0.0f;
-  const float mult = cs[int64_t(w.tensor) * kCS + 256] * 0.001f * nt[kF];  // lr_mult * 1e-3 * rms(p)
+  const float mult = cs[int64_t(w.tensor) * kCS + kCS - 1] * 0.001f * nt[kF];  // lr_mult * 1e-3 * rms(p)
   auto update = [&](int64_t at, float pv, float dir, float mag) {
     const float stp = mult * dir * expf(0.001f * mag);
     float pn = pv - lr * stp;
@@ -495,8 +499,8 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   dec_.v = 0.999f;
   CUBLAS_CHECK(cublasCreate(&blas_));
   CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH));  // full FP32, never TF32
-  std::vector<float> mix = with_bias_cols(w.mix2_w, w.mix2_b, 512, 30, 32);
-  std::vector<float> fin = with_bias_cols(w.final_w, w.final_b, 512, 30, 32);
+  std::vector<float> mix = with_bias_cols(w.mix2_w, w.mix2_b, 512, 30, kLdX);
+  std::vector<float> fin = with_bias_cols(w.final_w, w.final_b, 512, 30, kLdX);
   mix.insert(mix.end(), fin.begin(), fin.end());
   w_mix_.alloc(mix.size(), "VeLO mixing weights");
   w_mix_.upload(mix);
@@ -529,7 +533,7 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   }
   loss_.alloc(1, "VeLO loss buffer");
   loss_.upload(&ls, 1);
-  x_.alloc(size_t(n_) * 32, "VeLO LSTM inputs");
+  x_.alloc(size_t(n_) * kLdX, "VeLO LSTM inputs");
   mix_.alloc(size_t(n_) * 1024, "VeLO mixing");
   pooled_.alloc(512, "VeLO pooled mixing");
   uh_.alloc(size_t(n_) * kLdUH, "VeLO LSTM input");
@@ -540,7 +544,7 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
   side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
   side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
-  norm_.alloc(size_t(n_) * 32, "VeLO normalisers");
+  norm_.alloc(size_t(n_) * kNormLd, "VeLO normalisers");
   scalars_.alloc(1, "VeLO scalars");
   make_passes();
 }
@@ -588,7 +592,7 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
                                            scalars_.get(), norm_.get(), x_.get());
   CUDA_CHECK_LAUNCH();
   CUBLAS_CHECK(cublasSetStream(blas_, s));
-  gemm_rows(blas_, n_, 1024, 32, w_mix_.get(), 32, x_.get(), 32, mix_.get(), 1024);
+  gemm_rows(blas_, n_, 1024, kLdX, w_mix_.get(), kLdX, x_.get(), kLdX, mix_.get(), 1024);
   velo_pool<<<16, 1024, 0, s>>>(n_, mix_.get(), pooled_.get());
   CUDA_CHECK_LAUNCH();
   velo_lstm_in<<<unsigned((n_ * kLdUH + 255) / 256), 256, 0, s>>>(n_, mix_.get(), pooled_.get(), h_.get(), uh_.get());

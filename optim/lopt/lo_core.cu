@@ -3,6 +3,7 @@
 #include "kernels/device_utils.cuh"
 #include "optim/lopt/lo_core.h"
 #include "optim/step_scalars.cuh"
+#include "optim/tile_reduce.cuh"
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
@@ -15,7 +16,10 @@ __device__ __forceinline__ float lo_grad(float g, float scale, float clip) {
 }
 
 // Pass A over 2-D factored tensors: per tile, sums of g^2 per row (over the tile's columns) and per
-// column (over the tile's rows); the same tiling and fixed-order reduction as Adafactor's pass A.
+// column (over the tile's rows), in Adafactor's tiles and with its column reduction (sum_warp_columns).
+// The rest is not Adafactor's pass A, so it is not shared: g is clamped to [-clip, clip] first (VeLO), a
+// 16-byte load adds its four squares to the row sum one at a time (Adafactor: (a + b) + (c + d), another
+// rounding), only full-width tiles take 16-byte loads, and there is no sum of p^2 and no batch slice.
 struct LoPassA {
   const Tile* tiles;  // one block each
   const LoTensor* ts;
@@ -93,13 +97,7 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
     for (int j = 0; j < 32; j++) cols[warp][lane + 32 * j] = acc[j];
   }
   __syncthreads();
-  float* out = colpart + t.colpart_off + int64_t(tl.tr) * C + tl.c0;
-  for (int c = threadIdx.x; c < tl.nc; c += kThreads) {
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; w++) s += cols[w][c];
-    out[c] = s;
-  }
+  sum_warp_columns(cols, tl.nc, colpart + t.colpart_off + int64_t(tl.tr) * C + tl.c0);
 }
 
 // EMA of one R or C entry from the mean of g^2; C entries also refresh their factor cf.

@@ -457,17 +457,12 @@ __device__ __forceinline__ float4 mma16816(const uint32_t* a, uint32_t b0, uint3
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
   return d;
 }
-template <bool kF16>
+// D = A B + C on an m16n8k8 tile, bf16 operands, fp32 accumulate (the side mma of layer 1).
 __device__ __forceinline__ float4 mma1688(uint32_t a0, uint32_t a1, uint32_t b, float4 c) {
   float4 d;
-  if (kF16)
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
-        : "=f"(d.x), "=f"(d.y), "=f"(d.z), "=f"(d.w)
-        : "r"(a0), "r"(a1), "r"(b), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
-  else
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
-        : "=f"(d.x), "=f"(d.y), "=f"(d.z), "=f"(d.w)
-        : "r"(a0), "r"(a1), "r"(b), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
+      : "=f"(d.x), "=f"(d.y), "=f"(d.z), "=f"(d.w)
+      : "r"(a0), "r"(a1), "r"(b), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
   return d;
 }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* row) {
@@ -510,13 +505,12 @@ __device__ uint32_t sf_frag_word(int lane, int w, const float* mlp, const float*
   return r / 4 == mt ? pack_f16(mlp[kW2 + out * 32 + k], mlp[kW2 + out * 32 + k + 1]) : 0u;
 }
 
-// cp.async of 4, 8 or 16 bytes from a global to a shared address; pred false: zero-fill, nothing is read.
+// cp.async of 4 or 16 bytes from a global to a shared address; pred false: zero-fill, nothing is read.
 template <int kBytes>
 __device__ __forceinline__ void cp_async_raw(uint32_t dst, size_t src, bool pred) {
+  static_assert(kBytes == 4 || kBytes == 16, "4 or 16 bytes");
   if (kBytes == 16)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(pred ? 16 : 0) : "memory");
-  else if (kBytes == 8)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(pred ? 8 : 0) : "memory");
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(pred ? 4 : 0) : "memory");
 }
@@ -709,7 +703,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
         float4 h[4];
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
-          h[nt] = mma1688<false>(xb[mt][0], xb[mt][1], in.ws[nt], make_float4(0, 0, 0, 0));
+          h[nt] = mma1688(xb[mt][0], xb[mt][1], in.ws[nt], make_float4(0, 0, 0, 0));
           h[nt] = mma16816<false>(in.a[mt], wf[2 * nt], wf[2 * nt + 1], h[nt]);
         }
         uint32_t a2[2][4];

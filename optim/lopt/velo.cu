@@ -475,8 +475,8 @@ __global__ void __launch_bounds__(kLoThreads, 2)
 
 // Row-major `out` (rows x m) = `in` (rows x k, ld ldi) * W^T, W row-major (m x k, ld ldw).
 void gemm_rows(cublasHandle_t h, int rows, int m, int k, const float* W, int ldw, const float* in, int ldi, float* out,
-               int ldo, float alpha = 1.0f) {
-  const float beta = 0.0f;
+               int ldo) {
+  const float alpha = 1.0f, beta = 0.0f;
   CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, rows, k, &alpha, W, ldw, in, ldi, &beta, out, ldo));
 }
 

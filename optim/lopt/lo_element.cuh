@@ -20,6 +20,8 @@
 //    mag)) group their products differently, and the decay reads wd lr p in one, lr wd p in the other,
 //    so only the stores after it are shared (lo_store_param);
 //  - F2's per-tensor sums of pass B's partials (different fixed reduction trees: see sf_norms).
+// velo_side writes lo_entry_features' six features out itself: the same arithmetic, but through the
+// helper the compiler lays that kernel out differently.
 #pragma once
 #include <cuda_bf16.h>
 

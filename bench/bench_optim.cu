@@ -2,10 +2,9 @@
 //
 //   ./bench_optim -e gpt2-124m,gpt2-355m -o adamw,adafactor,muon
 //
-// Each step is timed with CUDA events (median of --steps after --untimed ones). "floor_ms" is the bytes the
-// step must move (per optimizer, below) over the measured device-to-device copy bandwidth, so
-// pct_of_floor = 100 * floor_ms / median_ms. "launches" counts the kernels of one step, read from a
-// CUDA graph capture of it.
+// Each step is timed with CUDA events (common/event_timer.h: median of --steps after --untimed ones). "floor_ms" is the
+// bytes the step must move (per optimizer, below) over the measured device-to-device copy bandwidth, so pct_of_floor =
+// 100 * floor_ms / median_ms. "launches" counts the kernels of one step, read from a CUDA graph capture of it.
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -14,6 +13,7 @@
 #include "common/cuda_check.h"
 #include "common/cuda_graph.h"
 #include "common/device_random.h"
+#include "common/event_timer.h"
 #include "models/model_tables.h"
 #include "optim/grad_clip.h"
 #include "optim/lopt/lopt_weights.h"
@@ -29,32 +29,13 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Device-to-device copy bandwidth, counting bytes read plus bytes written.
 double copy_bandwidth() {
   const size_t n = size_t(1) << 30;
   DeviceBuffer<char> a(n, "bandwidth probe"), b(n, "bandwidth probe");
   CUDA_CHECK(cudaMemset(a.get(), 1, n));
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i < 23; i++) {
-    CUDA_CHECK(cudaEventRecord(e0));
-    CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice));
-    CUDA_CHECK(cudaEventRecord(e1));
-    CUDA_CHECK(cudaEventSynchronize(e1));
-    float t;
-    CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-    if (i >= 3) ms.push_back(t);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return 2.0 * double(n) / (median(ms) * 1e-3);
+  auto copy = [&] { CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice)); };
+  return 2.0 * double(n) / (median_event_ms(copy, 0, 20, 3) * 1e-3);
 }
 
 // Bytes one step must move through HBM, by tensor and owner (optimizers.md D; GEMM traffic of
@@ -102,7 +83,7 @@ struct Measure {
   double bandwidth;
 };
 void measure(const Measure& m, const std::string& entry, const OptimOptions& oo, const ParamTable& table, Arena& arena,
-             GradClipper& clipper, cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1) {
+             GradClipper& clipper, cudaStream_t stream) {
   // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement.
   const bool fast = entry == "small_fc_lopt:fast";
   const std::string name = fast ? "small_fc_lopt" : entry;
@@ -119,20 +100,10 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
     if (m.clip > 0) clipper.run(stream);
     opt->step(info, stream);
   };
-  for (int i = 0; i < m.untimed; i++) one_step();
-  std::vector<float> ms;
-  for (int i = 0; i < m.steps; i++) {
-    CUDA_CHECK(cudaEventRecord(e0, stream));
-    one_step();
-    CUDA_CHECK(cudaEventRecord(e1, stream));
-    CUDA_CHECK(cudaEventSynchronize(e1));
-    float t;
-    CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
+  const std::vector<float> ms = event_times_ms(one_step, stream, m.steps, m.untimed);
   const size_t nodes = CudaGraph::capture(stream, one_step).nodes();
   const double bytes = step_bytes(name, table, m.bf16, m.clip > 0), floor_ms = bytes / m.bandwidth * 1e3,
-               med = median(ms);
+               med = median_ms(ms);
   std::printf(
       "{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
       "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
@@ -194,9 +165,6 @@ int main(int argc, char** argv) {
     std::printf("{\"bench\":\"copy\",\"gpu\":\"%s\",\"copy_tbps\":%.3f}\n", prop.name, bw / 1e12);
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
     for (const auto& model : split(models)) {
       ParamTable table = model_by_name(model, kBenchModels).table();
       Arena arena(table, bf16);
@@ -205,7 +173,7 @@ int main(int argc, char** argv) {
       GradClipper clipper(arena, float(clip));
       for (const auto& entry : split(opts)) {
         const Measure m{prop.name, model, bf16, clip, steps, untimed, bw};
-        measure(m, entry, oo, table, arena, clipper, stream, e0, e1);
+        measure(m, entry, oo, table, arena, clipper, stream);
       }
     }
   } catch (const UserError& e) {

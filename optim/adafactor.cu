@@ -10,6 +10,7 @@
 #include "kernels/device_utils.cuh"
 #include "optim/adafactor.h"
 #include "optim/step_scalars.cuh"
+#include "optim/tile_reduce.cuh"
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
@@ -46,6 +47,7 @@ __global__ void af_begin_step(int64_t* step, AdafactorOptions h, double eps1, Lr
 }
 
 // ------------------------------------------------------------------------------------- pass A
+// The column reduction is shared with the learned optimizers' pass A; their row sums differ (lo_pass_a).
 __global__ void __launch_bounds__(kThreads)
     af_pass_a(const Tile* __restrict__ tiles, const AfTensor* __restrict__ tensors, const float* __restrict__ p,
               const float* __restrict__ g, float* __restrict__ variance, float* __restrict__ rowpart,
@@ -126,13 +128,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < 32; j++) cols[warp][lane + 32 * j] = acc[j];
     }
     __syncthreads();
-    float* out = colpart + t.colpart_off + (int64_t(tl.b) * t.row_tiles + tl.tr) * t.C + tl.c0;
-    for (int c = threadIdx.x; c < tl.nc; c += kThreads) {
-      float s = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kWarps; w++) s += cols[w][c];
-      out[c] = s;
-    }
+    sum_warp_columns(cols, tl.nc, colpart + t.colpart_off + (int64_t(tl.b) * t.row_tiles + tl.tr) * t.C + tl.c0);
   }
   double tot = block_sum(double(psq));
   if (threadIdx.x == 0) tile_sq[blockIdx.x] = float(tot);

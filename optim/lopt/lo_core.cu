@@ -3,6 +3,7 @@
 #include "kernels/device_utils.cuh"
 #include "optim/lopt/lo_core.h"
 #include "optim/step_scalars.cuh"
+#include "optim/tile_reduce.cuh"
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
@@ -15,10 +16,28 @@ __device__ __forceinline__ float lo_grad(float g, float scale, float clip) {
 }
 
 // Pass A over 2-D factored tensors: per tile, sums of g^2 per row (over the tile's columns) and per
-// column (over the tile's rows); the same tiling and fixed-order reduction as Adafactor's pass A.
-__global__ void __launch_bounds__(kThreads)
-    lo_pass_a(const Tile* __restrict__ tiles, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-              float* __restrict__ rowpart, float* __restrict__ colpart, const float* __restrict__ gscale, float clip) {
+// column (over the tile's rows), in Adafactor's tiles and with its column reduction (sum_warp_columns).
+// The rest is not Adafactor's pass A, so it is not shared: g is clamped to [-clip, clip] first (VeLO), a
+// 16-byte load adds its four squares to the row sum one at a time (Adafactor: (a + b) + (c + d), another
+// rounding), only full-width tiles take 16-byte loads, and there is no sum of p^2 and no batch slice.
+struct LoPassA {
+  const Tile* tiles;  // one block each
+  const LoTensor* ts;
+  const float* g;
+  float* rowpart;       // per column tile and row: sum of g^2
+  float* colpart;       // per row tile and column: sum of g^2
+  const float* gscale;  // clip coefficient, or null
+  float clip;           // > 0: g clamped to [-clip, clip]
+};
+__global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
+  // __restrict__ copies of the pointers (lo_core.h: kernel arguments)
+  const Tile* __restrict__ tiles = a.tiles;
+  const LoTensor* __restrict__ ts = a.ts;
+  const float* __restrict__ g = a.g;
+  float* __restrict__ rowpart = a.rowpart;
+  float* __restrict__ colpart = a.colpart;
+  const float* __restrict__ gscale = a.gscale;
+  const float clip = a.clip;
   __shared__ __align__(16) float cols[kWarps][kPassACols];
   const Tile tl = tiles[blockIdx.x];
   const LoTensor t = ts[tl.slot];
@@ -78,13 +97,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < 32; j++) cols[warp][lane + 32 * j] = acc[j];
   }
   __syncthreads();
-  float* out = colpart + t.colpart_off + int64_t(tl.tr) * C + tl.c0;
-  for (int c = threadIdx.x; c < tl.nc; c += kThreads) {
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; w++) s += cols[w][c];
-    out[c] = s;
-  }
+  sum_warp_columns(cols, tl.nc, colpart + t.colpart_off + int64_t(tl.tr) * C + tl.c0);
 }
 
 // EMA of one R or C entry from the mean of g^2; C entries also refresh their factor cf.
@@ -98,11 +111,31 @@ __device__ __forceinline__ void lo_update_entry(float4* rec, float4* cfac, int64
     cfac[idx] = make_float4(rsqrtf(fmaxf(r.x, 1e-9f)), rsqrtf(fmaxf(r.y, 1e-9f)), rsqrtf(fmaxf(r.z, 1e-9f)), 0.0f);
 }
 
-__global__ void __launch_bounds__(kThreads)
-    lo_f1(const LoItem* __restrict__ items, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-          const float* __restrict__ rowpart, const float* __restrict__ colpart, float4* __restrict__ rrec,
-          float4* __restrict__ crec, float4* __restrict__ cfac, const float* __restrict__ gscale, float clip,
-          LoDecays d) {
+struct LoF1 {
+  const LoItem* items;  // one block each
+  const LoTensor* ts;
+  const float* g;
+  const float* rowpart;  // pass A's partial sums
+  const float* colpart;
+  float4* rrec;  // R and C, updated
+  float4* crec;
+  float4* cfac;  // C's factors, refreshed
+  const float* gscale;
+  float clip;
+  LoDecays d;
+};
+__global__ void __launch_bounds__(kThreads) lo_f1(const LoF1 a) {
+  const LoItem* __restrict__ items = a.items;
+  const LoTensor* __restrict__ ts = a.ts;
+  const float* __restrict__ g = a.g;
+  const float* __restrict__ rowpart = a.rowpart;
+  const float* __restrict__ colpart = a.colpart;
+  float4* __restrict__ rrec = a.rrec;
+  float4* __restrict__ crec = a.crec;
+  float4* __restrict__ cfac = a.cfac;
+  const float* __restrict__ gscale = a.gscale;
+  const float clip = a.clip;
+  const LoDecays& d = a.d;
   const LoItem it = items[blockIdx.x];
   const LoTensor t = ts[it.slot];
   if (it.kind == LoItem::kRows) {  // mean over axis 1 (the columns) of each row
@@ -348,14 +381,23 @@ LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool 
 
 void LoCore::factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s) {
   if (tiles_.size()) {
-    lo_pass_a<<<unsigned(tiles_.size()), kThreads, 0, s>>>(tiles_.get(), tensors.get(), arena.grads(), rowpart_.get(),
-                                                           colpart_.get(), grad_scale, clip);
+    const LoPassA a{tiles_.get(), tensors.get(), arena.grads(), rowpart_.get(), colpart_.get(), grad_scale, clip};
+    lo_pass_a<<<unsigned(tiles_.size()), kThreads, 0, s>>>(a);
     CUDA_CHECK_LAUNCH();
   }
   if (items_.size()) {
-    lo_f1<<<unsigned(items_.size()), kThreads, 0, s>>>(items_.get(), tensors.get(), arena.grads(), rowpart_.get(),
-                                                       colpart_.get(), rrec.get(), crec.get(), cfac.get(), grad_scale,
-                                                       clip, d);
+    const LoF1 a{items_.get(),
+                 tensors.get(),
+                 arena.grads(),
+                 rowpart_.get(),
+                 colpart_.get(),
+                 rrec.get(),
+                 crec.get(),
+                 cfac.get(),
+                 grad_scale,
+                 clip,
+                 d};
+    lo_f1<<<unsigned(items_.size()), kThreads, 0, s>>>(a);
     CUDA_CHECK_LAUNCH();
   }
   if (groups_.size()) {

@@ -15,6 +15,13 @@
 // along an axis of a 2-D tensor: their sums of squares come from the R and C vectors (each entry
 // stands for the elements it is broadcast to), and their share of the MLP's first layer is computed
 // once per entry and step ("side" tables) instead of once per element.
+//
+// Kernel arguments: passes A, F1, B and the side tables each take one struct, built once on the host.
+// nvcc ignores __restrict__ on struct members, so such a kernel first copies the pointers into
+// __restrict__ locals (what its parameters were), and compiles to the instructions it had with
+// __restrict__ parameters, read-only loads (ld.global.nc) included. Not so in a kernel with inline asm:
+// there a __restrict__ local gets no read-only loads (a plain __restrict__ parameter does), so the
+// pass-C kernels (cp.async and ld.shared asm) keep their parameter lists.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -1,59 +1,7 @@
-// Device helpers shared by the learned optimizers' element passes.
+// Device helpers shared by the learned optimizers' passes: the loops over a work item's elements, the
+// fixed-order block and tensor reductions (one element's update: lo_element.cuh).
 #pragma once
 #include "optim/lopt/lo_core.h"
-
-// What both optimizers' features are built from, for one element, from the updated state.
-struct LoElem {
-  float g, p, m[3], v;
-  float row[3], col[3];  // R and C entries (vectors: V, twice)
-  float sg[3], sm[3];    // Adafactor factor for the gradient and for the momenta
-};
-
-// kVeloDiag: VeLO's vector momentum factor V^(-1/2); else μLO's (V + 1e-6)^(-1/2).
-template <bool kVeloDiag>
-__device__ __forceinline__ void lo_gather(const LoTensor& t, int64_t i, const float4* __restrict__ rrec,
-                                          const float4* __restrict__ crec, const float4* __restrict__ rfac,
-                                          const float4* __restrict__ cfac, const float4* __restrict__ diag, LoElem& e) {
-  if (t.factored) {
-    int64_t ri, ci;
-    lo_rc_index(t, i, ri, ci);
-    const float4 R = rrec[t.r_off + ri], C = crec[t.c_off + ci], rf = rfac[t.r_off + ri], cf = cfac[t.c_off + ci];
-    e.row[0] = R.x;
-    e.row[1] = R.y;
-    e.row[2] = R.z;
-    e.col[0] = C.x;
-    e.col[1] = C.y;
-    e.col[2] = C.z;
-    e.sg[0] = e.sm[0] = rf.x * cf.x;
-    e.sg[1] = e.sm[1] = rf.y * cf.y;
-    e.sg[2] = e.sm[2] = rf.z * cf.z;
-  } else {
-    const float4 V = diag[t.v_off + i];
-    const float vv[3] = {V.x, V.y, V.z};
-#pragma unroll
-    for (int k = 0; k < 3; k++) {
-      e.row[k] = e.col[k] = vv[k];
-      e.sg[k] = rsqrtf(fmaxf(vv[k] + 1e-9f, 1e-9f));
-      e.sm[k] = kVeloDiag ? rsqrtf(vv[k]) : rsqrtf(vv[k] + 1e-6f);
-    }
-  }
-}
-
-// Updates {m0, m1, m2, v} and, for vectors, {V0, V1, V2} with gradient g; returns the new record.
-__device__ __forceinline__ float4 lo_update_moments(float4 st, float g, const LoDecays& d) {
-  st.x = d.m[0] * st.x + (1.0f - d.m[0]) * g;
-  st.y = d.m[1] * st.y + (1.0f - d.m[1]) * g;
-  st.z = d.m[2] * st.z + (1.0f - d.m[2]) * g;
-  st.w = d.v * st.w + (1.0f - d.v) * g * g;
-  return st;
-}
-__device__ __forceinline__ float4 lo_update_diag(float4 V, float g, const LoDecays& d) {
-  const float q = g * g + 1e-30f;
-  V.x = d.f[0] * V.x + (1.0f - d.f[0]) * q;
-  V.y = d.f[1] * V.y + (1.0f - d.f[1]) * q;
-  V.z = d.f[2] * V.z + (1.0f - d.f[2]) * q;
-  return V;
-}
 
 // Calls body(e, g, p, record) for every element e of the chunk, two elements per iteration with their
 // loads issued together (more bytes in flight per thread for the memory-bound pass B).

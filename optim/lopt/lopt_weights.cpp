@@ -58,15 +58,16 @@ std::vector<float> transpose(const std::vector<float>& a, int64_t rows,
 std::vector<float> pack_candidates(const std::vector<float>& w0, const std::vector<float>& b0,
                                    const std::vector<float>& w1, const std::vector<float>& b1,
                                    const std::vector<float>& w2, const std::vector<float>& b2) {
-  std::vector<float> cand(size_t(VeloWeights::kCand * VeloWeights::kMlp));
-  for (int j = 0; j < VeloWeights::kCand; j++) {
-    float* row = &cand[size_t(j * VeloWeights::kMlp)];
-    std::copy_n(&w0[size_t(j * 120)], 120, row);
-    std::copy_n(&b0[size_t(j * 4)], 4, row + 120);
-    std::copy_n(&w1[size_t(j * 16)], 16, row + 124);
-    std::copy_n(&b1[size_t(j * 4)], 4, row + 140);
-    std::copy_n(&w2[size_t(j * 12)], 12, row + 144);
-    std::copy_n(&b2[size_t(j * 3)], 3, row + 156);
+  using V = VeloWeights;
+  std::vector<float> cand(size_t(V::kCand * V::kMlp));
+  for (int j = 0; j < V::kCand; j++) {
+    float* row = &cand[size_t(j * V::kMlp)];
+    std::copy_n(&w0[size_t(j * 120)], 120, row + V::kW0);  // 4 x 30
+    std::copy_n(&b0[size_t(j * 4)], 4, row + V::kB0);
+    std::copy_n(&w1[size_t(j * 16)], 16, row + V::kW1);  // 4 x 4
+    std::copy_n(&b1[size_t(j * 4)], 4, row + V::kB1);
+    std::copy_n(&w2[size_t(j * 12)], 12, row + V::kW2);  // 3 x 4
+    std::copy_n(&b2[size_t(j * 3)], 3, row + V::kB2);
   }
   return cand;
 }
@@ -207,15 +208,16 @@ void save_velo_weights_pylo(const std::string& dir, const VeloWeights& w) {
                                                           {"lstm_init_state.1", {{1, 512}, w.init_c}}});
   std::ofstream(dir + "/VeLO_RNN/config.json")
       << "{\n  \"input_size\": 30,\n  \"lstm_hidden_size\": 512,\n  \"mix_layers\": true,\n  \"param_inits\": 256\n}";
+  using V = VeloWeights;
   std::vector<float> w0, b0, w1, b1, w2, b2;
-  for (int j = 0; j < 256; j++) {
-    const float* row = &w.cand[size_t(j * 159)];
-    w0.insert(w0.end(), row, row + 120);
-    b0.insert(b0.end(), row + 120, row + 124);
-    w1.insert(w1.end(), row + 124, row + 140);
-    b1.insert(b1.end(), row + 140, row + 144);
-    w2.insert(w2.end(), row + 144, row + 156);
-    b2.insert(b2.end(), row + 156, row + 159);
+  for (int j = 0; j < V::kCand; j++) {
+    const float* row = &w.cand[size_t(j * V::kMlp)];
+    w0.insert(w0.end(), row + V::kW0, row + V::kB0);
+    b0.insert(b0.end(), row + V::kB0, row + V::kW1);
+    w1.insert(w1.end(), row + V::kW1, row + V::kB1);
+    b1.insert(b1.end(), row + V::kB1, row + V::kW2);
+    w2.insert(w2.end(), row + V::kW2, row + V::kB2);
+    b2.insert(b2.end(), row + V::kB2, row + V::kMlp);
   }
   write_safetensors(dir + "/VeLO_MLP/model.safetensors",
                     {{"input_weights_", {{256, 4, 30}, w0}},
@@ -228,6 +230,7 @@ void save_velo_weights_pylo(const std::string& dir, const VeloWeights& w) {
 }
 
 void save_velo_weights_jax(const std::string& file, const VeloWeights& w) {
+  using V = VeloWeights;
   TensorMap t;
   t["params/rnn_params/linear/w"] = {{30, 512}, transpose(w.mix1_w, 512, 30)};
   t["params/rnn_params/linear/b"] = {{512}, w.mix1_b};
@@ -250,20 +253,20 @@ void save_velo_weights_jax(const std::string& file, const VeloWeights& w) {
     for (int j = 0; j < 256; j++)
       for (int f = 0; f < widths[k]; f++)
         for (int o = 0; o < 4; o++)
-          blk[size_t((j * widths[k] + f) * 4 + o)] = w.cand[size_t(j * 159 + o * 30 + f0 + f)];
+          blk[size_t((j * widths[k] + f) * 4 + o)] = w.cand[size_t(j * V::kMlp + V::kW0 + o * V::kIn + f0 + f)];
     t["params/ff_mod_stack/~/w0__" + std::to_string(k)] = {{256, widths[k], 4}, blk};
     f0 += widths[k];
   }
   std::vector<float> b0, w1(256 * 16), b1, w2(256 * 12), b2;
-  for (int j = 0; j < 256; j++) {
-    const float* row = &w.cand[size_t(j * 159)];
-    b0.insert(b0.end(), row + 120, row + 124);
-    b1.insert(b1.end(), row + 140, row + 144);
-    b2.insert(b2.end(), row + 156, row + 159);
+  for (int j = 0; j < V::kCand; j++) {
+    const float* row = &w.cand[size_t(j * V::kMlp)];
+    b0.insert(b0.end(), row + V::kB0, row + V::kW1);
+    b1.insert(b1.end(), row + V::kB1, row + V::kW2);
+    b2.insert(b2.end(), row + V::kB2, row + V::kMlp);
     for (int i = 0; i < 4; i++)
-      for (int o = 0; o < 4; o++) w1[size_t(j * 16 + i * 4 + o)] = row[124 + o * 4 + i];
+      for (int o = 0; o < 4; o++) w1[size_t(j * 16 + i * 4 + o)] = row[V::kW1 + o * 4 + i];
     for (int i = 0; i < 4; i++)
-      for (int o = 0; o < 3; o++) w2[size_t(j * 12 + i * 3 + o)] = row[144 + o * 4 + i];
+      for (int o = 0; o < 3; o++) w2[size_t(j * 12 + i * 3 + o)] = row[V::kW2 + o * 4 + i];
   }
   t["params/ff_mod_stack/~/b0"] = {{256, 4}, b0};
   t["params/ff_mod_stack/~/w1"] = {{256, 4, 4}, w1};

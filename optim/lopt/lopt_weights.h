@@ -8,13 +8,12 @@
 #include <string>
 #include <vector>
 
-struct SmallFcWeights {  // MetaMLP(39, 32, hidden_layers=1): torch Linear layout (out, in)
-  static constexpr int kIn = 39, kHidden = 32, kOut = 2;
+struct SmallFcWeights {                       // MetaMLP(39, 32, hidden_layers=1): torch Linear layout (out, in)
   std::vector<float> w0, b0, w1, b1, w2, b2;  // 32x39, 32, 32x32, 32, 2x32, 2
 };
 
 struct VeloWeights {
-  static constexpr int kIn = 30, kH = 512, kCand = 256, kMlp = 159;
+  static constexpr int kIn = 30, kCand = 256, kMlp = 159;
   // LSTM / hypernetwork (torch layout, weight = out x in)
   std::vector<float> mix1_w, mix1_b;    // dead layer "linear" (loaded, unused)  512x30
   std::vector<float> mix2_w, mix2_b;    // max-pooled branch ("linear_1")        512x30
@@ -24,7 +23,8 @@ struct VeloWeights {
   std::vector<float> ss_w, ss_b;        // 1x512, 1
   std::vector<float> init_h, init_c;    // 512 each
   // The 256 candidate MLPs (30 -> 4 -> 4 -> 3), one row of 159 per candidate:
-  // W0 (4x30) | b0 (4) | W1 (4x4) | b1 (4) | W2 (3x4) | b2 (3), torch (out, in) order.
+  // W0 (4x30) | b0 (4) | W1 (4x4) | b1 (4) | W2 (3x4) | b2 (3), torch (out, in) order, at these offsets:
+  static constexpr int kW0 = 0, kB0 = 120, kW1 = 124, kB1 = 140, kW2 = 144, kB2 = 156;
   std::vector<float> cand;  // 256 x 159
 };
 

@@ -18,13 +18,15 @@
 #include <cmath>
 #include <cstddef>
 
-#include "optim/lopt/lo_device.cuh"
+#include "optim/lopt/lo_element.cuh"
 #include "optim/lopt/small_fc_lopt.h"
 #include "optim/ref/ref_lopt.h"
 #include "optim/step_scalars.cuh"
 
 namespace {
 constexpr int kThreads = 256, kChunk = 4096, kF = 28;
+constexpr int kLead = 13;    // features before the 12 side ones (lo_element.cuh)
+constexpr int kNormLd = 32;  // floats per tensor in norm_: its 28 normalisers, padded
 // The published weights as uploaded (torch nn.Linear, (out, in) row-major): W0 (32 x 39) | b0 (32) |
 // W1 (32 x 32) | b1 (32) | W2 (2 x 32) | b2 (2).
 constexpr int kSrcW0 = 0, kSrcB0 = 32 * 39, kSrcW1 = kSrcB0 + 32, kSrcB1 = kSrcW1 + 1024, kSrcW2 = kSrcB1 + 32;
@@ -77,15 +79,7 @@ __device__ __forceinline__ void sf_features(const LoElem& e, float* x) {
   x[7] = e.m[1] * rho;
   x[8] = e.m[2] * rho;
   x[9] = rho;
-#pragma unroll
-  for (int k = 0; k < 3; k++) {
-    x[10 + k] = e.g * e.sg[k];
-    x[13 + k] = e.row[k];
-    x[16 + k] = e.col[k];
-    x[19 + k] = rsqrtf(e.row[k] + 1e-8f);
-    x[22 + k] = rsqrtf(e.col[k] + 1e-8f);
-    x[25 + k] = e.m[k] * e.sm[k];
-  }
+  lo_factor_features<10, kLead>(e, x);
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -93,11 +87,9 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Channel of the j-th of the 16 features that vary along both axes of a 2-D tensor: 0-12 and 25-27.
-__host__ __device__ constexpr int sf_elem_ch(int j) { return j < 13 ? j : j + 12; }
-
-// Those 16, from the gradient, the old parameter, the updated record {m0, m1, m2, v}, rho =
-// rsqrt(v + 1e-6) and the Adafactor factor sg = rf * cf (small_fc_lopt.md 3.5; as sf_features).
+// The 16 features that vary along both axes of a 2-D tensor (channels 0-12 and 25-27), from the gradient, the old
+// parameter, the updated record {m0, m1, m2, v}, rho = rsqrt(v + 1e-6) and the Adafactor factor sg = rf * cf
+// (small_fc_lopt.md 3.5; as sf_features).
 __device__ __forceinline__ void sf_elem16(float g, float p, float4 st, float rho, const float* sg, float* x) {
   x[0] = g;
   x[1] = p;
@@ -119,12 +111,36 @@ __device__ __forceinline__ void sf_elem16(float g, float p, float4 st, float rho
 
 // Pass B: moments, and per block the sums of squares of the features. Channels 13-24 of factored
 // tensors are left to F2 (lo_side_sums).
-__global__ void __launch_bounds__(kLoThreads)
-    sf_pass_b(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-              const float* __restrict__ p, float4* __restrict__ state, float4* __restrict__ diag,
-              const float4* __restrict__ rrec, const float4* __restrict__ crec, const float4* __restrict__ rfac,
-              const float4* __restrict__ cfac, double* __restrict__ partial, const LoStepScalars* __restrict__ sc,
-              LoDecays d) {
+struct SfPassB {
+  const LoWork* works;  // one block each
+  const LoTensor* ts;
+  const float* g;
+  const float* p;
+  float4* state;  // {m0, m1, m2, v}, updated
+  float4* diag;   // vectors' {V0, V1, V2}, updated
+  const float4* rrec;
+  const float4* crec;
+  const float4* rfac;
+  const float4* cfac;
+  double* partial;  // per work item: kF sums of squares
+  const LoStepScalars* sc;
+  LoDecays d;
+};
+__global__ void __launch_bounds__(kLoThreads) sf_pass_b(const SfPassB a) {
+  // __restrict__ copies of the pointers (lo_core.h: kernel argument structs)
+  const LoWork* __restrict__ works = a.works;
+  const LoTensor* __restrict__ ts = a.ts;
+  const float* __restrict__ g = a.g;
+  const float* __restrict__ p = a.p;
+  float4* __restrict__ state = a.state;
+  float4* __restrict__ diag = a.diag;
+  const float4* __restrict__ rrec = a.rrec;
+  const float4* __restrict__ crec = a.crec;
+  const float4* __restrict__ rfac = a.rfac;
+  const float4* __restrict__ cfac = a.cfac;
+  double* __restrict__ partial = a.partial;
+  const LoStepScalars* __restrict__ sc = a.sc;
+  const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
   const float gs = sc->grad_scale;
@@ -136,36 +152,24 @@ __global__ void __launch_bounds__(kLoThreads)
     const int64_t col = w.col0 + int(threadIdx.x);
     const float4 fb = col < t.nb ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
     lo_tile_column<4>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 st) {
-      const float4 fa = sd.fac_a[row];
-      const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+      float sg[3];
+      lo_tile_sg(sd.fac_a[row], fb, sg);
       const float gg = gv * gs;
-      st = lo_update_moments(st, gg, d);
-      state[t.s_off + at] = st;
+      st = lo_step_record(state, t.s_off + at, st, gg, d);
       float x[16];
       sf_elem16(gg, pv, st, rsqrtf(st.w + 1e-6f), sg, x);
-#pragma unroll
-      for (int j = 0; j < 16; j++) acc[sf_elem_ch(j)] += x[j] * x[j];
+      lo_add_squares_tile<kLead, 16>(x, acc);
     });
   } else {
     const Chunk c{t.p_off + w.row0, t.s_off + w.row0, w.n, w.tensor};
+    const LoFactorView fv{rrec, crec, rfac, cfac, diag};
     auto body = [&](int e, float gv, float pv, float4 st) {
       const int64_t i = w.row0 + e;
       LoElem el;
-      el.g = gv * gs;
-      el.p = pv;
-      st = lo_update_moments(st, el.g, d);
-      state[c.s_begin + e] = st;
-      el.m[0] = st.x;
-      el.m[1] = st.y;
-      el.m[2] = st.z;
-      el.v = st.w;
-      if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
-      lo_gather<false>(t, i, rrec, crec, rfac, cfac, diag, el);
+      lo_flat_step<false>(t, i, gv * gs, pv, st, state, c.s_begin + e, diag, fv, d, el);
       float x[kF];
       sf_features(el, x);
-#pragma unroll
-      for (int k = 0; k < kF; k++)
-        if (!t.factored || k < 13 || k > 24) acc[k] += x[k] * x[k];
+      lo_add_squares_flat<kLead, kF>(x, t.factored, acc);
     };
     lo_for_each_pair<kLoThreads>(c, g, p, state, body);
   }
@@ -178,7 +182,8 @@ __global__ void __launch_bounds__(1024)
   const LoTensor t = ts[blockIdx.x];
   __shared__ double S[kF], side[12], part[32][kF + 1];
   {  // S = sums of the work items' partials in a fixed order: 32 strides x 32 channel lanes (28 used),
-     // 8 loads in flight per thread (the embedding has thousands of items: latency, not bandwidth)
+     // 8 loads in flight per thread (the embedding has thousands of items: latency, not bandwidth).
+     // Not lo_tensor_sums (VeLO's 38 channels: 16 strides x 64 lanes): another tree, other roundings.
     const int c = threadIdx.x % 32, j = threadIdx.x / 32;
     if (c < kF) {
       double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -197,18 +202,8 @@ __global__ void __launch_bounds__(1024)
     }
     __syncthreads();
   }
-  if (t.factored) {
-    lo_side_sums(t, rrec, crec, side);
-    if (threadIdx.x < 3) {
-      const int k = threadIdx.x;
-      S[13 + k] += side[k];
-      S[16 + k] += side[3 + k];
-      S[19 + k] += side[6 + k];
-      S[22 + k] += side[9 + k];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x < kF) norm[blockIdx.x * 32 + threadIdx.x] = rsqrtf(1e-5f + float(S[threadIdx.x] / double(t.numel)));
+  if (t.factored) lo_add_side_sums<kLead>(t, rrec, crec, side, S);
+  if (threadIdx.x < kF) norm[blockIdx.x * kNormLd + threadIdx.x] = lo_normaliser(S[threadIdx.x], double(t.numel));
 }
 
 constexpr int kSideWords = 36;  // fast mode: words per row of the A-side table
@@ -220,31 +215,40 @@ constexpr int kSideWords = 36;  // fast mode: words per row of the A-side table
 // (r, q = 3) needs as its B operand, one 16-byte load), then the row's Adafactor factor (float4), so
 // that pass C fetches a row's side data with one copy. A side: a warp writes one row (coalesced), 8
 // rows at a time; B side: a thread per column.
-__global__ void __launch_bounds__(256)
-    sf_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts, const float4* __restrict__ rrec,
-            const float4* __restrict__ crec, const float4* __restrict__ rfac, const float4* __restrict__ cfac,
-            const float* __restrict__ norm, const float* __restrict__ mlp, uint32_t* __restrict__ side_a,
-            uint4* __restrict__ side_b) {
+struct SfSide {
+  const LoSideItem* items;  // one block each
+  const LoTensor* ts;
+  const float4* rrec;
+  const float4* crec;
+  const float4* rfac;
+  const float4* cfac;
+  const float* norm;  // per tensor: 28 normalisers
+  const float* mlp;   // this step's folded weights
+  uint32_t* side_a;   // per row: kSideWords words
+  uint4* side_b;      // per column: 6 features and (1, 1), bf16
+};
+__global__ void __launch_bounds__(256) sf_side(const SfSide a) {
+  const LoSideItem* __restrict__ items = a.items;
+  const LoTensor* __restrict__ ts = a.ts;
+  const float4* __restrict__ rrec = a.rrec;
+  const float4* __restrict__ crec = a.crec;
+  const float4* __restrict__ rfac = a.rfac;
+  const float4* __restrict__ cfac = a.cfac;
+  const float* __restrict__ norm = a.norm;
+  const float* __restrict__ mlp = a.mlp;
+  uint32_t* __restrict__ side_a = a.side_a;
+  uint4* __restrict__ side_b = a.side_b;
   const LoSideItem it = items[blockIdx.x];
   const LoTensor t = ts[it.tensor];
   const bool use_r = (it.side == 1) == lo_b_is_r(t);       // is this side's vector R?
   const int ch0 = use_r ? 13 : 16, ch1 = use_r ? 19 : 22;  // channels of val_k and of rsqrt(val_k + 1e-8)
   const float4* rec = use_r ? rrec + t.r_off : crec + t.c_off;
   const int64_t len = it.side ? t.nb : t.na;
-  auto features = [&](int64_t e, float* f) {
-    const float4 v = rec[e];
-    f[0] = v.x;
-    f[1] = v.y;
-    f[2] = v.z;
-    f[3] = rsqrtf(v.x + 1e-8f);
-    f[4] = rsqrtf(v.y + 1e-8f);
-    f[5] = rsqrtf(v.z + 1e-8f);
-  };
   if (it.side == 1) {
     const int64_t e = it.first + threadIdx.x;
     if (e >= len) return;
     float f[6];
-    features(e, f);
+    lo_entry_features(rec[e], f);
     side_b[t.side_b_off + e] =
         make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(1.0f, 1.0f));
     return;
@@ -253,7 +257,7 @@ __global__ void __launch_bounds__(256)
   float wv[6];
   for (int j = 0; j < 6; j++) {
     const int ch = j < 3 ? ch0 + j : ch1 + j - 3;
-    wv[j] = mlp[kW0 + ch * 32 + o] * norm[it.tensor * 32 + ch];
+    wv[j] = mlp[kW0 + ch * 32 + o] * norm[it.tensor * kNormLd + ch];
   }
   const float b0 = mlp[kB0 + o];
   const float4* fac_a = lo_sides(t, rfac, cfac).fac_a;
@@ -272,8 +276,8 @@ __global__ void __launch_bounds__(256)
     for (int u = 0; u < 8; u++) {
       const int64_t e = e0 + 8 * u;
       if (e >= end) break;
-      const float f[6] = {
-          v[u].x, v[u].y, v[u].z, rsqrtf(v[u].x + 1e-8f), rsqrtf(v[u].y + 1e-8f), rsqrtf(v[u].z + 1e-8f)};
+      float f[6];
+      lo_entry_features(v[u], f);
       float a = b0;
       for (int j = 0; j < 6; j++) a = fmaf(wv[j], f[j], a);
       const float hi = __bfloat162float(__float2bfloat16_rn(a));
@@ -294,15 +298,11 @@ __device__ __forceinline__ void sf_load(const Chunk& c, const LoTensor& t, int e
                                         const float4* __restrict__ diag, const float4* __restrict__ rrec,
                                         const float4* __restrict__ crec, const float4* __restrict__ rfac,
                                         const float4* __restrict__ cfac, float gs, SfElem& out) {
-  LoElem el;
-  el.g = g[c.p_begin + e] * gs;
-  el.p = p[c.p_begin + e];
+  const float gv = g[c.p_begin + e] * gs;
+  const float pv = p[c.p_begin + e];
   const float4 st = state[c.s_begin + e];
-  el.m[0] = st.x;
-  el.m[1] = st.y;
-  el.m[2] = st.z;
-  el.v = st.w;
-  lo_gather<false>(t, c.p_begin - t.p_off + e, rrec, crec, rfac, cfac, diag, el);
+  LoElem el;
+  lo_elem<false>(t, c.p_begin - t.p_off + e, gv, pv, st, LoFactorView{rrec, crec, rfac, cfac, diag}, el);
   out.p = el.p;
   sf_features(el, out.x);
 }
@@ -312,8 +312,7 @@ __device__ __forceinline__ void sf_store(float* __restrict__ p, __nv_bfloat16* _
   const float u = dir * expf(mag * exp_mult) * step_mult;
   float pn = p0 - lr * u;
   if (wd > 0) pn -= wd * lr * pn;
-  p[at] = pn;
-  if (pb) pb[at] = __float2bfloat16_rn(pn);
+  lo_store_param(p, pb, at, pn);
 }
 
 // h[0..32) += sum_k w[k][0..32) * x[k * kT]: weights 16 bytes at a time, the input loop rolled.
@@ -351,7 +350,7 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
                                                float exp_mult, float step_mult, float wd, SfExactSmem<kT>& sm) {
   const LoTensor t = ts[c.tensor];
   for (int idx = threadIdx.x; idx < 28 * 32; idx += kT)
-    reinterpret_cast<float*>(sm.w0)[idx] = mlp[kW0 + idx] * norm[c.tensor * 32 + idx / 32];
+    reinterpret_cast<float*>(sm.w0)[idx] = mlp[kW0 + idx] * norm[c.tensor * kNormLd + idx / 32];
   for (int idx = threadIdx.x; idx < 1024; idx += kT) reinterpret_cast<float*>(sm.w1)[idx] = mlp[kW1 + idx];
   if (threadIdx.x < 32) {
     sm.b0[threadIdx.x] = mlp[kB0 + threadIdx.x];
@@ -387,6 +386,7 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
   }
 }
 
+// Parameters rather than a struct, like sf_pass_c_fast with which it shares sf_exact_chunk (lo_core.h).
 __global__ void __launch_bounds__(kThreads, 2)
     sf_pass_c_exact(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts, const float* __restrict__ g,
                     float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
@@ -457,17 +457,12 @@ __device__ __forceinline__ float4 mma16816(const uint32_t* a, uint32_t b0, uint3
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
   return d;
 }
-template <bool kF16>
+// D = A B + C on an m16n8k8 tile, bf16 operands, fp32 accumulate (the side mma of layer 1).
 __device__ __forceinline__ float4 mma1688(uint32_t a0, uint32_t a1, uint32_t b, float4 c) {
   float4 d;
-  if (kF16)
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
-        : "=f"(d.x), "=f"(d.y), "=f"(d.z), "=f"(d.w)
-        : "r"(a0), "r"(a1), "r"(b), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
-  else
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
-        : "=f"(d.x), "=f"(d.y), "=f"(d.z), "=f"(d.w)
-        : "r"(a0), "r"(a1), "r"(b), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
+      : "=f"(d.x), "=f"(d.y), "=f"(d.z), "=f"(d.w)
+      : "r"(a0), "r"(a1), "r"(b), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
   return d;
 }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* row) {
@@ -493,7 +488,7 @@ __device__ uint32_t sf_frag_word(int lane, int w, const float* mlp, const float*
   const int r = lane / 4, q = lane % 4;
   if (w < 8) {  // W0e: nt = w / 2, k = 2q (+8) over the 16 per-element features
     const int o = 8 * (w / 2) + r, k = 2 * q + 8 * (w % 2);
-    return pack_bf16(sf_w0n(mlp, nrm, sf_elem_ch(k), o), sf_w0n(mlp, nrm, sf_elem_ch(k + 1), o));
+    return pack_bf16(sf_w0n(mlp, nrm, lo_elem_ch<kLead>(k), o), sf_w0n(mlp, nrm, lo_elem_ch<kLead>(k + 1), o));
   }
   if (w < 12) {  // W0s: nt = w - 8, k = 2q over the B side's {val0..2, rs0..2}; k = 6, 7 (q = 3): per row
     const int o = 8 * (w - 8) + r, k = 2 * q;
@@ -510,13 +505,12 @@ __device__ uint32_t sf_frag_word(int lane, int w, const float* mlp, const float*
   return r / 4 == mt ? pack_f16(mlp[kW2 + out * 32 + k], mlp[kW2 + out * 32 + k + 1]) : 0u;
 }
 
-// cp.async of 4, 8 or 16 bytes from a global to a shared address; pred false: zero-fill, nothing is read.
+// cp.async of 4 or 16 bytes from a global to a shared address; pred false: zero-fill, nothing is read.
 template <int kBytes>
 __device__ __forceinline__ void cp_async_raw(uint32_t dst, size_t src, bool pred) {
+  static_assert(kBytes == 4 || kBytes == 16, "4 or 16 bytes");
   if (kBytes == 16)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(pred ? 16 : 0) : "memory");
-  else if (kBytes == 8)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(pred ? 8 : 0) : "memory");
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(pred ? 4 : 0) : "memory");
 }
@@ -583,7 +577,8 @@ struct SfRowIn {
 // with the other's tensor-core chain (a warp alone has little independent work in either). The first
 // n_exact blocks instead run the exact MLP over the flat chunks (vectors, N-D tensors), overlapping the
 // tiles. kMinBlocksC = 2: up to 255 registers, none spilled (on the H100, GPT-2 355M, whole fast steps
-// with 2, 3 or 4 blocks an SM were within 0.4%, 2 the fastest).
+// with 2, 3 or 4 blocks an SM were within 0.4%, 2 the fastest). __restrict__ parameters rather than a
+// struct: beside inline asm, nvcc reads pointers from a struct without the read-only path (lo_core.h).
 __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
     sf_pass_c_fast(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
                    float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
@@ -608,7 +603,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
   const LoTensor t = ts[w.tensor];
   for (int idx = threadIdx.x; idx < 32 * kFragWords; idx += kThreadsC)
     frag[idx / kFragWords][idx % kFragWords] =
-        sf_frag_word(idx / kFragWords, idx % kFragWords, mlp, norm + w.tensor * 32, lo_b_is_r(t));
+        sf_frag_word(idx / kFragWords, idx % kFragWords, mlp, norm + w.tensor * kNormLd, lo_b_is_r(t));
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 4, q = lane % 4;
   SfWarpSmem& ws = sw[warp];
@@ -687,7 +682,8 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
         in.ws[2] = v.z;
         in.ws[3] = v.w;
       }
-      const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+      float sg[3];
+      lo_tile_sg(fa, fb, sg);
       float x[16];
       sf_elem16(gv, pv, rec, rsqrt_approx(rec.w + 1e-6f), sg, x);
       uint4* xr = reinterpret_cast<uint4*>(ws.x[xi][lane]);
@@ -707,7 +703,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
         float4 h[4];
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
-          h[nt] = mma1688<false>(xb[mt][0], xb[mt][1], in.ws[nt], make_float4(0, 0, 0, 0));
+          h[nt] = mma1688(xb[mt][0], xb[mt][1], in.ws[nt], make_float4(0, 0, 0, 0));
           h[nt] = mma16816<false>(in.a[mt], wf[2 * nt], wf[2 * nt + 1], h[nt]);
         }
         uint32_t a2[2][4];
@@ -757,6 +753,39 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
 }
 }  // namespace
 
+// The arguments of passes B and side: the buffers never move, so they are set once.
+struct SmallFcLopt::Passes {
+  SfPassB b;
+  SfSide side;
+};
+
+void SmallFcLopt::make_passes() {
+  passes_ = std::make_unique<Passes>();
+  passes_->b = {core_.work.get(),
+                core_.tensors.get(),
+                arena_.grads(),
+                arena_.params(),
+                core_.state.get(),
+                core_.diag.get(),
+                core_.rrec.get(),
+                core_.crec.get(),
+                core_.rfac.get(),
+                core_.cfac.get(),
+                partial_.get(),
+                scalars_.get(),
+                dec_};
+  passes_->side = {core_.side_items.get(),
+                   core_.tensors.get(),
+                   core_.rrec.get(),
+                   core_.crec.get(),
+                   core_.rfac.get(),
+                   core_.cfac.get(),
+                   norm_.get(),
+                   mlp_.get(),
+                   reinterpret_cast<uint32_t*>(side_a_.get()),
+                   side_b_.get()};
+}
+
 SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, const std::vector<int>& owned)
     : Optimizer(arena, opts, owned),
       core_(arena, owned_, parse_tie_rule(opts.small_fc.tie, kSmallFcPyloTie), opts.small_fc.mup, kChunk) {
@@ -773,13 +802,16 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
   weights_.upload(all);
   mlp_.alloc(kMlpFloats, "small_fc_lopt folded weights");
   partial_.alloc(core_.work.size() * kF, "small_fc_lopt partial sums");
-  norm_.alloc(size_t(core_.n_tensors) * 32, "small_fc_lopt normalisers");
+  norm_.alloc(size_t(core_.n_tensors) * kNormLd, "small_fc_lopt normalisers");
   scalars_.alloc(1, "small_fc_lopt scalars");
   if (opts.small_fc.fast) {
     side_a_.alloc(size_t(core_.side_a_len) * kSideWords, "small_fc_lopt row-side layer-1 shares");
     side_b_.alloc(size_t(core_.side_b_len), "small_fc_lopt column-side features");
   }
+  make_passes();
 }
+
+SmallFcLopt::~SmallFcLopt() = default;
 
 void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   const SmallFcOptions& h = opts_.small_fc;
@@ -788,9 +820,7 @@ void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(&scalars_.get()->grad_scale, 0.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
-  sf_pass_b<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
-                                      core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(),
-                                      core_.rfac.get(), core_.cfac.get(), partial_.get(), scalars_.get(), dec_);
+  sf_pass_b<<<nw, kLoThreads, 0, s>>>(passes_->b);
   CUDA_CHECK_LAUNCH();
   sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(),
                                                       core_.crec.get(), norm_.get());
@@ -800,9 +830,7 @@ void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   const Chunk* exact_chunks = h.fast ? core_.flat_chunks.get() : core_.chunks.get();
   const unsigned n_exact = unsigned(h.fast ? core_.flat_chunks.size() : core_.chunks.size());
   if (h.fast && core_.side_items.size()) {
-    sf_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(
-        core_.side_items.get(), core_.tensors.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(),
-        core_.cfac.get(), norm_.get(), mlp_.get(), reinterpret_cast<uint32_t*>(side_a_.get()), side_b_.get());
+    sf_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(passes_->side);
     CUDA_CHECK_LAUNCH();
     sf_pass_c_fast<<<unsigned(n_exact) + nw, kThreadsC, 0, s>>>(
         core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),

@@ -12,6 +12,7 @@
 class SmallFcLopt : public Optimizer {
  public:
   SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, const std::vector<int>& owned = {});
+  ~SmallFcLopt() override;
   std::string name() const override { return "small_fc_lopt"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 
@@ -30,4 +31,7 @@ class SmallFcLopt : public Optimizer {
   DeviceBuffer<uint4> side_b_;  // fast mode: per column of tile2d tensors, its 6 features in bf16
   DeviceBuffer<float> norm_;    // per tensor: 28 normalisers
   DeviceBuffer<LoStepScalars> scalars_;
+  struct Passes;  // the kernels' argument structs, set once (the .cu)
+  std::unique_ptr<Passes> passes_;
+  void make_passes();
 };

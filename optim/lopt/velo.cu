@@ -10,14 +10,17 @@
 #include <algorithm>
 #include <cmath>
 
-#include "optim/lopt/lo_device.cuh"
+#include "optim/lopt/lo_element.cuh"
 #include "optim/lopt/velo.h"
 #include "optim/ref/ref_velo.h"
 #include "optim/step_scalars.cuh"
 
 namespace {
 constexpr int kChunk = 4096, kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
+constexpr int kLead = 15;                           // features before the 12 side ones (lo_element.cuh)
 constexpr int kUnrollC = 4;                         // pass C rows in flight per thread (registers)
+constexpr int kNormLd = 32;  // floats per tensor in norm_: 30 normalisers, the param scale, 1 pad
+constexpr int kLdX = 32;     // LSTM input row per tensor: 30 features | 1 (the bias column) | 1 pad
 // Row lengths of the hypernetwork's GEMM operands. Biases ride along as a constant-1 input column, and
 // rows are padded to a multiple of 4 floats (16 bytes) for cuBLAS's vector loads:
 //   kLdUH: LSTM input [U (512) | h (512) | 1 | 3 pad]       kLdHX: LSTM output [h_new (512) | 1 | 3 pad]
@@ -25,7 +28,9 @@ constexpr int kUnrollC = 4;                         // pass C rows in flight per
 constexpr int kLdUH = 1028, kLdHX = 516, kCS = 257;
 // A tensor's MLP (theta, 159 floats, interpolated from the 256 candidates): W0 (4 x 30) | b0 (4) |
 // W1 (4 x 4) | b1 (4) | W2 (3 x 4: direction, magnitude, unused) | b2 (3).
-constexpr int kThB0 = 120, kThW1 = 124, kThB1 = 140, kThW2 = 144, kThB2 = 156, kTheta = 159;
+constexpr int kThB0 = VeloWeights::kB0, kThW1 = VeloWeights::kW1, kThB1 = VeloWeights::kB1;
+constexpr int kThW2 = VeloWeights::kW2, kThB2 = VeloWeights::kB2, kTheta = VeloWeights::kMlp;
+constexpr int kThetaPad = 160;  // in shared memory: whole float4s (velo_head reads 16 bytes at a time)
 static_assert(kThW1 % 4 == 0 && kThW2 % 4 == 0 && kThB2 % 4 == 0, "velo_head reads these 16 bytes at a time");
 
 __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, int64_t num_steps, double lr,
@@ -76,22 +81,11 @@ __device__ __forceinline__ void velo_features(const LoElem& e, float* x) {
   x[9] = e.m[2] * s;
   x[10] = s;
   x[14] = e.g * s;
-#pragma unroll
-  for (int k = 0; k < 3; k++) {
-    x[11 + k] = e.g * e.sg[k];
-    x[15 + k] = e.row[k];
-    x[18 + k] = e.col[k];
-    x[21 + k] = rsqrtf(e.row[k] + 1e-8f);
-    x[24 + k] = rsqrtf(e.col[k] + 1e-8f);
-    x[27 + k] = e.m[k] * e.sm[k];
-  }
+  lo_factor_features<11, kLead>(e, x);
 }
 
-// Channel of the j-th of the 18 features that vary along both axes of a 2-D tensor: 0-14 and 27-29.
-__host__ __device__ constexpr int velo_elem_ch(int j) { return j < 15 ? j : j + 12; }
-
-// Those 18 from the clipped gradient, the old parameter, the updated record and sg = rf * cf (the same
-// arithmetic as velo_features).
+// The 18 features that vary along both axes of a 2-D tensor (channels 0-14 and 27-29) from the clipped
+// gradient, the old parameter, the updated record and sg = rf * cf (the same arithmetic as velo_features).
 __device__ __forceinline__ void velo_elem18(float g, float p, float4 st, const float* sg, float* x) {
   const float s = rsqrtf(st.w + 1e-6f);
   x[0] = g;
@@ -116,12 +110,36 @@ __device__ __forceinline__ void velo_elem18(float g, float p, float4 st, const f
 
 // Pass B: moments, and per block the sums of squares of the features plus the old state's sums (LSTM
 // inputs). Channels 15-26 of factored tensors are left to F2 (lo_side_sums).
-__global__ void __launch_bounds__(kLoThreads)
-    velo_pass_b(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-                const float* __restrict__ p, float4* __restrict__ state, float4* __restrict__ diag,
-                const float4* __restrict__ rrec, const float4* __restrict__ crec, const float4* __restrict__ rfac,
-                const float4* __restrict__ cfac, double* __restrict__ partial, const VeloScalars* __restrict__ sc,
-                LoDecays d) {
+struct VeloPassB {
+  const LoWork* works;  // one block each
+  const LoTensor* ts;
+  const float* g;
+  const float* p;
+  float4* state;  // {m0, m1, m2, v}, updated
+  float4* diag;   // vectors' {V0, V1, V2}, updated
+  const float4* rrec;
+  const float4* crec;
+  const float4* rfac;
+  const float4* cfac;
+  double* partial;  // per work item: kS sums
+  const VeloScalars* sc;
+  LoDecays d;
+};
+__global__ void __launch_bounds__(kLoThreads) velo_pass_b(const VeloPassB a) {
+  // __restrict__ copies of the pointers (lo_core.h: kernel argument structs)
+  const LoWork* __restrict__ works = a.works;
+  const LoTensor* __restrict__ ts = a.ts;
+  const float* __restrict__ g = a.g;
+  const float* __restrict__ p = a.p;
+  float4* __restrict__ state = a.state;
+  float4* __restrict__ diag = a.diag;
+  const float4* __restrict__ rrec = a.rrec;
+  const float4* __restrict__ crec = a.crec;
+  const float4* __restrict__ rfac = a.rfac;
+  const float4* __restrict__ cfac = a.cfac;
+  double* __restrict__ partial = a.partial;
+  const VeloScalars* __restrict__ sc = a.sc;
+  const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
   const float gs = sc->step.grad_scale;
@@ -143,38 +161,27 @@ __global__ void __launch_bounds__(kLoThreads)
     const int64_t col = w.col0 + int(threadIdx.x);
     const float4 fb = col < t.nb ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
     lo_tile_column<4>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 old) {
-      const float4 fa = sd.fac_a[row];
-      const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+      float sg[3];
+      lo_tile_sg(sd.fac_a[row], fb, sg);
       const float gg = velo_g(gv, gs);
       old_sums(old);
-      const float4 st = lo_update_moments(old, gg, d);
-      state[t.s_off + at] = st;
+      const float4 st = lo_step_record(state, t.s_off + at, old, gg, d);
       float x[18];
       velo_elem18(gg, pv, st, sg, x);
-#pragma unroll
-      for (int j = 0; j < 18; j++) acc[velo_elem_ch(j)] += x[j] * x[j];
+      lo_add_squares_tile<kLead, 18>(x, acc);
     });
   } else {
     const Chunk c{t.p_off + w.row0, t.s_off + w.row0, w.n, w.tensor};
+    const LoFactorView fv{rrec, crec, rfac, cfac, diag};
     auto body = [&](int e, float gv, float pv, const float4 old) {
       const int64_t i = w.row0 + e;
-      LoElem el;
-      el.g = velo_g(gv, gs);
-      el.p = pv;
+      const float gg = velo_g(gv, gs);
       old_sums(old);
-      const float4 st = lo_update_moments(old, el.g, d);
-      state[c.s_begin + e] = st;
-      el.m[0] = st.x;
-      el.m[1] = st.y;
-      el.m[2] = st.z;
-      el.v = st.w;
-      if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
-      lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
+      LoElem el;
+      lo_flat_step<true>(t, i, gg, pv, old, state, c.s_begin + e, diag, fv, d, el);
       float x[kF];
       velo_features(el, x);
-#pragma unroll
-      for (int k = 0; k < kF; k++)
-        if (!t.factored || k < 15 || k > 26) acc[k] += x[k] * x[k];
+      lo_add_squares_flat<kLead, kF>(x, t.factored, acc);
     };
     lo_for_each_pair<kLoThreads>(c, g, p, state, body);
   }
@@ -193,23 +200,13 @@ __global__ void __launch_bounds__(1024)
   const LoTensor t = ts[blockIdx.x];
   __shared__ double S[kS], side[12];
   lo_tensor_sums<kS>(partial, t.work_begin, t.work_end, S);
-  if (t.factored) {
-    lo_side_sums(t, rrec, crec, side);
-    if (threadIdx.x < 3) {
-      const int k = threadIdx.x;
-      S[15 + k] += side[k];
-      S[18 + k] += side[3 + k];
-      S[21 + k] += side[6 + k];
-      S[24 + k] += side[9 + k];
-    }
-    __syncthreads();
-  }
+  if (t.factored) lo_add_side_sums<kLead>(t, rrec, crec, side, S);
   const int k = threadIdx.x;
   const double n = double(t.numel);
-  if (k < kF) norm[blockIdx.x * 32 + k] = rsqrtf(1e-5f + float(S[k] / n));
-  if (k == kF) norm[blockIdx.x * 32 + kF] = sqrtf(float(S[2] / n) + 1e-9f);
+  if (k < kF) norm[blockIdx.x * kNormLd + k] = lo_normaliser(S[k], n);
+  if (k == kF) norm[blockIdx.x * kNormLd + kF] = sqrtf(float(S[2] / n) + 1e-9f);
   if (k != 0) return;
-  float* row = x + blockIdx.x * 32;
+  float* row = x + blockIdx.x * kLdX;
   for (int j = 0; j < 18; j++) row[j] = sc->lstm_shared[j];
   const double nm = 1.0 / sqrt(fmax(1e-9, S[2] / n));
   const double mean_v = nm * S[kF + 6] / n, ev2 = nm * nm * S[kF + 7] / n;
@@ -269,10 +266,25 @@ __global__ void velo_gates(int n, const float* __restrict__ z, float* __restrict
 // Per step and tile2d tensor, after the per-tensor MLPs exist: each row's (A side, with the first
 // layer's bias) and each column's (B side) share of the first layer, from the 6 features of its R or C
 // entry {val_k, rsqrt(val_k + 1e-8)} with the normalisers folded in.
-__global__ void __launch_bounds__(256)
-    velo_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts, const float4* __restrict__ rrec,
-              const float4* __restrict__ crec, const float* __restrict__ norm, const float* __restrict__ theta,
-              float4* __restrict__ side_a, float4* __restrict__ side_b) {
+struct VeloSide {
+  const LoSideItem* items;  // one block each
+  const LoTensor* ts;
+  const float4* rrec;
+  const float4* crec;
+  const float* norm;   // per tensor: 30 normalisers, param scale
+  const float* theta;  // per tensor: its MLP
+  float4* side_a;      // per row: its share of the first layer, with b0
+  float4* side_b;      // per column: its share
+};
+__global__ void __launch_bounds__(256) velo_side(const VeloSide a) {
+  const LoSideItem* __restrict__ items = a.items;
+  const LoTensor* __restrict__ ts = a.ts;
+  const float4* __restrict__ rrec = a.rrec;
+  const float4* __restrict__ crec = a.crec;
+  const float* __restrict__ norm = a.norm;
+  const float* __restrict__ theta = a.theta;
+  float4* __restrict__ side_a = a.side_a;
+  float4* __restrict__ side_b = a.side_b;
   const LoSideItem it = items[blockIdx.x];
   const LoTensor t = ts[it.tensor];
   const bool use_r = (it.side == 1) == lo_b_is_r(t);       // is this side's vector R?
@@ -281,12 +293,14 @@ __global__ void __launch_bounds__(256)
   __shared__ float wsh[6][4];
   if (threadIdx.x < 24) {
     const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = j < 3 ? ch0 + j : ch1 + j - 3;
-    wsh[j][o] = th[o * 30 + ch] * norm[it.tensor * 32 + ch];
+    wsh[j][o] = th[o * kF + ch] * norm[it.tensor * kNormLd + ch];
   }
   __syncthreads();
   const int64_t e = it.first + threadIdx.x;
   if (e >= (it.side ? t.nb : t.na)) return;
   const float4 v = use_r ? rrec[t.r_off + e] : crec[t.c_off + e];
+  // lo_entry_features, written out: through the helper the compiler lays out this kernel's branches
+  // differently (the same arithmetic, other instructions).
   const float f[6] = {v.x, v.y, v.z, rsqrtf(v.x + 1e-8f), rsqrtf(v.y + 1e-8f), rsqrtf(v.z + 1e-8f)};
   float h[4];
 #pragma unroll
@@ -343,6 +357,8 @@ __device__ __forceinline__ void velo_head(const float (*h0)[4], const float4* th
   }
 }
 
+// __restrict__ parameters rather than a struct: beside inline asm (lds4), nvcc reads pointers from a
+// struct without the read-only path and compiles the tile loop differently (lo_core.h).
 __global__ void __launch_bounds__(kLoThreads, 2)
     velo_pass_c(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
                 float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
@@ -350,31 +366,30 @@ __global__ void __launch_bounds__(kLoThreads, 2)
                 const float4* __restrict__ rfac, const float4* __restrict__ cfac, const float4* __restrict__ side_a,
                 const float4* __restrict__ side_b, const float* __restrict__ norm, const float* __restrict__ theta,
                 const float* __restrict__ cs, const VeloScalars* __restrict__ sc, float wd) {
-  __shared__ __align__(16) float th[160];
+  __shared__ __align__(16) float th[kThetaPad];
   __shared__ float4 w0[32];  // flat: 4 rows x 32 (normaliser folded, zero padded)
   __shared__ float4 we[18];  // tile: the 4 first-layer weights of each per-element feature, normaliser folded
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
   const float* tht = theta + int64_t(w.tensor) * kTheta;
-  const float* nt = norm + w.tensor * 32;
-  for (int k = threadIdx.x; k < 160; k += kLoThreads) th[k] = k < kTheta ? tht[k] : 0.0f;
+  const float* nt = norm + w.tensor * kNormLd;
+  for (int k = threadIdx.x; k < kThetaPad; k += kLoThreads) th[k] = k < kTheta ? tht[k] : 0.0f;
   if (threadIdx.x < 128) {
     const int o = threadIdx.x / 32, k = threadIdx.x % 32;
-    reinterpret_cast<float*>(w0)[threadIdx.x] = k < kF ? tht[o * 30 + k] * nt[k] : 0.0f;
+    reinterpret_cast<float*>(w0)[threadIdx.x] = k < kF ? tht[o * kF + k] * nt[k] : 0.0f;
   }
   if (threadIdx.x < 72) {
-    const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = velo_elem_ch(j);
-    reinterpret_cast<float*>(we)[threadIdx.x] = tht[o * 30 + ch] * nt[ch];
+    const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = lo_elem_ch<kLead>(j);
+    reinterpret_cast<float*>(we)[threadIdx.x] = tht[o * kF + ch] * nt[ch];
   }
   __syncthreads();
   const float gs = sc->step.grad_scale, lr = sc->step.lr, wdf = t.decay ? wd : 0.0f;
-  const float mult = cs[int64_t(w.tensor) * kCS + 256] * 0.001f * nt[kF];  // lr_mult * 1e-3 * rms(p)
+  const float mult = cs[int64_t(w.tensor) * kCS + kCS - 1] * 0.001f * nt[kF];  // lr_mult * 1e-3 * rms(p)
   auto update = [&](int64_t at, float pv, float dir, float mag) {
     const float stp = mult * dir * expf(0.001f * mag);
     float pn = pv - lr * stp;
     if (wdf > 0) pn -= lr * wdf * pn;
-    p[t.p_off + at] = pn;
-    if (pb) pb[t.p_off + at] = __float2bfloat16_rn(pn);
+    lo_store_param(p, pb, t.p_off + at, pn);
   };
   if (w.tile) {
     const LoSides sd = lo_sides(t, rfac, cfac);
@@ -401,7 +416,8 @@ __global__ void __launch_bounds__(kLoThreads, 2)
       for (int u = 0; u < kUnrollC; u++) {
         const int64_t row = w.row0 + min(r + u, w.n - 1);
         const float4 fa = sd.fac_a[row], ha = side_a[t.side_a_off + row];
-        const float sg[3] = {fa.x * fb.x, fa.y * fb.y, fa.z * fb.z};
+        float sg[3];
+        lo_tile_sg(fa, fb, sg);
         velo_elem18(velo_g(gv[u], gs), pv[u], st[u], sg, x[u]);
         h[u][0] = ha.x + hb.x;
         h[u][1] = ha.y + hb.y;
@@ -428,15 +444,11 @@ __global__ void __launch_bounds__(kLoThreads, 2)
   } else {
     for (int e = threadIdx.x; e < w.n; e += kLoThreads) {
       const int64_t i = w.row0 + e;
-      LoElem el;
-      el.g = velo_g(g[t.p_off + i], gs);
-      el.p = p[t.p_off + i];
+      const float gv = velo_g(g[t.p_off + i], gs);
+      const float pv = p[t.p_off + i];
       const float4 st = state[t.s_off + i];
-      el.m[0] = st.x;
-      el.m[1] = st.y;
-      el.m[2] = st.z;
-      el.v = st.w;
-      lo_gather<true>(t, i, rrec, crec, rfac, cfac, diag, el);
+      LoElem el;
+      lo_elem<true>(t, i, gv, pv, st, LoFactorView{rrec, crec, rfac, cfac, diag}, el);
       float x[32];
       velo_features(el, x);
       x[30] = x[31] = 0.0f;
@@ -463,8 +475,8 @@ __global__ void __launch_bounds__(kLoThreads, 2)
 
 // Row-major `out` (rows x m) = `in` (rows x k, ld ldi) * W^T, W row-major (m x k, ld ldw).
 void gemm_rows(cublasHandle_t h, int rows, int m, int k, const float* W, int ldw, const float* in, int ldi, float* out,
-               int ldo, float alpha = 1.0f) {
-  const float beta = 0.0f;
+               int ldo) {
+  const float alpha = 1.0f, beta = 0.0f;
   CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, rows, k, &alpha, W, ldw, in, ldi, &beta, out, ldo));
 }
 
@@ -487,8 +499,8 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   dec_.v = 0.999f;
   CUBLAS_CHECK(cublasCreate(&blas_));
   CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH));  // full FP32, never TF32
-  std::vector<float> mix = with_bias_cols(w.mix2_w, w.mix2_b, 512, 30, 32);
-  std::vector<float> fin = with_bias_cols(w.final_w, w.final_b, 512, 30, 32);
+  std::vector<float> mix = with_bias_cols(w.mix2_w, w.mix2_b, 512, 30, kLdX);
+  std::vector<float> fin = with_bias_cols(w.final_w, w.final_b, 512, 30, kLdX);
   mix.insert(mix.end(), fin.begin(), fin.end());
   w_mix_.alloc(mix.size(), "VeLO mixing weights");
   w_mix_.upload(mix);
@@ -521,7 +533,7 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   }
   loss_.alloc(1, "VeLO loss buffer");
   loss_.upload(&ls, 1);
-  x_.alloc(size_t(n_) * 32, "VeLO LSTM inputs");
+  x_.alloc(size_t(n_) * kLdX, "VeLO LSTM inputs");
   mix_.alloc(size_t(n_) * 1024, "VeLO mixing");
   pooled_.alloc(512, "VeLO pooled mixing");
   uh_.alloc(size_t(n_) * kLdUH, "VeLO LSTM input");
@@ -532,8 +544,34 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
   side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
   side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
-  norm_.alloc(size_t(n_) * 32, "VeLO normalisers");
+  norm_.alloc(size_t(n_) * kNormLd, "VeLO normalisers");
   scalars_.alloc(1, "VeLO scalars");
+  make_passes();
+}
+
+// The arguments of passes B and side: the buffers never move, so they are set once.
+struct Velo::Passes {
+  VeloPassB b;
+  VeloSide side;
+};
+
+void Velo::make_passes() {
+  passes_ = std::make_unique<Passes>();
+  passes_->b = {core_.work.get(),
+                core_.tensors.get(),
+                arena_.grads(),
+                arena_.params(),
+                core_.state.get(),
+                core_.diag.get(),
+                core_.rrec.get(),
+                core_.crec.get(),
+                core_.rfac.get(),
+                core_.cfac.get(),
+                partial_.get(),
+                scalars_.get(),
+                dec_};
+  passes_->side = {core_.side_items.get(), core_.tensors.get(), core_.rrec.get(), core_.crec.get(), norm_.get(),
+                   theta_.get(),           side_a_.get(),       side_b_.get()};
 }
 
 Velo::~Velo() {
@@ -548,15 +586,13 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
-  velo_pass_b<<<nw, kLoThreads, 0, s>>>(core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(),
-                                        core_.state.get(), core_.diag.get(), core_.rrec.get(), core_.crec.get(),
-                                        core_.rfac.get(), core_.cfac.get(), partial_.get(), scalars_.get(), dec_);
+  velo_pass_b<<<nw, kLoThreads, 0, s>>>(passes_->b);
   CUDA_CHECK_LAUNCH();
   velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
                                            scalars_.get(), norm_.get(), x_.get());
   CUDA_CHECK_LAUNCH();
   CUBLAS_CHECK(cublasSetStream(blas_, s));
-  gemm_rows(blas_, n_, 1024, 32, w_mix_.get(), 32, x_.get(), 32, mix_.get(), 1024);
+  gemm_rows(blas_, n_, 1024, kLdX, w_mix_.get(), kLdX, x_.get(), kLdX, mix_.get(), 1024);
   velo_pool<<<16, 1024, 0, s>>>(n_, mix_.get(), pooled_.get());
   CUDA_CHECK_LAUNCH();
   velo_lstm_in<<<unsigned((n_ * kLdUH + 255) / 256), 256, 0, s>>>(n_, mix_.get(), pooled_.get(), h_.get(), uh_.get());
@@ -571,9 +607,7 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
                              kCS, &beta, theta_.get(), kTheta));
   }
   if (core_.side_items.size()) {
-    velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(core_.side_items.get(), core_.tensors.get(),
-                                                                core_.rrec.get(), core_.crec.get(), norm_.get(),
-                                                                theta_.get(), side_a_.get(), side_b_.get());
+    velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(passes_->side);
     CUDA_CHECK_LAUNCH();
   }
   velo_pass_c<<<nw, kLoThreads, 0, s>>>(

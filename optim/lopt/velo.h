@@ -5,6 +5,8 @@
 #pragma once
 #include <cublas_v2.h>
 
+#include <memory>
+
 #include "optim/lopt/lo_core.h"
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
@@ -54,4 +56,7 @@ class Velo : public Optimizer {
   DeviceBuffer<float4> side_a_, side_b_;  // per row / column of tile2d tensors: its share of the first layer
   DeviceBuffer<float> norm_;              // n x 32: 30 normalisers, param scale
   DeviceBuffer<VeloScalars> scalars_;
+  struct Passes;  // the kernels' argument structs, set once (the .cu)
+  std::unique_ptr<Passes> passes_;
+  void make_passes();
 };

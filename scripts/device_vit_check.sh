@@ -33,7 +33,7 @@ run() {
 ./build/test_gpu --gtest_filter='VitBf16Gpu*' > "$OUT/test_vit_gpu.log" 2>&1 || fail "ViT GPU tests failed"
 grep -E "^\[ +(OK|PASSED)|info" "$OUT/test_vit_gpu.log"
 
-small=(-b 64 -d 128 -v 0 --mixup 0.8 --cutmix 1.0 --threads 8)
+small=(-b 64 -d 128 -v 0 -u 2 --mixup 0.8 --cutmix 1.0 --threads 8)
 rm -rf "$work/ck"
 run "resume, first run" "${small[@]}" -x 16 -n 8 --ckpt-dir "$work/ck" --log "$work/a.jsonl"
 run "resume, resumed run" "${small[@]}" -x 16 --resume "$work/ck/model_00000008.bin" --log "$work/b.jsonl"

@@ -41,7 +41,6 @@ struct Args : TrainFlags {  // train_vit's own flags beside the shared ones
     wd = 0.05;
     val_every = 940;
     val_batches = 0;
-    warmup = 100;
     batch_unit = "images";
     val_all = true;
     micro_batch = "-b";

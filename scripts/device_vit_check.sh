@@ -44,6 +44,7 @@ echo "resume (mixup/cutmix, 2 micro-batches a step): bit-identical losses and gr
 
 for o in adamw velo; do
   for g in 0 1; do
+    rm -f "$work/g$g.jsonl"
     run "cuda graph $g ($o)" "${small[@]}" -x 8 -o $o --lopt-random 1 --cuda-graph $g --log "$work/g$g.jsonl"
     expect_losses "$work/g$g.jsonl" 8 "cuda graph $g ($o)"
   done

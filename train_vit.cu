@@ -320,7 +320,17 @@ int run(Args& a) {
     synthetic = std::make_unique<SyntheticBatches>(a);
   else
     batches = std::make_unique<ImagePrefetcher>(*in.train);
-  const BatchSource source{[&] { return synthetic ? synthetic->next() : read_data([&] { return batches->next(); }); },
+  auto next_batch = [&] {
+    if (synthetic) return synthetic->next();
+    const ImagePrefetcher::Batch p = read_data([&] { return batches->next(); });
+    Batch b;
+    b.pixels = p.pixels;
+    b.targets = p.labels;
+    b.soft_targets = p.soft_targets;
+    b.mix = p.mix;
+    return b;
+  };
+  const BatchSource source{next_batch,
                            [&](cudaStream_t s) {
                              if (batches) batches->release(s);
                            }};

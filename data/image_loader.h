@@ -21,7 +21,7 @@
 #include "data/augment.h"
 #include "data/mixup.h"
 #include "data/wds_stream.h"
-#include "kernels/patch_embed.h"
+#include "common/image_mix.h"
 
 struct ImageLoaderOptions {
   int batch = 0, size = 224, channels = 3, classes = 1000;

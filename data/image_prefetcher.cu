@@ -71,19 +71,13 @@ void ImagePrefetcher::run() {
   }
 }
 
-Batch ImagePrefetcher::next(int* real) {
+ImagePrefetcher::Batch ImagePrefetcher::next() {
   Slot& s = slots_[size_t(head_)];
   std::unique_lock<std::mutex> g(mu_);
   cv_.wait(g, [&] { return s.filled || error_; });
   if (!s.filled) std::rethrow_exception(error_);
   consumed_ = s.after;
-  if (real) *real = s.real;
-  Batch b;
-  b.pixels = s.pixels;
-  b.targets = s.labels;
-  b.soft_targets = loader_.soft_targets() ? s.soft : nullptr;
-  b.mix = s.mix;
-  return b;
+  return {s.pixels, s.labels, loader_.soft_targets() ? s.soft : nullptr, s.mix, s.real};
 }
 
 void ImagePrefetcher::release(cudaStream_t stream) {

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "data/image_loader.h"
-#include "models/model.h"
 
 class ImagePrefetcher {
  public:
@@ -20,9 +19,14 @@ class ImagePrefetcher {
   ImagePrefetcher(const ImagePrefetcher&) = delete;
   ImagePrefetcher& operator=(const ImagePrefetcher&) = delete;
 
-  // Waits for the next batch (real: how many samples are real, see ImageLoader::next; 0 = the pass is
-  // over); rethrows the loader's error.
-  Batch next(int* real = nullptr);
+  struct Batch {  // pinned; soft_targets null when the loader makes none
+    const uint8_t* pixels;
+    const int32_t* labels;
+    const float* soft_targets;
+    const ImageMix* mix;
+    int real;  // how many samples are real (ImageLoader::next); 0: an evaluation pass is over
+  };
+  Batch next();  // waits for the next batch; rethrows the loader's error
   void release(cudaStream_t s);  // once the copies out of next()'s batch are enqueued on s
   ImageLoader::Position position() const { return consumed_; }  // after the last batch next() returned
 

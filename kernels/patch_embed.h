@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "common/image_mix.h"
 #include "kernels/bf16_vec.cuh"
 
 struct ImageGeometry {
@@ -19,15 +20,6 @@ struct ImageGeometry {
 // Per-channel normalisation (x / 255 - mean) / std.
 struct PixelNorm {
   float mean[3] = {0.0f, 0.0f, 0.0f}, inv_std[3] = {1.0f, 1.0f, 1.0f};
-};
-// Mixup or CutMix of an image batch with itself reversed (sample i with sample B-1-i), as timm's Mixup does
-// in its 'batch' mode, applied to the normalised pixels. The kernel reads it from device memory, so that a
-// captured CUDA graph sees each batch's draw.
-struct ImageMix {
-  enum Mode : int32_t { kNone = 0, kMixup = 1, kCutmix = 2 };
-  Mode mode = kNone;
-  float lambda = 1.0f;                     // mixup: the weight of a sample's own image
-  int32_t y0 = 0, y1 = 0, x0 = 0, x1 = 0;  // cutmix: pixels in [y0, y1) x [x0, x1) come from the partner
 };
 
 // rows (B*P, patch_dim) bf16: row b*P + gy*grid_w + gx holds patch (gy, gx) of image b, column

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "kernels/dropout_kernels.h"
-#include "kernels/patch_embed.h"
+#include "common/image_mix.h"
 
 // One micro-batch on the host. Pinned memory lets the copy run asynchronously (the caller then keeps it
 // untouched until an event recorded after set_batch has passed); pageable memory is copied before
@@ -20,7 +20,7 @@ struct Batch {
   const int32_t* targets = nullptr;     // (B, T) next tokens, or (B) class labels; null: inference
   const uint8_t* pixels = nullptr;      // image models: (B, H, W, channels) bytes, as decoded, cropped, flipped
   const float* soft_targets = nullptr;  // (B, classes) label distributions (mixup, label smoothing); or null
-  const ImageMix* mix = nullptr;        // the batch's mixup / cutmix draw (kernels/patch_embed.h); null: none
+  const ImageMix* mix = nullptr;        // the batch's mixup / cutmix draw (common/image_mix.h); null: none
 };
 
 // How many elements each field of a model's micro-batch holds (0: a field it does not take), so that a

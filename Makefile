@@ -43,7 +43,7 @@ CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grad_
             optim/lopt/velo.cu kernels/gpt2_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/layernorm.cu kernels/column_sums.cu \
             kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
             models/transformer_block.cu models/vit_bf16.cu models/gpt2_model.cu models/gpt2_bf16.cu models/gpt2_net.cu data/prefetcher.cu data/image_prefetcher.cu \
-            train/checkpoint.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu
+            train/checkpoint.cu train/program.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)

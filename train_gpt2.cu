@@ -8,7 +8,6 @@
 // (flags, checkpoints, the step, the log) is in train/.
 #include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -22,14 +21,12 @@
 #include "optim/grad_clip.h"
 #include "train/checkpoint.h"
 #include "train/data_error.h"
+#include "train/program.h"
 #include "train/step_runner.h"
 #include "train/train_flags.h"
 #include "train/train_log.h"
 
 namespace {
-volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
-
 struct Args : TrainFlags {  // train_gpt2's own flags beside the shared ones
   std::string train = "data/kjv/kjv_train_*.bin", val = "data/kjv/kjv_val_*.bin", model = "d12", qkv = "separate";
   std::string precision = "bf16", tokenizer = "tokenizer/r50k_base.tiktoken";
@@ -223,8 +220,7 @@ int run(Args& a) {
     load_checkpoint(*in.resume, arena, *model, *opt);
     std::printf("resumed from %s at step %lld\n", a.resume.c_str(), (long long)state.step);
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  catch_stop_signals();
   print_header(a, in, peak, *model);
 
   BatchPrefetcher batches(*in.train, int64_t(a.B) * a.T);
@@ -236,14 +232,8 @@ int run(Args& a) {
   StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph);
   DeviceBuffer<float> val_loss(1, "loss");
   std::unique_ptr<Gpt2Net> sampler;
-  auto checkpoint = [&](int64_t step) {
-    if (a.ckpt_dir.empty()) return std::string();
-    state.step = step;
-    const std::string path = checkpoint_path(a.ckpt_dir, step);
-    save_checkpoint(path, arena, *model, *opt, state, [&](SectionWriter& w) { write_shape(w, shape); });
-    std::printf("checkpoint %s\n", path.c_str());
-    return path;
-  };
+  const Checkpointer ckpt(a.ckpt_dir, arena, *model, *opt, [&](SectionWriter& w) { write_shape(w, shape); });
+  auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
   const uint64_t dropout_seed = uint64_t(a.seed) + 2;
   const int64_t step0 = state.step;
   for (int64_t step = step0; step < a.steps; step++) {
@@ -273,7 +263,7 @@ int run(Args& a) {
     state.data = {at.epoch, at.shard, at.sample};
     if (a.dropout > 0) state.dropout_counter = model->dropout_counter();  // it advances only with dropout on
     if (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0) checkpoint(step + 1);
-    if (g_stop) {
+    if (stop_requested()) {
       std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
       checkpoint(step + 1);
       return 0;
@@ -291,18 +281,8 @@ int main(int argc, char** argv) {
   add_flags(cli, &a);
   cli.set_epilogue(
       options_help(gpt2_optimizer_defaults(a)));  // the values train_gpt2 starts from, before -l, -c and --set
-  try {
-    if (!cli.parse(argc, argv)) return 0;
+  return run_program("train_gpt2", cli, argc, argv, [&] {
     a.lr_given = cli.given("lr");
     return run(a);
-  } catch (const UserError& e) {
-    std::fprintf(stderr, "train_gpt2: %s\n", e.what());
-    return 1;
-  } catch (const CudaError& e) {
-    std::fprintf(stderr, "train_gpt2: CUDA error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {  // a failed internal check (CHECK) or out of host memory: one line, not an abort
-    std::fprintf(stderr, "train_gpt2: internal error: %s\n", e.what());
-    return 3;
-  }
+  });
 }

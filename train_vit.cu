@@ -8,7 +8,6 @@
 // normalised and mixed on the GPU (models/vit_bf16); what every trainer shares is in train/.
 #include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <sstream>
 
@@ -18,14 +17,12 @@
 #include "optim/grad_clip.h"
 #include "train/checkpoint.h"
 #include "train/data_error.h"
+#include "train/program.h"
 #include "train/step_runner.h"
 #include "train/train_flags.h"
 #include "train/train_log.h"
 
 namespace {
-volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
-
 struct Args : TrainFlags {  // train_vit's own flags beside the shared ones
   std::string train = "data/fashion_mnist/fashion-mnist-train-{0000..0005}.tar";
   std::string val = "data/fashion_mnist/fashion-mnist-validation-0000.tar";
@@ -310,8 +307,7 @@ int run(Args& a) {
     load_checkpoint(*in.resume, arena, model, *opt);
     std::printf("resumed from %s at step %lld\n", a.resume.c_str(), (long long)state.step);
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  catch_stop_signals();
   print_header(a, in, peak);
 
   std::unique_ptr<ImagePrefetcher> batches;
@@ -335,14 +331,8 @@ int run(Args& a) {
                              if (batches) batches->release(s);
                            }};
   StepRunner runner(model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph);
-  auto checkpoint = [&](int64_t step) {
-    if (a.ckpt_dir.empty()) return std::string();
-    state.step = step;
-    const std::string path = checkpoint_path(a.ckpt_dir, step);
-    save_checkpoint(path, arena, model, *opt, state, [&](SectionWriter& w) { write_shape(w, in.shape); });
-    std::printf("checkpoint %s\n", path.c_str());
-    return path;
-  };
+  const Checkpointer ckpt(a.ckpt_dir, arena, model, *opt, [&](SectionWriter& w) { write_shape(w, in.shape); });
+  auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
   const int64_t step0 = state.step;
   for (int64_t step = step0; step < a.steps; step++) {
     const TrainState start = state;
@@ -362,7 +352,7 @@ int run(Args& a) {
     }
     if (batches) state.data = batches->position().to_ints();
     if (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0) checkpoint(step + 1);
-    if (g_stop) {
+    if (stop_requested()) {
       std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
       checkpoint(step + 1);
       return 0;
@@ -380,18 +370,8 @@ int main(int argc, char** argv) {
           "Pretrains a ViT on WebDataset image shards (prepare the default data with scripts/prepare_fashion_mnist.sh).");
   add_flags(cli, &a);
   cli.set_epilogue(options_help(vit_optimizer_defaults(a)));
-  try {
-    if (!cli.parse(argc, argv)) return 0;
+  return run_program("train_vit", cli, argc, argv, [&] {
     a.lr_given = cli.given("lr");
     return run(a);
-  } catch (const UserError& e) {
-    std::fprintf(stderr, "train_vit: %s\n", e.what());
-    return 1;
-  } catch (const CudaError& e) {
-    std::fprintf(stderr, "train_vit: CUDA error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_vit: internal error: %s\n", e.what());
-    return 3;
-  }
+  });
 }

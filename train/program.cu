@@ -1,0 +1,42 @@
+#include <csignal>
+#include <cstdio>
+
+#include "common/cuda_check.h"
+#include "train/program.h"
+
+namespace {
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+}  // namespace
+
+void catch_stop_signals() {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+}
+
+bool stop_requested() { return g_stop != 0; }
+
+std::string Checkpointer::save(int64_t step, TrainState& state) const {
+  if (dir_.empty()) return std::string();
+  state.step = step;
+  const std::string path = checkpoint_path(dir_, step);
+  save_checkpoint(path, arena_, model_, opt_, state, sections_);
+  std::printf("checkpoint %s\n", path.c_str());
+  return path;
+}
+
+int run_program(const char* program, Cli& cli, int argc, char** argv, const std::function<int()>& run) {
+  try {
+    if (!cli.parse(argc, argv)) return 0;
+    return run();
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  } catch (const CudaError& e) {
+    std::fprintf(stderr, "%s: CUDA error: %s\n", program, e.what());
+    return 2;
+  } catch (const std::exception& e) {  // a failed internal check (CHECK) or out of host memory: one line, not an abort
+    std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
+    return 3;
+  }
+}

@@ -63,9 +63,10 @@ double ref_gelu_tanh_grad(double u) {
   return 0.5 * (1 + th) + 0.5 * u * (1 - th * th) * kRefGeluC * (1 + 3 * 0.044715 * u * u);
 }
 
-double ref_gelu_erf(double u) { return 0.5 * u * (1 + std::erf(u / std::sqrt(2.0))); }
+// Phi(u) = erfc(-u / sqrt 2) / 2: no cancellation in the negative tail (1 + erf would cancel below u = -8).
+double ref_gelu_erf(double u) { return 0.5 * u * std::erfc(-u / std::sqrt(2.0)); }
 double ref_gelu_erf_grad(double u) {
-  return 0.5 * (1 + std::erf(u / std::sqrt(2.0))) + u * std::exp(-0.5 * u * u) / std::sqrt(2 * M_PI);
+  return 0.5 * std::erfc(-u / std::sqrt(2.0)) + u * std::exp(-0.5 * u * u) / std::sqrt(2 * M_PI);
 }
 
 double ref_crossentropy_soft(const double* z, const double* t, double* grad, int V) {

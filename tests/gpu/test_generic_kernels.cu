@@ -75,9 +75,39 @@ TEST_F(GenericKernelsGpu, GeluBiasBackwardErf) {
     }
   EXPECT_LT(rel_error(got_c, want), 4e-3) << "d * gelu'(pre), erf form";
   EXPECT_LT(rel_error(db.download(), wdb), 4e-3) << "bias gradient";
-  // The forms differ by ~5e-4 here, under this bf16 tolerance: this test catches a wrong kernel, not the
-  // tanh form in place of the erf one (an elementwise bf16-ulp test in the negative tail would).
+  // The forms differ by ~5e-4 here, under this bf16 tolerance: this test catches a wrong kernel; the tail
+  // test below tells the forms apart.
   EXPECT_GT(rel_error(tanh_form, want), 1e-4);
+}
+
+// Element by element in the negative tail, where the forms differ by 5-60% and where 1 + erf(u / sqrt 2)
+// would cancel in fp32 (u < -4): each output within half a bf16 ulp (its rounding) plus 2e-4 of the exact
+// value, so the tanh form in place of the erf one, or the cancelling formula, fails.
+TEST_F(GenericKernelsGpu, GeluErfTailElementwise) {
+  std::vector<float> pre;
+  for (float u = -6.0f; u <= -2.5f; u += 1.0f / 64) pre.push_back(bf16_round(u));
+  const int N = 1, cols = int(pre.size() / 2 * 2);
+  pre.resize(size_t(cols));
+  const std::vector<float> ones(pre.size(), 1.0f);
+  DeviceBuffer<bf16> dpre = to_dev(pre), dy(pre.size()), dd = to_dev(ones);
+  DeviceBuffer<float> db{size_t(cols)}, scratch{column_sums_scratch_floats(cols)};
+  db.zero();
+  gelu_forward(dy.get(), dpre.get(), cols, N, cols, Gelu::kErf, 0);
+  gelu_bias_backward(db.get(), dd.get(), dpre.get(), cols, N, cols, scratch.get(), 0, Gelu::kErf);
+  const std::vector<float> y = from_dev(dy), g = from_dev(dd);
+  int bad_y = 0, bad_g = 0, tanh_close = 0;
+  auto off = [](double got, double want) {  // beyond half a bf16 ulp of want, plus 2e-4 relative
+    const double ulp = std::ldexp(1.0, std::ilogb(want) - 7);
+    return std::abs(got - want) > 0.5 * ulp + 2e-4 * std::abs(want);
+  };
+  for (size_t i = 0; i < pre.size(); i++) {
+    bad_y += off(y[i], ref_gelu_erf(pre[i]));
+    bad_g += off(g[i], ref_gelu_erf_grad(pre[i]));
+    tanh_close += !off(ref_gelu_tanh(pre[i]), ref_gelu_erf(pre[i]));
+  }
+  EXPECT_EQ(bad_y, 0) << "forward values off in the tail";
+  EXPECT_EQ(bad_g, 0) << "gradient values off in the tail";
+  EXPECT_EQ(tanh_close, 0) << "the tanh form would pass here: the test could not tell the forms apart";
 }
 
 TEST_F(GenericKernelsGpu, SoftTargetCrossEntropy) {

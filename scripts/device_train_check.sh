@@ -118,8 +118,12 @@ diff <(losses "$work/full.jsonl" | tail -n 5) <(losses "$work/resumed.jsonl") ||
 echo "data error in step 4: checkpoint of 3 steps saved; resumed on repaired data, steps 4-8 bit-identical"
 
 for o in velo small_fc_lopt muon adafactor; do  # every optimizer through the trainer (tiny model, random meta-weights)
-  ./train_gpt2 -e tiny -b 4 -t 128 -x 20 -v 10 -m 2 -s 0 -o $o --lopt-random 1 > "$work/stdout" 2>&1 ||
+  ./train_gpt2 -e tiny -b 4 -t 128 -x 20 -v 10 -m 2 -s 0 -o $o --lopt-random 1 --log "$work/$o.jsonl" > "$work/stdout" 2>&1 ||
     fail "$o: train_gpt2 failed: $(tail -n 1 "$work/stdout")"
+  expect_losses "$work/$o.jsonl" 20 "$o"
+  # every loss and grad norm finite (a NaN would be logged as nan, not as a number)
+  python3 -c "import json,math,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(any(not math.isfinite(x.get(k, 0)) for x in r for k in ('loss','grad_norm','val_loss')))" "$work/$o.jsonl" ||
+    fail "$o: a non-finite loss or grad norm in the log"
   grep -E "^step +(1|20)/|val loss" "$work/stdout" | tr '\n' ' '
   echo
 done

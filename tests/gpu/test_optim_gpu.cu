@@ -1,6 +1,8 @@
 // GPU optimizers against the CPU references (every tensor, 22 steps, a mix of shapes and a tensor over
 // 10M elements), bit-exact resume from saved state, CUDA-graph replay, and bad-input errors.
 #include <cstdio>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -320,6 +322,9 @@ TEST_F(Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
     EXPECT_EQ(na, nb);
     const std::vector<float> pa = a.get_params_flat(), pb = b.get_params_flat(), want = extract(pa);
     ASSERT_EQ(std::memcmp(want.data(), pb.data(), want.size() * 4), 0) << "the owned tensors differ";
+    EXPECT_TRUE(std::isfinite(na) && na > 0) << "grad norm " << na;
+    EXPECT_EQ(std::count_if(want.begin(), want.end(), [](float v) { return !std::isfinite(v); }), 0)
+        << "non-finite parameters: equal in both arenas, but both wrong";
     EXPECT_NE(std::memcmp(want.data(), extract(p0).data(), want.size() * 4), 0) << "the owned tensors did not move";
     for (const auto& ti : full.tensors())
       if (ti.index % 3 == 1)

@@ -64,7 +64,8 @@ void add_flags(Cli& cli, Args* a) {
   cli.add(0, "randaugment", &a->randaugment, "timm's RandAugment string, e.g. rand-m9-mstd0.5-inc1; empty = off");
   cli.add(0, "threads", &a->threads, "decoding threads (0 = one per hardware thread)");
   cli.add(0, "shuffle", &a->shuffle, "shuffle buffer in samples (shard order is shuffled too)");
-  cli.add(0, "synthetic", &a->synthetic, "train on a few fixed random batches held in memory (benchmarks: the model's step alone)");
+  cli.add(0, "synthetic", &a->synthetic,
+          "train on a few fixed random batches held in memory (benchmarks: the model's step alone)");
 }
 
 std::vector<float> floats(const std::string& list, const char* flag, int want) {
@@ -153,7 +154,8 @@ void check_shape(const SectionReader& r, const VitShape& s) {
   r.read("model.vit_shape", sh, sizeof sh);
   const int32_t want[8] = {s.layers, s.channels, s.heads, s.image, s.patch, s.in_chans, s.classes, s.separate_qkv};
   if (!std::equal(sh, sh + 8, want))
-    user_error("'", r.path(), "' holds a different model; resume with the same -e, --image, --channels, --classes, --qkv.");
+    user_error("'", r.path(),
+               "' holds a different model; resume with the same -e, --image, --channels, --classes, --qkv.");
 }
 
 // Training FLOPs of one image (3x the forward's): the matmuls' 2 per weight and token (patch embedding per
@@ -214,7 +216,8 @@ class SyntheticBatches {
     CUDA_CHECK(cudaMallocHost(&pixels_, 4 * n_));
     CUDA_CHECK(cudaMallocHost(&labels_, 4 * size_t(a.B) * sizeof(int32_t)));
     uint64_t x = uint64_t(a.seed);
-    for (size_t i = 0; i < 4 * n_; i++) pixels_[i] = uint8_t((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+    for (size_t i = 0; i < 4 * n_; i++)
+      pixels_[i] = uint8_t((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
     for (size_t i = 0; i < 4 * size_t(a.B); i++) labels_[i] = int32_t(i * 7919 % size_t(a.classes));
     B_ = a.B;
   }
@@ -282,10 +285,11 @@ Inputs prepare(Args& a) {
 }
 
 void print_header(const Args& a, const Inputs& in, const DevicePeak& peak) {
-  std::printf("train_vit | %s | %s %dx%dx%d q/k/v %s, %d tokens, %.2fM params | %s | batch %d x %d accum = %lld images/step | %lld steps\n",
-              peak.name.c_str(), a.model.c_str(), a.image, a.image, a.channels, a.qkv.c_str(), in.shape.tokens(),
-              in.table.num_params() / 1e6, a.optimizer.c_str(), a.B, in.accum, (long long)a.total_batch,
-              (long long)a.steps);
+  std::printf(
+      "train_vit | %s | %s %dx%dx%d q/k/v %s, %d tokens, %.2fM params | %s | batch %d x %d accum = %lld images/step | "
+      "%lld steps\n",
+      peak.name.c_str(), a.model.c_str(), a.image, a.image, a.channels, a.qkv.c_str(), in.shape.tokens(),
+      in.table.num_params() / 1e6, a.optimizer.c_str(), a.B, in.accum, (long long)a.total_batch, (long long)a.steps);
   std::printf("MFU against %.0f TFLOP/s bf16 (%s)\n", peak.flops / 1e12, peak.how.c_str());
   std::printf("augmentation: crop scale >= %g, flip %g, mixup %g, cutmix %g, smoothing %g%s%s\n", a.scale_min, a.hflip,
               a.mixup, a.cutmix, a.smoothing, a.randaugment.empty() ? "" : ", ", a.randaugment.c_str());
@@ -326,8 +330,7 @@ int run(Args& a) {
     b.mix = p.mix;
     return b;
   };
-  const BatchSource source{next_batch,
-                           [&](cudaStream_t s) {
+  const BatchSource source{next_batch, [&](cudaStream_t s) {
                              if (batches) batches->release(s);
                            }};
   StepRunner runner(model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph);
@@ -358,7 +361,8 @@ int run(Args& a) {
       return 0;
     }
   }
-  if (in.train && in.train->skipped() > 0) std::printf("skipped %lld undecodable images\n", (long long)in.train->skipped());
+  if (in.train && in.train->skipped() > 0)
+    std::printf("skipped %lld undecodable images\n", (long long)in.train->skipped());
   checkpoint(a.steps);
   return 0;
 }
@@ -366,8 +370,9 @@ int run(Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  Cli cli("train_vit",
-          "Pretrains a ViT on WebDataset image shards (prepare the default data with scripts/prepare_fashion_mnist.sh).");
+  Cli cli(
+      "train_vit",
+      "Pretrains a ViT on WebDataset image shards (prepare the default data with scripts/prepare_fashion_mnist.sh).");
   add_flags(cli, &a);
   cli.set_epilogue(options_help(vit_optimizer_defaults(a)));
   return run_program("train_vit", cli, argc, argv, [&] {

@@ -131,7 +131,8 @@ void bench_model(const Model& m, int T, int tune, int reps) {
   report("attention", "bwd", L, 2.5 * att_flop,
          median_ms(
              [&] {
-               flash_attention_backward(y.get(), res.get(), aux.get(), lse, x.get(), scratch.get(), m.B, T, m.heads, true, 0);
+               flash_attention_backward(y.get(), res.get(), aux.get(), lse, x.get(), scratch.get(), m.B, T, m.heads,
+                                        true, 0);
              },
              reps),
          0);

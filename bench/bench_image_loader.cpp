@@ -28,7 +28,8 @@ void run(const std::vector<std::string>& shards, ImageLoaderOptions o, int batch
   }
   const double s = now() - t0;
   std::printf(
-      "{\"bench\": \"image_loader\", \"threads\": %d, \"batch\": %d, \"size\": %d, \"randaugment\": %s, \"images\": %lld, "
+      "{\"bench\": \"image_loader\", \"threads\": %d, \"batch\": %d, \"size\": %d, \"randaugment\": %s, \"images\": "
+      "%lld, "
       "\"seconds\": %.3f, \"img_per_s\": %.1f, \"skipped\": %lld}\n",
       o.threads, lo.batch, lo.size, o.train_tf.use_randaugment ? "true" : "false", (long long)batches * lo.batch, s,
       batches * lo.batch / s, (long long)loader.skipped());

@@ -18,22 +18,22 @@
 #include <thread>
 #include <vector>
 
+#include "common/image_mix.h"
 #include "data/augment.h"
 #include "data/mixup.h"
 #include "data/wds_stream.h"
-#include "common/image_mix.h"
 
 struct ImageLoaderOptions {
   int batch = 0, size = 224, channels = 3, classes = 1000;
   bool train = true;  // shuffled, augmented, endless; false: one pass in shard order, evaluation transform
   uint64_t seed = 0;
-  int threads = 0;               // decoding threads; 0: the machine's hardware threads
-  int64_t shuffle_buffer = 0;    // samples (training)
-  int rank = 0, world = 1;       // this process reads shards rank, rank + world, ...
+  int threads = 0;             // decoding threads; 0: the machine's hardware threads
+  int64_t shuffle_buffer = 0;  // samples (training)
+  int rank = 0, world = 1;     // this process reads shards rank, rank + world, ...
   TrainTransformOptions train_tf;
   EvalTransformOptions eval_tf;
-  bool mix = false;              // draw mixup / cutmix per batch (training)
-  MixupOptions mixup;            // also label smoothing: with mix off, smoothing > 0 still gives soft targets
+  bool mix = false;    // draw mixup / cutmix per batch (training)
+  MixupOptions mixup;  // also label smoothing: with mix off, smoothing > 0 still gives soft targets
 };
 
 // Where a batch goes: pixels (batch, size, size, channels), labels (batch), soft targets (batch, classes)

@@ -26,7 +26,7 @@ class ImagePrefetcher {
     const ImageMix* mix;
     int real;  // how many samples are real (ImageLoader::next); 0: an evaluation pass is over
   };
-  Batch next();  // waits for the next batch; rethrows the loader's error
+  Batch next();                  // waits for the next batch; rethrows the loader's error
   void release(cudaStream_t s);  // once the copies out of next()'s batch are enqueued on s
   ImageLoader::Position position() const { return consumed_; }  // after the last batch next() returned
 

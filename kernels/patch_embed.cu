@@ -53,8 +53,8 @@ __global__ void tokens_backward_k(float* dcls, float* dpos, bf16* dproj, const b
 unsigned blocks_for(int64_t n) { return unsigned((n + 255) / 256); }
 }  // namespace
 
-void image_patches(bf16* rows, const uint8_t* pixels, const ImageGeometry& g, const PixelNorm& norm, const ImageMix* mix,
-                   cudaStream_t s) {
+void image_patches(bf16* rows, const uint8_t* pixels, const ImageGeometry& g, const PixelNorm& norm,
+                   const ImageMix* mix, cudaStream_t s) {
   if (g.B < 1 || g.patch < 1 || g.H % g.patch != 0 || g.W % g.patch != 0 || g.channels < 1 || g.channels > 3)
     user_error("image_patches: bad geometry (B=", g.B, ", ", g.H, "x", g.W, "x", g.channels, ", patch ", g.patch, ").");
   const int64_t n = int64_t(g.B) * g.patches() * g.patch_dim();

@@ -26,8 +26,8 @@ struct PixelNorm {
 // c*p*p + ky*p + kx its pixel (gy*p + ky, gx*p + kx) of channel c (the order of a (C, channels, p, p)
 // convolution weight). pixels: (B, H, W, channels) uint8. Mixup: lambda * own + (1 - lambda) * partner's
 // normalised value (partner B-1-b); cutmix: the partner's value inside the box. mix: on the device.
-void image_patches(bf16* rows, const uint8_t* pixels, const ImageGeometry& g, const PixelNorm& norm, const ImageMix* mix,
-                   cudaStream_t s);
+void image_patches(bf16* rows, const uint8_t* pixels, const ImageGeometry& g, const PixelNorm& norm,
+                   const ImageMix* mix, cudaStream_t s);
 
 // x (B, 1 + P, C): x[b, 0] = cls + pos[0], x[b, 1 + i] = proj[b*P + i] + pos[1 + i] (summed in fp32).
 void tokens_forward(bf16* x, const bf16* proj, const bf16* cls, const bf16* pos, int B, int P, int C, cudaStream_t s);

@@ -9,8 +9,8 @@
 #include <functional>
 #include <string>
 
-#include "kernels/dropout_kernels.h"
 #include "common/image_mix.h"
+#include "kernels/dropout_kernels.h"
 
 // One micro-batch on the host. Pinned memory lets the copy run asynchronously (the caller then keeps it
 // untouched until an event recorded after set_batch has passed); pageable memory is copied before

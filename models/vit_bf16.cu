@@ -34,7 +34,8 @@ VitBf16::VitBf16(const VitShape& shape, Arena& arena, int B, const ImageNorm& no
   headb_ = t[ix.headb].offset;
   const uint32_t none = 0;  // ViT runs without dropout: the sites are never drawn
   blocks_.reserve(size_t(s_.layers));
-  for (int l = 0; l < s_.layers; l++) blocks_.emplace_back(s_.block(), ix.blocks[size_t(l)], t, BlockSites{none, none, none}, B, T_);
+  for (int l = 0; l < s_.layers; l++)
+    blocks_.emplace_back(s_.block(), ix.blocks[size_t(l)], t, BlockSites{none, none, none}, B, T_);
   const size_t N = size_t(B) * size_t(T_), C = size_t(s_.channels), BP = size_t(B) * size_t(P_);
   const char* act = "activations";
   stream_.resize(size_t(s_.layers) + 1);
@@ -108,12 +109,12 @@ void VitBf16::backward(cudaStream_t s) {
   // final LayerNorm of the cls rows, whose gradient then enters the stream's cls rows (the rest are 0)
   CUDA_CHECK(cudaMemsetAsync(dcls_.get(), 0, dcls_.bytes(), s));
   float* last_bias = blocks_.empty() ? nullptr : blocks_.back().out_bias_grad(ctx_);
-  layernorm_backward(dcls_.get(), ctx_.G(normw_), ctx_.G(normb_), dln, cls_rows_.get(), ctx_.W(normw_),
-                     lnf_mean_.get(), lnf_rstd_.get(), B_, C, head_scratch_.get(), s, last_bias);
+  layernorm_backward(dcls_.get(), ctx_.G(normw_), ctx_.G(normb_), dln, cls_rows_.get(), ctx_.W(normw_), lnf_mean_.get(),
+                     lnf_rstd_.get(), B_, C, head_scratch_.get(), s, last_bias);
   CUDA_CHECK(cudaMemsetAsync(dres_.get(), 0, dres_.bytes(), s));
   const size_t row = size_t(C) * sizeof(bf16);
-  CUDA_CHECK(cudaMemcpy2DAsync(dres_.get(), row * size_t(T_), dcls_.get(), row, row, size_t(B_),
-                               cudaMemcpyDeviceToDevice, s));
+  CUDA_CHECK(
+      cudaMemcpy2DAsync(dres_.get(), row * size_t(T_), dcls_.get(), row, row, size_t(B_), cudaMemcpyDeviceToDevice, s));
   ctx_.prof.mark("bwd head", s);
   for (int l = s_.layers - 1; l >= 0; l--) {
     float* in_bias = l > 0 ? blocks_[size_t(l - 1)].out_bias_grad(ctx_) : nullptr;

@@ -9,6 +9,8 @@
 //
 // Both files of a split are checked (magic, counts, 28x28 images, file sizes, labels < 10) before a shard
 // is written; each shard is written atomically (data/tar_writer.h).
+#include <stb/stb_image_write.h>  // the implementation is data/stb_write_impl.cpp's (libhost.a)
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -22,8 +24,6 @@
 #include "common/cli.h"
 #include "common/error.h"
 #include "data/tar_writer.h"
-
-#include <stb/stb_image_write.h>  // the implementation is data/stb_write_impl.cpp's (libhost.a)
 
 namespace {
 constexpr int kSide = 28, kClasses = 10;

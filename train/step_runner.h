@@ -56,6 +56,6 @@ class StepRunner {
   CudaGraph graph_grads_, graph_opt_;
   char* staged_ = nullptr;  // pinned: accum micro-batches
   float* host_ = nullptr;   // pinned: loss, norm
-  cudaEvent_t ev_[4] = {};     // step start, optimizer start, optimizer end, step end
+  cudaEvent_t ev_[4] = {};  // step start, optimizer start, optimizer end, step end
   DeviceBuffer<float> loss_;
 };

@@ -9,8 +9,8 @@
 
 #include "common/sections.h"
 #include "data/gpt2_tokenizer.h"
-#include "data/tar_writer.h"
 #include "data/image_encode.h"
+#include "data/tar_writer.h"
 #include "data/token_shards.h"
 #include "optim/lopt/msgpack.h"
 #include "optim/lopt/safetensors.h"

@@ -1,8 +1,8 @@
 // GPU optimizers against the CPU references (every tensor, 22 steps, a mix of shapes and a tensor over
 // 10M elements), bit-exact resume from saved state, CUDA-graph replay, and bad-input errors.
-#include <cstdio>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 

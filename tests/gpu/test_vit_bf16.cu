@@ -101,7 +101,8 @@ TEST_F(VitBf16Gpu, PatchAndTokenKernels) {
       EXPECT_LT(rel_error(from_dev(rows), want), 4e-3);
     }
   const int B = 3, P = 6, C = 64, T = P + 1;
-  const auto proj = randv(size_t(B) * P * C, 1.0f, 1), cls = randv(size_t(C), 1.0f, 2), pos = randv(size_t(T) * C, 1.0f, 3);
+  const auto proj = randv(size_t(B) * P * C, 1.0f, 1), cls = randv(size_t(C), 1.0f, 2),
+             pos = randv(size_t(T) * C, 1.0f, 3);
   const auto dx = randv(size_t(B) * T * C, 1.0f, 4);
   DeviceBuffer<bf16> dproj_in = to_dev(proj), dcls_in = to_dev(cls), dpos_in = to_dev(pos), ddx = to_dev(dx);
   DeviceBuffer<bf16> x(size_t(B) * T * C), dproj(size_t(B) * P * C);

@@ -96,13 +96,12 @@ void ImageLoader::run_tasks(size_t count) {
   done_cv_.wait(g, [&] { return finished_ == count_; });
 }
 
-int ImageLoader::next(const ImageBatchView& out) {
+// Fills `places` of the batch from the stream, decoding them in parallel, and refills the places of
+// undecodable images; returns the places left empty (only when an evaluation pass ends) and counts the
+// filled ones into *real.
+std::vector<int> ImageLoader::fill(std::vector<int> places, const ImageBatchView& out, int* real) {
   const size_t px = size_t(o_.size) * size_t(o_.size) * size_t(o_.channels);
-  int real = 0;
   bool ended = false;
-  // Fill the free places, decode them in parallel, and refill the places of undecodable images.
-  std::vector<int> places(size_t(o_.batch));
-  for (int i = 0; i < o_.batch; i++) places[size_t(i)] = i;
   while (!places.empty() && !ended) {
     size_t n = 0;
     for (; n < places.size(); n++) {
@@ -119,7 +118,7 @@ int ImageLoader::next(const ImageBatchView& out) {
     for (size_t k = 0; k < n; k++) {
       if (tasks_[k].ok) {
         out.labels[places[k]] = tasks_[k].sample.label;
-        real++;
+        ++*real;
         continue;
       }
       skipped_++;
@@ -130,11 +129,15 @@ int ImageLoader::next(const ImageBatchView& out) {
     for (size_t k = n; k < places.size(); k++) again.push_back(places[k]);  // the pass ended
     places = again;
   }
-  if (real == 0) return 0;
-  // An evaluation pass's last batch: real samples move to the front, and the places after them repeat
-  // the first one, so that the caller counts the first `real`.
+  return places;
+}
+
+// An evaluation pass's last batch: the real samples move to the front, and the places after them repeat
+// the first one, so that the caller counts the first `real`.
+void ImageLoader::pack(const std::vector<int>& empty, int real, const ImageBatchView& out) const {
+  const size_t px = size_t(o_.size) * size_t(o_.size) * size_t(o_.channels);
   std::vector<bool> filled(size_t(o_.batch), true);
-  for (int p : places) filled[size_t(p)] = false;
+  for (int p : empty) filled[size_t(p)] = false;
   for (int lo = 0, hi = o_.batch - 1;; lo++, hi--) {
     while (lo < o_.batch && filled[size_t(lo)]) lo++;
     while (hi >= 0 && !filled[size_t(hi)]) hi--;
@@ -146,21 +149,34 @@ int ImageLoader::next(const ImageBatchView& out) {
     std::memcpy(out.pixels + size_t(p) * px, out.pixels, px);
     out.labels[p] = out.labels[0];
   }
+}
+
+// Training: the batch's mixup / cutmix draw from its own generator, and the soft targets.
+void ImageLoader::mix(const ImageBatchView& out) const {
   *out.mix = ImageMix();
-  if (o_.train) {
-    Rng rng = Rng::derive(o_.seed, RngStream::kMixup, 0, uint64_t(batches_));
-    const MixDraw d = o_.mix ? draw_mix(o_.mixup, o_.size, o_.size, rng) : MixDraw();
-    if (d.lambda < 1.0) {
-      out.mix->mode = d.cutmix ? ImageMix::kCutmix : ImageMix::kMixup;
-      out.mix->lambda = float(d.lambda);
-      out.mix->y0 = d.y0;
-      out.mix->y1 = d.y1;
-      out.mix->x0 = d.x0;
-      out.mix->x1 = d.x1;
-    }
-    if (soft_targets())
-      mix_targets(out.labels, o_.batch, o_.classes, d.lambda, o_.mixup.label_smoothing, out.soft_targets);
+  if (!o_.train) return;
+  Rng rng = Rng::derive(o_.seed, RngStream::kMixup, 0, uint64_t(batches_));
+  const MixDraw d = o_.mix ? draw_mix(o_.mixup, o_.size, o_.size, rng) : MixDraw();
+  if (d.lambda < 1.0) {
+    out.mix->mode = d.cutmix ? ImageMix::kCutmix : ImageMix::kMixup;
+    out.mix->lambda = float(d.lambda);
+    out.mix->y0 = d.y0;
+    out.mix->y1 = d.y1;
+    out.mix->x0 = d.x0;
+    out.mix->x1 = d.x1;
   }
+  if (soft_targets())
+    mix_targets(out.labels, o_.batch, o_.classes, d.lambda, o_.mixup.label_smoothing, out.soft_targets);
+}
+
+int ImageLoader::next(const ImageBatchView& out) {
+  std::vector<int> places(size_t(o_.batch));
+  for (int i = 0; i < o_.batch; i++) places[size_t(i)] = i;
+  int real = 0;
+  const std::vector<int> empty = fill(std::move(places), out, &real);
+  if (real == 0) return 0;
+  pack(empty, real, out);
+  mix(out);
   batches_++;
   return real;
 }

@@ -77,6 +77,9 @@ class ImageLoader {
     std::string why;
   };
   void work(Task& t, AugmentScratch& scratch, Image& img);
+  std::vector<int> fill(std::vector<int> places, const ImageBatchView& out, int* real);
+  void pack(const std::vector<int>& empty, int real, const ImageBatchView& out) const;
+  void mix(const ImageBatchView& out) const;
   void run_tasks(size_t count);  // tasks_[0, count) on the pool
   void worker(int id);
 

@@ -89,18 +89,6 @@ OptimOptions gpt2_optimizer_defaults(const TrainFlags& a) {
   return o;
 }
 
-// The model's description in a checkpoint: its shape, checked before anything else is read.
-void write_shape(SectionWriter& w, const Gpt2Shape& s) {
-  const int32_t shape[6] = {s.layers, s.channels, s.heads, s.vocab, s.max_seq, s.separate_qkv};
-  w.put("model.shape", shape, sizeof shape);
-}
-void check_shape(const SectionReader& r, const Gpt2Shape& s) {
-  int32_t sh[6];
-  r.read("model.shape", sh, sizeof sh);
-  if (sh[0] != s.layers || sh[1] != s.channels || sh[2] != s.heads || sh[3] != s.vocab || sh[5] != s.separate_qkv)
-    user_error("'", r.path(), "' holds a different model; resume with the same -e and --qkv.");
-}
-
 // targets.md's count (the one llm.c's MFU figures use): 6 per parameter plus 6 * L * C * T for attention.
 double flops_per_token(const Gpt2Shape& s, const ParamTable& t, int T) {
   return 6.0 * double(t.num_params()) + 6.0 * s.layers * s.channels * double(T);
@@ -175,8 +163,7 @@ Inputs prepare(Args& a) {
   in.state.rng.seed(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
   if (!a.resume.empty()) {
     in.resume = std::make_unique<SectionReader>(a.resume);
-    check_shape(*in.resume, in.shape);
-    check_checkpoint_params(*in.resume, in.table);
+    check_checkpoint_params(*in.resume, in.table, "-e and --qkv");
     in.state = read_train_state(*in.resume);
     const std::vector<int64_t>& d = in.state.data;
     if (d.size() != 3) user_error("'", a.resume, "' holds no token-loader position; is it a train_vit checkpoint?");
@@ -232,7 +219,7 @@ int run(Args& a) {
   StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph);
   DeviceBuffer<float> val_loss(1, "loss");
   std::unique_ptr<Gpt2Net> sampler;
-  const Checkpointer ckpt(a.ckpt_dir, arena, *model, *opt, [&](SectionWriter& w) { write_shape(w, shape); });
+  const Checkpointer ckpt(a.ckpt_dir, arena, *model, *opt);
   auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
   const uint64_t dropout_seed = uint64_t(a.seed) + 2;
   const int64_t step0 = state.step;

@@ -144,20 +144,6 @@ OptimOptions vit_optimizer_defaults(const TrainFlags& a) {
   return o;
 }
 
-void write_shape(SectionWriter& w, const VitShape& s) {
-  const int32_t shape[8] = {s.layers, s.channels, s.heads, s.image, s.patch, s.in_chans, s.classes, s.separate_qkv};
-  w.put("model.vit_shape", shape, sizeof shape);
-}
-void check_shape(const SectionReader& r, const VitShape& s) {
-  int32_t sh[8];
-  if (!r.has("model.vit_shape")) user_error("'", r.path(), "' is not a train_vit checkpoint.");
-  r.read("model.vit_shape", sh, sizeof sh);
-  const int32_t want[8] = {s.layers, s.channels, s.heads, s.image, s.patch, s.in_chans, s.classes, s.separate_qkv};
-  if (!std::equal(sh, sh + 8, want))
-    user_error("'", r.path(),
-               "' holds a different model; resume with the same -e, --image, --channels, --classes, --qkv.");
-}
-
 // Training FLOPs of one image (3x the forward's): the matmuls' 2 per weight and token (patch embedding per
 // patch, 12 C^2 per block and token, the head for the cls token) and attention's 4 T^2 C per block.
 double flops_per_image(const VitShape& s) {
@@ -275,8 +261,7 @@ Inputs prepare(Args& a) {
   if (!a.val.empty() && a.val_every > 0) list_shards(a.val);  // the shards exist
   if (!a.resume.empty()) {
     in.resume = std::make_unique<SectionReader>(a.resume);
-    check_shape(*in.resume, in.shape);
-    check_checkpoint_params(*in.resume, in.table);
+    check_checkpoint_params(*in.resume, in.table, "-e, --image, --channels, --classes and --qkv");
     in.state = read_train_state(*in.resume);
     in.train->seek(ImageLoader::Position::from_ints(in.state.data));
   }
@@ -334,7 +319,7 @@ int run(Args& a) {
                              if (batches) batches->release(s);
                            }};
   StepRunner runner(model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph);
-  const Checkpointer ckpt(a.ckpt_dir, arena, model, *opt, [&](SectionWriter& w) { write_shape(w, in.shape); });
+  const Checkpointer ckpt(a.ckpt_dir, arena, model, *opt);
   auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
   const int64_t step0 = state.step;
   for (int64_t step = step0; step < a.steps; step++) {

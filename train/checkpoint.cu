@@ -10,10 +10,11 @@
 #include "train/checkpoint.h"
 
 void save_checkpoint(const std::string& path, const Arena& arena, const Model& model, const Optimizer& opt,
-                     const TrainState& state, const std::function<void(SectionWriter&)>& model_sections) {
+                     const TrainState& state) {
   CUDA_CHECK(cudaDeviceSynchronize());
   SectionWriter w(path);
-  model_sections(w);
+  const uint64_t fingerprint = arena.table().fingerprint();
+  w.put("model.table", &fingerprint, sizeof fingerprint);
   w.put_vector("model.params", arena.get_params_flat());
   w.put_string("model.kernels", model.kernel_choices());
   opt.save_state(w);
@@ -24,21 +25,6 @@ void save_checkpoint(const std::string& path, const Arena& arena, const Model& m
   r << state.rng;
   w.put_string("train.sample_rng", r.str());
   w.commit();
-}
-
-TrainState read_train_state(const SectionReader& r) {
-  TrainState s;
-  s.data = r.get_vector<int64_t>("train.loader");
-  std::istringstream rs(r.get_string("train.sample_rng"));
-  rs >> s.rng;
-  s.step = r.get_i64("train.step");
-  if (r.has("train.dropout_counter")) s.dropout_counter = uint64_t(r.get_i64("train.dropout_counter"));
-  return s;
-}
-
-void check_checkpoint_params(const SectionReader& r, const ParamTable& table) {
-  if (r.size("model.params") != uint64_t(table.total_elems()) * sizeof(float))
-    user_error("'", r.path(), "' has parameters of another size.");
 }
 
 void load_checkpoint(const SectionReader& r, Arena& arena, Model& model, Optimizer& opt) {

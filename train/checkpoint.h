@@ -21,13 +21,15 @@ struct TrainState {
   uint64_t dropout_counter = 0;  // micro-batches trained with dropout so far (the masks' counter)
 };
 
-// Writes path. model_sections adds the model's description (what the load side checks first).
+// Writes path, the model described by its parameter table's fingerprint (names, shapes, roles), which the
+// load side checks first.
 void save_checkpoint(const std::string& path, const Arena& arena, const Model& model, const Optimizer& opt,
-                     const TrainState& state, const std::function<void(SectionWriter&)>& model_sections);
+                     const TrainState& state);
 // The training state, read before any GPU work (the caller has checked the model's description).
 TrainState read_train_state(const SectionReader& r);
-// UserError unless the file's parameters fill exactly the arena of `table`.
-void check_checkpoint_params(const SectionReader& r, const ParamTable& table);
+// UserError unless the file holds the model of `table` (its fingerprint; in files written before there
+// was one, the parameters' size). flags_hint: which flags choose the model, for the message.
+void check_checkpoint_params(const SectionReader& r, const ParamTable& table, const std::string& flags_hint);
 // The rest, into the arena, the model (kernel choices, dropout counter) and the optimizer.
 void load_checkpoint(const SectionReader& r, Arena& arena, Model& model, Optimizer& opt);
 

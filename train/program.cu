@@ -20,7 +20,7 @@ std::string Checkpointer::save(int64_t step, TrainState& state) const {
   if (dir_.empty()) return std::string();
   state.step = step;
   const std::string path = checkpoint_path(dir_, step);
-  save_checkpoint(path, arena_, model_, opt_, state, sections_);
+  save_checkpoint(path, arena_, model_, opt_, state);
   std::printf("checkpoint %s\n", path.c_str());
   return path;
 }

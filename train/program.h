@@ -16,9 +16,8 @@ bool stop_requested();
 // Writes <dir>/model_<step>.bin (nothing when dir is empty), says so on stdout, and returns its path.
 class Checkpointer {
  public:
-  Checkpointer(std::string dir, const Arena& arena, const Model& model, const Optimizer& opt,
-               std::function<void(SectionWriter&)> model_sections)
-      : dir_(std::move(dir)), arena_(arena), model_(model), opt_(opt), sections_(std::move(model_sections)) {}
+  Checkpointer(std::string dir, const Arena& arena, const Model& model, const Optimizer& opt)
+      : dir_(std::move(dir)), arena_(arena), model_(model), opt_(opt) {}
   std::string save(int64_t step, TrainState& state) const;
 
  private:
@@ -26,7 +25,6 @@ class Checkpointer {
   const Arena& arena_;
   const Model& model_;
   const Optimizer& opt_;
-  std::function<void(SectionWriter&)> sections_;
 };
 
 // Parses the flags (false from the parser: --help was printed, exit 0) and runs `run`; any error becomes

@@ -2,10 +2,13 @@
 #include <random>
 #include <set>
 
+#include "common/sections.h"
+#include "common/temp_dir.h"
 #include "core/chunks.h"
 #include "core/param_table.h"
 #include "models/model_tables.h"
 #include "tests/test_util.h"
+#include "train/checkpoint.h"
 
 namespace {
 TensorSpec spec(const std::string& name, std::vector<int64_t> shape, Role role = Role::Hidden) {
@@ -228,4 +231,38 @@ TEST(Tables, VitShapesAndErrors) {
   expect_user_error([] { vit_shape("vit-x16"); }, "unknown ViT");
   expect_user_error([] { vit_shape("vit-b"); }, "unknown ViT");
   expect_user_error([] { vit_shape("vit-b0"); }, "unknown ViT");
+}
+
+// A checkpoint names its model by the table's fingerprint: another model (another size, q/k/v layout,
+// image size) is refused before anything is read; files from before the fingerprint fall back to the size.
+TEST(Checkpoints, RefuseAnotherModel) {
+  TempDir dir("ckpt_");
+  Gpt2Shape small;  // small, so the files stay small
+  small.layers = 1;
+  small.channels = 64;
+  small.heads = 1;
+  small.vocab = 128;
+  small.max_seq = 16;
+  const ParamTable sep = gpt2_param_table(small);
+  Gpt2Shape fused_shape = small;
+  fused_shape.separate_qkv = false;
+  const ParamTable fused = gpt2_param_table(fused_shape);
+  ASSERT_EQ(sep.total_elems(), fused.total_elems());  // same size: only the fingerprint tells them apart
+  auto write = [&](const std::string& name, const ParamTable* t) {
+    SectionWriter w(dir.path() + "/" + name);
+    if (t) {
+      const uint64_t f = t->fingerprint();
+      w.put("model.table", &f, sizeof f);
+    }
+    w.put_vector("model.params", std::vector<float>(size_t(sep.total_elems())));
+    w.commit();
+    return dir.path() + "/" + name;
+  };
+  const std::string same = write("same.bin", &sep), other = write("other.bin", &fused), old = write("old.bin", nullptr);
+  check_checkpoint_params(SectionReader(same), sep, "-e");
+  check_checkpoint_params(SectionReader(old), sep, "-e");  // no fingerprint: the size matches
+  expect_user_error([&] { check_checkpoint_params(SectionReader(other), sep, "-e and --qkv"); },
+                    "holds a different model; resume with the -e and --qkv that wrote it.");
+  expect_user_error([&] { check_checkpoint_params(SectionReader(same), vit_param_table(vit_shape("vit-test")), "-e"); },
+                    "holds a different model");
 }

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   static const char* names[] = {
-      "model.shape", "model.params", "model.kernels",    "optim.name", "optim.fingerprint", "optim.step", "optim.m",
+      "model.shape", "model.table", "model.params", "model.kernels",    "optim.name", "optim.fingerprint", "optim.step", "optim.m",
       "train.step",  "train.loader", "train.sample_rng", "x"};
   for (const char* name : names) {
     try {  // each fetch on its own: one refused section must not hide the others

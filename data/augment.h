@@ -69,15 +69,9 @@ struct EvalTransformOptions {
 void check_options(const TrainTransformOptions& o);
 void check_options(const EvalTransformOptions& o);
 
-// What the transforms do geometrically: resample `box` of the image to a virtual out_w x out_h image, keep
-// its size x size window at (out_x, out_y), mirror it left to right if `flip`. The train transform draws
-// box and flip (train_geometry: sample_rrc_box, then the flip); the eval one has none (resize + centre
-// crop). A decoder on the GPU (data/nvjpeg_decoder) takes the same geometry, drawn on the CPU.
-struct ResizeGeometry {
-  Box box;
-  int out_w = 0, out_h = 0, out_x = 0, out_y = 0;
-  bool flip = false;
-};
+// What the transforms do geometrically (data/resample.h's ResizeGeometry): the train transform draws the
+// box and the flip (sample_rrc_box, then the flip); the eval one has none (resize + centre crop). A decoder
+// on the GPU (data/nvjpeg_decoder) takes the same geometry, drawn on the CPU.
 ResizeGeometry train_geometry(int width, int height, const TrainTransformOptions& o, Rng& rng);
 ResizeGeometry eval_resize_geometry(int width, int height, const EvalTransformOptions& o);
 

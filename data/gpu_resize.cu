@@ -8,24 +8,8 @@ __global__ void resize_kernel(const DeviceResizeJob* jobs, int size, bool bicubi
   const DeviceResizeJob j = jobs[blockIdx.y];
   const int p = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (p >= size * size) return;
-  const ResizeGeometry& g = j.geometry;
-  const int oy = p / size, ox = p - oy * size;
-  const int col = g.flip ? size - 1 - ox : ox;  // the column of the unmirrored window it shows
-  const TapWindow tx = tap_window(bicubic, g.box.w, g.out_w, g.out_x + col);
-  const TapWindow ty = tap_window(bicubic, g.box.h, g.out_h, g.out_y + oy);
-  float acc[C] = {};
-  for (int r = 0; r < ty.count; r++) {
-    const uint8_t* px = j.src + size_t(g.box.y + ty.first + r) * j.pitch + size_t(g.box.x + tx.first) * C;
-    float row[C] = {};  // the horizontal pass's value at this source row
-    for (int i = 0; i < tx.count; i++) {
-      const float w = tap_weight(tx, i);
-      for (int c = 0; c < C; c++) row[c] += w * float(px[i * C + c]);
-    }
-    const float w = tap_weight(ty, r);
-    for (int c = 0; c < C; c++) acc[c] += w * row[c];
-  }
-  uint8_t* out = j.dst + size_t(p) * C;
-  for (int c = 0; c < C; c++) out[c] = uint8_t(lroundf(fminf(255.0f, fmaxf(0.0f, acc[c]))));
+  const int y = p / size;
+  resize_pixel<C>(j.src, j.pitch, j.geometry, bicubic, size, p - y * size, y, j.dst + size_t(p) * C);
 }
 }  // namespace
 

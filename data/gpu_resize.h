@@ -1,7 +1,7 @@
 // The resampling step of the train and eval transforms (data/augment.h's resize_u8) on the GPU, for images
-// already in device memory (decoded by data/nvjpeg_decoder): one thread per output pixel computes its own
-// taps (data/resample_taps.h) and sums them horizontally, then vertically, in float, as data/resample.cpp
-// does; then the flip and the rounding to bytes. Built with -fmad=false, so that each product and sum is
+// already in device memory (decoded by data/nvjpeg_decoder): one thread per output pixel does
+// data/resample_taps.h's resize_pixel (its own taps, the horizontal then the vertical sums in float, as
+// data/resample.cpp, the flip, the rounding to bytes). Built with -fmad=false, so that each product and sum is
 // rounded as the CPU's are: on the same decoded image the bytes are expected to be the CPU's exactly
 // (tests/gpu/test_nvjpeg.cu allows 1 in 1000 to differ by one).
 #pragma once
@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "data/augment.h"
+#include "data/resample.h"
 
 struct DeviceResizeJob {
   const uint8_t* src = nullptr;  // device: rows of `pitch` bytes, channels interleaved

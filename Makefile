@@ -23,7 +23,8 @@ COMMON_FLAGS := -O3 -I. -MMD -MP $(if $(STB_DIR),-I$(STB_DIR)/include,)
 CXXFLAGS  += -std=c++17 $(COMMON_FLAGS) -Wall -Wextra -I$(CUDA_HOME)/include
 NVCCFLAGS += -std=c++17 $(COMMON_FLAGS) -gencode arch=compute_$(GPU_ARCH),code=[sm_$(GPU_ARCH),compute_$(GPU_ARCH)] \
              --expt-relaxed-constexpr -Xcompiler -Wall -diag-suppress 177
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
+# libnvjpeg is not linked: data/nvjpeg_decoder opens it at run time (dlopen), where the toolkit has it.
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -ldl
 
 # Plain C++ (no CUDA runtime): the CPU references and everything the CPU suite tests.
 HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp \
@@ -43,9 +44,12 @@ CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grad_
             optim/lopt/velo.cu kernels/gpt2_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/layernorm.cu kernels/column_sums.cu \
             kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
             models/transformer_block.cu models/vit_bf16.cu models/gpt2_model.cu models/gpt2_bf16.cu models/gpt2_net.cu data/prefetcher.cu data/image_prefetcher.cu \
+            data/gpu_resize.cu data/nvjpeg_decoder.cu \
             train/checkpoint.cu train/program.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
+# The GPU resize rounds each product and sum as the CPU's resampler does (data/gpu_resize.h).
+$(BUILD)/data/gpu_resize.o: NVCCFLAGS += -fmad=false
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
 TEST_CPU_SRC := $(wildcard tests/cpu/*.cpp)
@@ -99,15 +103,15 @@ $(BUILD)/gpt2_dump: $(BUILD)/tests/tools/gpt2_dump.o $(BUILD)/liblopt_gpu.a $(BU
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
 # Host only: photos -> an ImageNet-like corpus (scripts/prepare_imagenet_like.sh runs it), and the
-# single-core speed of decoding + augmenting images.
+# single-core speed of decoding + augmenting images. (bench_image_loader links CUDA for --decoder nvjpeg.)
 $(BUILD)/make_imagenet_like: $(BUILD)/tools/make_imagenet_like.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@ -lpthread
 
 $(BUILD)/bench_augment: $(BUILD)/bench/bench_augment.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
 
-$(BUILD)/bench_image_loader: $(BUILD)/bench/bench_image_loader.o $(BUILD)/libhost.a
-	$(CXX) $(CXXFLAGS) $^ -o $@ -lpthread
+$(BUILD)/bench_image_loader: $(BUILD)/bench/bench_image_loader.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
+	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
 $(BUILD)/vit_dump: $(BUILD)/tests/tools/vit_dump.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)

@@ -4,8 +4,9 @@
 //
 // The loop, top to bottom: evaluation (loss, top-1, top-5) every -v steps, checkpoints every -n steps (and
 // on SIGINT/SIGTERM), then per step: micro-batches with gradient accumulation, grad-norm clipping, one
-// optimizer step, one log line. Images are decoded and augmented on CPU threads (data/image_loader) and
-// normalised and mixed on the GPU (models/vit_bf16); what every trainer shares is in train/.
+// optimizer step, one log line. Images are decoded and augmented on CPU threads (data/image_loader), or with
+// --decoder nvjpeg the JPEGs by the GPU's JPEG engine (data/nvjpeg_decoder), and normalised and mixed on the
+// GPU (models/vit_bf16); what every trainer shares is in train/.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "common/cuda_check.h"
 #include "data/image_prefetcher.h"
+#include "data/nvjpeg_decoder.h"
 #include "models/vit_bf16.h"
 #include "optim/grad_clip.h"
 #include "train/checkpoint.h"
@@ -26,7 +28,7 @@ namespace {
 struct Args : TrainFlags {  // train_vit's own flags beside the shared ones
   std::string train = "data/fashion_mnist/fashion-mnist-train-{0000..0005}.tar";
   std::string val = "data/fashion_mnist/fashion-mnist-validation-0000.tar";
-  std::string model = "vit-ti4", qkv = "fused", mean = "0.2860", stdev = "0.3530", randaugment;
+  std::string model = "vit-ti4", qkv = "fused", mean = "0.2860", stdev = "0.3530", randaugment, decoder = "stb";
   int image = 28, channels = 1, classes = 10, threads = 0;
   bool synthetic = false;
   int64_t shuffle = 10000;
@@ -63,6 +65,8 @@ void add_flags(Cli& cli, Args* a) {
   cli.add(0, "smoothing", &a->smoothing, "label smoothing (0 = hard labels)");
   cli.add(0, "randaugment", &a->randaugment, "timm's RandAugment string, e.g. rand-m9-mstd0.5-inc1; empty = off");
   cli.add(0, "threads", &a->threads, "decoding threads (0 = one per hardware thread)");
+  cli.add(0, "decoder", &a->decoder,
+          "stb (CPU threads, exact) | nvjpeg (the GPU's JPEG engine) | auto (nvjpeg where available)");
   cli.add(0, "shuffle", &a->shuffle, "shuffle buffer in samples (shard order is shuffled too)");
   cli.add(0, "synthetic", &a->synthetic,
           "train on a few fixed random batches held in memory (benchmarks: the model's step alone)");
@@ -116,6 +120,7 @@ ImageLoaderOptions loader_options(const Args& a, bool train) {
   o.train = train;
   o.seed = uint64_t(a.seed);
   o.threads = a.threads;
+  o.decoder = a.decoder;
   o.shuffle_buffer = a.shuffle;
   o.train_tf.rrc.scale_min = a.scale_min;
   o.train_tf.hflip = a.hflip;
@@ -157,7 +162,8 @@ struct Eval {
 };
 // One pass over the validation shards: mean loss, top-1 and top-5 accuracy, from the logits in double.
 Eval evaluate(VitBf16& model, const Args& a) {
-  ImageLoader loader(list_shards(a.val), loader_options(a, false));
+  const ImageLoaderOptions o = loader_options(a, false);
+  ImageLoader loader(list_shards(a.val), o, make_batch_decoder(o));
   std::vector<uint8_t> px(size_t(a.B) * a.image * a.image * a.channels);
   std::vector<int32_t> y(size_t(a.B));
   std::vector<float> logits(size_t(a.B) * a.classes);
@@ -243,6 +249,7 @@ Inputs prepare(Args& a) {
   if (a.B < 1 || a.steps < 1) user_error("-b and -x must be >= 1.");
   check_train_flags(a);
   if (a.threads < 0 || a.shuffle < 0) user_error("--threads and --shuffle must be >= 0.");
+  check_decoder_option(a.decoder);
   if (a.dropout > 0) user_error("this ViT has no dropout (timm's ViT recipe uses none); leave out --dropout.");
   if (a.mixup < 0 || a.cutmix < 0 || !(a.smoothing >= 0 && a.smoothing < 1))
     user_error("--mixup and --cutmix must be >= 0 and --smoothing in [0, 1).");
@@ -257,7 +264,8 @@ Inputs prepare(Args& a) {
     a.val.clear();
     return in;
   }
-  in.train = std::make_unique<ImageLoader>(list_shards(a.train), loader_options(a, true));
+  const ImageLoaderOptions train_options = loader_options(a, true);
+  in.train = std::make_unique<ImageLoader>(list_shards(a.train), train_options, make_batch_decoder(train_options));
   if (!a.val.empty() && a.val_every > 0) list_shards(a.val);  // the shards exist
   if (!a.resume.empty()) {
     in.resume = std::make_unique<SectionReader>(a.resume);

@@ -49,6 +49,25 @@ EvalGeometry eval_geometry(int width, int height, int size, double crop_pct) {
   return g;
 }
 
+ResizeGeometry train_geometry(int width, int height, const TrainTransformOptions& o, Rng& rng) {
+  ResizeGeometry g;
+  g.box = sample_rrc_box(width, height, o.rrc, rng);
+  g.flip = rng.bernoulli(o.hflip);
+  g.out_w = g.out_h = o.size;
+  return g;
+}
+
+ResizeGeometry eval_resize_geometry(int width, int height, const EvalTransformOptions& o) {
+  const EvalGeometry e = eval_geometry(width, height, o.size, o.crop_pct);
+  ResizeGeometry g;
+  g.box = {0, 0, width, height};
+  g.out_w = e.resize_w;
+  g.out_h = e.resize_h;
+  g.out_x = e.crop.x;
+  g.out_y = e.crop.y;
+  return g;
+}
+
 void normalize_to_chw(const float* hwc, int w, int h, int c, bool flip, const Normalize& norm, float* chw) {
   for (int ch = 0; ch < c; ch++) {
     // (v / 255 - mean) / std as one multiply-add
@@ -113,12 +132,11 @@ void randaugment_crop(const TrainTransformOptions& o, int C, bool flip, Rng& rng
 void train_transform(const Image& img, const TrainTransformOptions& o, Rng& rng, float* out, AugmentScratch* scratch) {
   AugmentScratch local;
   AugmentScratch& s = scratch ? *scratch : local;
-  const Box box = sample_rrc_box(img.width, img.height, o.rrc, rng);
-  const bool flip = rng.bernoulli(o.hflip);
+  const ResizeGeometry g = train_geometry(img.width, img.height, o, rng);
   s.hwc.resize(size_t(o.size) * size_t(o.size) * size_t(img.channels));
-  resample(img, box, o.size, o.size, o.filter, s.hwc.data(), &s.resample);
-  if (o.use_randaugment) randaugment_crop(o, img.channels, flip, rng, &s);  // flips too
-  normalize_to_chw(s.hwc.data(), o.size, o.size, img.channels, flip && !o.use_randaugment, o.norm, out);
+  resample(img, g.box, o.size, o.size, o.filter, s.hwc.data(), &s.resample);
+  if (o.use_randaugment) randaugment_crop(o, img.channels, g.flip, rng, &s);  // flips too
+  normalize_to_chw(s.hwc.data(), o.size, o.size, img.channels, g.flip && !o.use_randaugment, o.norm, out);
 }
 
 void eval_transform(const Image& img, const EvalTransformOptions& o, float* out, AugmentScratch* scratch) {
@@ -144,28 +162,27 @@ void to_bytes(const float* hwc, int w, int h, int c, bool flip, uint8_t* out) {
 }
 }  // namespace
 
+void resize_u8(const Image& img, const ResizeGeometry& g, int size, Filter filter, uint8_t* out,
+               AugmentScratch* scratch) {
+  AugmentScratch local;
+  AugmentScratch& s = scratch ? *scratch : local;
+  s.hwc.resize(size_t(size) * size_t(size) * size_t(img.channels));
+  resample(img, g.box, g.out_w, g.out_h, g.out_x, g.out_y, size, size, filter, s.hwc.data(), &s.resample);
+  to_bytes(s.hwc.data(), size, size, img.channels, g.flip, out);
+}
+
 void train_transform_u8(const Image& img, const TrainTransformOptions& o, Rng& rng, uint8_t* out,
                         AugmentScratch* scratch) {
   AugmentScratch local;
   AugmentScratch& s = scratch ? *scratch : local;
-  const Box box = sample_rrc_box(img.width, img.height, o.rrc, rng);
-  const bool flip = rng.bernoulli(o.hflip);
-  s.hwc.resize(size_t(o.size) * size_t(o.size) * size_t(img.channels));
-  resample(img, box, o.size, o.size, o.filter, s.hwc.data(), &s.resample);
-  const size_t n = size_t(o.size) * size_t(o.size) * size_t(img.channels);
-  if (!o.use_randaugment) return to_bytes(s.hwc.data(), o.size, o.size, img.channels, flip, out);
+  const ResizeGeometry g = train_geometry(img.width, img.height, o, rng);
+  if (!o.use_randaugment) return resize_u8(img, g, o.size, o.filter, out, &s);
   s.crop = Image(o.size, o.size, img.channels);  // RandAugment works on the 8-bit crop, after the flip
-  to_bytes(s.hwc.data(), o.size, o.size, img.channels, flip, s.crop.pixels.data());
+  resize_u8(img, g, o.size, o.filter, s.crop.pixels.data(), &s);
   rand_augment(o.randaugment, rng, &s.crop);
-  std::copy(s.crop.pixels.begin(), s.crop.pixels.begin() + std::ptrdiff_t(n), out);
+  std::copy(s.crop.pixels.begin(), s.crop.pixels.end(), out);
 }
 
 void eval_transform_u8(const Image& img, const EvalTransformOptions& o, uint8_t* out, AugmentScratch* scratch) {
-  AugmentScratch local;
-  AugmentScratch& s = scratch ? *scratch : local;
-  const EvalGeometry g = eval_geometry(img.width, img.height, o.size, o.crop_pct);
-  s.hwc.resize(size_t(o.size) * size_t(o.size) * size_t(img.channels));
-  resample(img, {0, 0, img.width, img.height}, g.resize_w, g.resize_h, g.crop.x, g.crop.y, o.size, o.size, o.filter,
-           s.hwc.data(), &s.resample);
-  to_bytes(s.hwc.data(), o.size, o.size, img.channels, false, out);
+  resize_u8(img, eval_resize_geometry(img.width, img.height, o), o.size, o.filter, out, scratch);
 }

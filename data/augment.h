@@ -69,6 +69,12 @@ struct EvalTransformOptions {
 void check_options(const TrainTransformOptions& o);
 void check_options(const EvalTransformOptions& o);
 
+// What the transforms do geometrically (data/resample.h's ResizeGeometry): the train transform draws the
+// box and the flip (sample_rrc_box, then the flip); the eval one has none (resize + centre crop). A decoder
+// on the GPU (data/nvjpeg_decoder) takes the same geometry, drawn on the CPU.
+ResizeGeometry train_geometry(int width, int height, const TrainTransformOptions& o, Rng& rng);
+ResizeGeometry eval_resize_geometry(int width, int height, const EvalTransformOptions& o);
+
 // Buffers one worker thread reuses from image to image.
 struct AugmentScratch {
   ResampleScratch resample;
@@ -84,3 +90,6 @@ void eval_transform(const Image& img, const EvalTransformOptions& o, float* out,
 void train_transform_u8(const Image& img, const TrainTransformOptions& o, Rng& rng, uint8_t* out,
                         AugmentScratch* scratch);
 void eval_transform_u8(const Image& img, const EvalTransformOptions& o, uint8_t* out, AugmentScratch* scratch);
+// Their resampling step alone: `g` applied to img, rounded to bytes (size, size, img.channels).
+void resize_u8(const Image& img, const ResizeGeometry& g, int size, Filter filter, uint8_t* out,
+               AugmentScratch* scratch);

@@ -45,6 +45,31 @@ std::string check_huffman_tables(const uint8_t* p, size_t n) {
 }
 }  // namespace
 
+bool jpeg_codes_rgb(const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  bool jfif = false;
+  int transform = -1, components = 0, rgb_ids = 0;
+  // The markers before the first scan; each segment: FF, marker, 2-byte length (itself included), payload.
+  for (size_t i = 2; i + 4 <= size && p[i] == 0xFF;) {
+    const uint8_t m = p[i + 1];
+    if (m == 0xFF) {  // fill byte
+      i++;
+      continue;
+    }
+    if (m == 0xDA || m == 0xD9) break;  // SOS, EOI
+    const size_t len = size_t(p[i + 2]) << 8 | p[i + 3], at = i + 4;
+    if (m == 0xE0 && len >= 7 && at + 5 <= size && std::memcmp(p + at, "JFIF", 5) == 0) jfif = true;
+    if (m == 0xEE && len >= 14 && at + 12 <= size && std::memcmp(p + at, "Adobe", 6) == 0) transform = p[at + 11];
+    if (m >= 0xC0 && m <= 0xC2 && at + 6 <= size) {  // SOF: precision, height, width, components, (id, hv, tq)...
+      components = p[at + 5];
+      rgb_ids = 0;
+      for (size_t k = 0; k < 3 && at + 6 + 3 * k < size; k++) rgb_ids += p[at + 6 + 3 * k] == "RGB"[k];
+    }
+    i += 2 + len;
+  }
+  return components == 3 && (rgb_ids == 3 || (transform == 0 && !jfif));
+}
+
 bool try_decode_image(const void* data, size_t size, int channels, Image* out, std::string* why,
                       const DecodeLimits& limits) {
   CHECK(channels == 1 || channels == 3);

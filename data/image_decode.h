@@ -25,6 +25,11 @@ struct DecodeLimits {
 bool try_decode_image(const void* data, size_t size, int channels, Image* out, std::string* why,
                       const DecodeLimits& limits = {});
 
+// True for a 3-component JPEG that stores RGB rather than YCbCr, as stb_image tells them apart: component ids
+// 'R', 'G', 'B', or an Adobe APP14 marker with colour transform 0 and no JFIF marker. Decoders that assume
+// YCbCr (data/nvjpeg_decoder) leave these to stb.
+bool jpeg_codes_rgb(const void* data, size_t size);
+
 // Same, but a failure is a UserError naming `what` (a file or tar member) and the reason.
 Image decode_image(const void* data, size_t size, int channels, const std::string& what,
                    const DecodeLimits& limits = {});

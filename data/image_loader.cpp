@@ -23,8 +23,17 @@ WdsStreamOptions stream_options(const ImageLoaderOptions& o) {
 }
 }  // namespace
 
-ImageLoader::ImageLoader(const std::vector<std::string>& shards, const ImageLoaderOptions& o)
-    : o_(o), stream_(shards, stream_options(o)) {
+void check_decoder_option(const std::string& decoder) {
+  if (decoder != "stb" && decoder != "nvjpeg" && decoder != "auto")
+    user_error("image decoder '", decoder, "' is unknown; use stb, nvjpeg (the GPU's JPEG engine) or auto.");
+}
+
+ImageLoader::ImageLoader(const std::vector<std::string>& shards, const ImageLoaderOptions& o,
+                         std::unique_ptr<BatchImageDecoder> device)
+    : o_(o), stream_(shards, stream_options(o)), device_(o.decoder == "stb" ? nullptr : std::move(device)) {
+  check_decoder_option(o_.decoder);
+  if (o_.decoder == "nvjpeg" && !device_)
+    user_error("the nvjpeg image decoder needs the GPU decoder, which this program did not give the loader; use stb.");
   if (o_.train) {
     o_.train_tf.size = o_.size;
     check_options(o_.train_tf);
@@ -50,6 +59,7 @@ ImageLoader::~ImageLoader() {
 
 // Decode, then crop / resize / flip (training) or resize / centre-crop (evaluation) into t.out.
 void ImageLoader::work(Task& t, AugmentScratch& scratch, Image& img) {
+  if (t.augment_only) return augment_in_place(t, scratch);
   t.ok = try_decode_image(t.sample.image.data(), t.sample.image.size(), o_.channels, &img, &t.why);
   if (!t.ok) return;
   if (o_.train) {
@@ -58,6 +68,15 @@ void ImageLoader::work(Task& t, AugmentScratch& scratch, Image& img) {
   } else {
     eval_transform_u8(img, o_.eval_tf, t.out, &scratch);
   }
+}
+
+// RandAugment on bytes the batch decoder resized, as train_transform_u8 applies it to its own.
+void ImageLoader::augment_in_place(Task& t, AugmentScratch& scratch) const {
+  Image& crop = scratch.crop;
+  if (crop.width != o_.size || crop.channels != o_.channels) crop = Image(o_.size, o_.size, o_.channels);
+  std::copy(t.out, t.out + crop.pixels.size(), crop.pixels.begin());
+  rand_augment(o_.train_tf.randaugment, t.rng, &crop);
+  std::copy(crop.pixels.begin(), crop.pixels.end(), t.out);
 }
 
 void ImageLoader::worker(int id) {
@@ -71,7 +90,7 @@ void ImageLoader::worker(int id) {
       std::unique_lock<std::mutex> g(mu_);
       cv_.wait(g, [&] { return stop_ || (generation_ != seen && next_task_ < count_); });
       if (stop_) return;
-      i = next_task_++;
+      i = todo_[next_task_++];
       if (next_task_ == count_) seen = generation_;
     }
     Task& t = tasks_[i];
@@ -86,14 +105,79 @@ void ImageLoader::worker(int id) {
   }
 }
 
-void ImageLoader::run_tasks(size_t count) {
-  std::unique_lock<std::mutex> g(mu_);
-  count_ = count;
+void ImageLoader::start_tasks(std::vector<size_t> which) {
+  std::lock_guard<std::mutex> g(mu_);
+  todo_ = std::move(which);
+  count_ = todo_.size();
   next_task_ = 0;
   finished_ = 0;
   generation_++;
   cv_.notify_all();
+}
+
+void ImageLoader::wait_tasks() {
+  std::unique_lock<std::mutex> g(mu_);
   done_cv_.wait(g, [&] { return finished_ == count_; });
+}
+
+// Offers every image to the batch decoder and draws the geometry of those it decoded (the CPU path's draws,
+// from the same generator); the rest go to `cpu`.
+std::vector<BatchImageDecoder::Job> ImageLoader::device_decode(size_t count, std::vector<size_t>* cpu) {
+  std::vector<EncodedImage> images(count);
+  for (size_t k = 0; k < count; k++)
+    images[k] = {reinterpret_cast<const uint8_t*>(tasks_[k].sample.image.data()), tasks_[k].sample.image.size()};
+  std::vector<ImageSize> sizes;
+  device_->decode(images, &sizes);
+  CHECK(sizes.size() == count);
+  std::vector<BatchImageDecoder::Job> jobs;
+  for (size_t k = 0; k < count; k++) {
+    Task& t = tasks_[k];
+    if (sizes[k].width <= 0 || sizes[k].height <= 0) {
+      cpu->push_back(k);
+      continue;
+    }
+    BatchImageDecoder::Job j;
+    j.image = k;
+    j.out = t.out;
+    if (o_.train) {
+      t.rng = Rng::derive(o_.seed, RngStream::kAugment, 0, uint64_t(t.index));
+      j.geometry = train_geometry(sizes[k].width, sizes[k].height, o_.train_tf, t.rng);
+    } else {
+      j.geometry = eval_resize_geometry(sizes[k].width, sizes[k].height, o_.eval_tf);
+    }
+    t.ok = true;
+    jobs.push_back(j);
+  }
+  return jobs;
+}
+
+// The images the batch decoder takes are resized there while the threads decode the others; RandAugment
+// (training) then runs on the threads for those the device resized.
+void ImageLoader::decode_round(size_t count) {
+  std::vector<size_t> cpu;
+  std::vector<BatchImageDecoder::Job> jobs;
+  for (size_t k = 0; k < count; k++) tasks_[k].augment_only = false;
+  if (device_)
+    jobs = device_decode(count, &cpu);
+  else
+    for (size_t k = 0; k < count; k++) cpu.push_back(k);
+  start_tasks(cpu);
+  try {
+    if (!jobs.empty()) device_->transform(jobs);
+  } catch (...) {
+    wait_tasks();  // the threads write into the caller's batch
+    throw;
+  }
+  wait_tasks();
+  device_decoded_ += int64_t(jobs.size());
+  if (jobs.empty() || !o_.train || !o_.train_tf.use_randaugment) return;
+  std::vector<size_t> augment;
+  for (const BatchImageDecoder::Job& j : jobs) {
+    tasks_[j.image].augment_only = true;
+    augment.push_back(j.image);
+  }
+  start_tasks(augment);
+  wait_tasks();
 }
 
 // Fills `places` of the batch from the stream, decoding them in parallel, and refills the places of
@@ -113,7 +197,7 @@ std::vector<int> ImageLoader::fill(std::vector<int> places, const ImageBatchView
       t.index = served_++;
       t.out = out.pixels + size_t(places[n]) * px;
     }
-    run_tasks(n);
+    decode_round(n);
     std::vector<int> again;
     for (size_t k = 0; k < n; k++) {
       if (tasks_[k].ok) {

@@ -7,12 +7,17 @@
 // in the stream, and each batch's mix from the seed and the batch's index: the batches do not depend on
 // the thread count or on scheduling, and a run resumed from position() repeats the original's.
 //
+// With a batch decoder (data/batch_decoder.h, e.g. data/nvjpeg_decoder's on the GPU), the JPEGs it takes are
+// decoded and resized there, from the same crop and flip draws, and the rest (PNG, progressive JPEG, what it
+// refuses) by the threads at the same time; RandAugment then runs on the threads, on the resized bytes.
+//
 // An image stb_image cannot decode is skipped and counted (skipped()), its place taken by the stream's
 // next sample: a data set of a million photos may hold a few broken files, and one should not stop a
 // run of days. A tar or label error stops the run (data/wds_samples).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -20,6 +25,7 @@
 
 #include "common/image_mix.h"
 #include "data/augment.h"
+#include "data/batch_decoder.h"
 #include "data/mixup.h"
 #include "data/wds_stream.h"
 
@@ -32,9 +38,13 @@ struct ImageLoaderOptions {
   int rank = 0, world = 1;     // this process reads shards rank, rank + world, ...
   TrainTransformOptions train_tf;
   EvalTransformOptions eval_tf;
-  bool mix = false;    // draw mixup / cutmix per batch (training)
-  MixupOptions mixup;  // also label smoothing: with mix off, smoothing > 0 still gives soft targets
+  bool mix = false;             // draw mixup / cutmix per batch (training)
+  MixupOptions mixup;           // also label smoothing: with mix off, smoothing > 0 still gives soft targets
+  std::string decoder = "stb";  // stb | nvjpeg | auto (data/nvjpeg_decoder.h's make_batch_decoder)
 };
+
+// UserError unless `decoder` is stb, nvjpeg or auto.
+void check_decoder_option(const std::string& decoder);
 
 // Where a batch goes: pixels (batch, size, size, channels), labels (batch), soft targets (batch, classes)
 // when the options make them (else untouched), the mix draw.
@@ -47,7 +57,9 @@ struct ImageBatchView {
 
 class ImageLoader {
  public:
-  ImageLoader(const std::vector<std::string>& shards, const ImageLoaderOptions& o);
+  // `device`: the batch decoder for o.decoder nvjpeg or auto (none: stb alone; nvjpeg needs one).
+  ImageLoader(const std::vector<std::string>& shards, const ImageLoaderOptions& o,
+              std::unique_ptr<BatchImageDecoder> device = nullptr);
   ~ImageLoader();
   ImageLoader(const ImageLoader&) = delete;
   ImageLoader& operator=(const ImageLoader&) = delete;
@@ -66,6 +78,8 @@ class ImageLoader {
   Position position() const { return {stream_.position(), served_, batches_}; }
   void seek(const Position& p);  // same shards and options; UserError otherwise
   int64_t skipped() const { return skipped_; }
+  int64_t device_decoded() const { return device_decoded_; }  // images the batch decoder decoded and resized
+  std::string decoder_name() const { return device_ ? device_->name() : "stb"; }
   const ImageLoaderOptions& options() const { return o_; }
 
  private:
@@ -74,19 +88,27 @@ class ImageLoader {
     int64_t index = 0;  // in the stream: the generator's
     uint8_t* out = nullptr;
     bool ok = false;
+    bool augment_only = false;  // decoded and resized by the batch decoder: RandAugment is left
+    Rng rng = Rng(0);           // then the sample's generator after the crop and flip draws
     std::string why;
   };
   void work(Task& t, AugmentScratch& scratch, Image& img);
+  void augment_in_place(Task& t, AugmentScratch& scratch) const;
+  void decode_round(size_t count);  // tasks_[0, count)
+  std::vector<BatchImageDecoder::Job> device_decode(size_t count, std::vector<size_t>* cpu);
+  void start_tasks(std::vector<size_t> which);  // on the pool
+  void wait_tasks();
   std::vector<int> fill(std::vector<int> places, const ImageBatchView& out, int* real);
   void pack(const std::vector<int>& empty, int real, const ImageBatchView& out) const;
   void mix(const ImageBatchView& out) const;
-  void run_tasks(size_t count);  // tasks_[0, count) on the pool
   void worker(int id);
 
   ImageLoaderOptions o_;
   WdsStream stream_;
-  int64_t served_ = 0, batches_ = 0, skipped_ = 0;
+  int64_t served_ = 0, batches_ = 0, skipped_ = 0, device_decoded_ = 0;
+  std::unique_ptr<BatchImageDecoder> device_;
   std::vector<Task> tasks_;
+  std::vector<size_t> todo_;  // the pool's tasks
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;

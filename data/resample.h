@@ -27,6 +27,15 @@ struct Box {
   bool operator==(const Box& o) const { return x == o.x && y == o.y && w == o.w && h == o.h; }
 };
 
+// A resize with a crop on both sides: `box` of the source resampled to a virtual out_w x out_h image, of
+// which the size x size window at (out_x, out_y) is kept, mirrored left to right if `flip` (the train and
+// eval transforms' geometry, data/augment.h).
+struct ResizeGeometry {
+  Box box;
+  int out_w = 0, out_h = 0, out_x = 0, out_y = 0;
+  bool flip = false;
+};
+
 // The taps of output pixels [out_first, out_first + out_count) of an axis resized from in_len to out_len:
 // pixel k reads source pixels first[k] .. first[k] + count[k] - 1 (relative to the box) with weights
 // weight[k * taps + j].

@@ -370,6 +370,7 @@ case_ vit_smoothing               "--smoothing in [0, 1)"              train_vit
 case_ vit_total_batch             "-d (300) must be a multiple of -b (256)" train_vit -d 300
 case_ vit_missing_shard           "no-such-shards"                     train_vit -i "$tmp/no-such-shards-{0..3}.tar"
 case_ vit_randaugment             "RandAugment spec 'bogus'"                        train_vit --randaugment bogus
+case_ vit_decoder                 "image decoder 'gpu' is unknown; use stb, nvjpeg" train_vit --decoder gpu
 case_ vit_synthetic_resume        "--synthetic runs cannot be resumed" train_vit --synthetic 1 --resume x.bin
 
 # --- temporary folders: none may remain, in the scratch $TMPDIR or in the shared one ---

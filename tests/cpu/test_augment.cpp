@@ -1,8 +1,10 @@
 // The train and eval transforms (data/augment.h): RandomResizedCrop's boxes, its fallback, eval's resize
-// and centre-crop geometry, flip and normalisation, and the transforms end to end.
+// and centre-crop geometry, flip and normalisation, and the transforms end to end; the GPU resize's per-pixel
+// code (data/resample_taps.h), run on the CPU, against them.
 #include <cmath>
 
 #include "data/augment.h"
+#include "data/resample_taps.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -261,4 +263,45 @@ TEST(Augment, BadOptionsAreNamed) {
   expect_user_error([&] { check_options(e); }, "eval crop fraction 1.2 is not in [0.1, 1]");
   check_options(TrainTransformOptions{});
   check_options(EvalTransformOptions{});
+}
+
+// The transforms' bytes are their geometry's resize_u8 (what a batch decoder is given), and the GPU kernel's
+// per-pixel code gives exactly those bytes on the CPU: train and eval geometries with flips, both filters,
+// gray and colour, rows with padding.
+TEST(Augment, TransformsAreTheirGeometrysResizeAndTheGpuPixelsMatchIt) {
+  for (int c : {3, 1})
+    for (Filter f : {Filter::kBilinear, Filter::kBicubic})
+      for (auto [w, h] : {std::pair{120, 90}, std::pair{31, 77}}) {
+        const Image img = pattern(w, h, c);
+        TrainTransformOptions t;
+        t.size = 24;
+        t.filter = f;
+        EvalTransformOptions e;
+        e.size = 24;
+        e.filter = f;
+        const size_t px = size_t(24 * 24 * c), pitch = size_t(w * c + 3);
+        std::vector<uint8_t> padded(pitch * size_t(h));
+        for (int y = 0; y < h; y++) std::copy_n(&img.pixels[size_t(y * w * c)], w * c, &padded[size_t(y) * pitch]);
+        std::vector<uint8_t> want(px), got(px), pixel(px);
+        for (uint64_t i = 0; i < 6; i++) {
+          t.hflip = double(i % 2);  // flips in half of them
+          Rng r1 = Rng::derive(3, RngStream::kAugment, 0, i), r2 = r1;
+          const ResizeGeometry g = i == 0 ? eval_resize_geometry(w, h, e) : train_geometry(w, h, t, r2);
+          if (i == 0)
+            eval_transform_u8(img, e, want.data(), nullptr);
+          else
+            train_transform_u8(img, t, r1, want.data(), nullptr);
+          resize_u8(img, g, 24, f, got.data(), nullptr);
+          ASSERT_EQ(got, want) << "geometry " << i;
+          for (int y = 0; y < 24; y++)
+            for (int x = 0; x < 24; x++) {
+              uint8_t* out = &pixel[size_t((y * 24 + x) * c)];
+              if (c == 3)
+                resize_pixel<3>(padded.data(), pitch, g, f == Filter::kBicubic, 24, x, y, out);
+              else
+                resize_pixel<1>(padded.data(), pitch, g, f == Filter::kBicubic, 24, x, y, out);
+            }
+          ASSERT_EQ(pixel, want) << "geometry " << i << ", " << w << "x" << h << "x" << c;
+        }
+      }
 }

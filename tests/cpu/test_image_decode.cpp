@@ -142,3 +142,33 @@ TEST(ImageDecode, AbsurdSizesAreRefusedBeforeDecoding) {
   EXPECT_EQ(why_not(small, 3, tight), "100 x 100 pixels is over the limit (16384 per side, 5000 in all)");
   EXPECT_EQ(why_not(small, 3), "decoded");
 }
+
+// RGB-coded JPEGs are told apart as stb tells them: an Adobe APP14 marker with colour transform 0 and no
+// JFIF marker (stb then keeps the components as R, G, B), or components named 'R', 'G', 'B'.
+TEST(ImageDecode, RgbCodedJpegsAreRecognised) {
+  const std::string jpg = encode_jpeg(gradient(16, 8, 3), 95);
+  ASSERT_EQ(jpg.substr(2, 4), std::string("\xFF\xE0\x00\x10", 4));  // stb writes a JFIF APP0 first
+  const std::string jfif = jpg.substr(2, 18), rest = jpg.substr(20);
+  // Adobe's APP14 segment: marker, length 14, "Adobe\0", version, flags0, flags1, then the colour transform.
+  const char app14[] = {'\xFF', '\xEE', 0, 14, 'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0};
+  auto adobe = [&](char transform) { return std::string(app14, sizeof app14) + transform; };
+  EXPECT_FALSE(jpeg_codes_rgb(jpg.data(), jpg.size()));
+  const std::string rgb = "\xFF\xD8" + adobe(0) + rest, ycc = "\xFF\xD8" + adobe(1) + rest,
+                    both = "\xFF\xD8" + jfif + adobe(0) + rest;
+  EXPECT_TRUE(jpeg_codes_rgb(rgb.data(), rgb.size()));
+  EXPECT_FALSE(jpeg_codes_rgb(ycc.data(), ycc.size()));
+  EXPECT_FALSE(jpeg_codes_rgb(both.data(), both.size()));  // JFIF means YCbCr
+  // stb agrees: transform 0 decodes to other pixels than transform 1 (the YCbCr reading, the original's).
+  EXPECT_EQ(decode_image(ycc.data(), ycc.size(), 3, "ycc").pixels, decode_image(jpg.data(), jpg.size(), 3, "j").pixels);
+  EXPECT_NE(decode_image(rgb.data(), rgb.size(), 3, "rgb").pixels, decode_image(jpg.data(), jpg.size(), 3, "j").pixels);
+  // Components named R, G, B (stb_image_write numbers them 1, 2, 3).
+  std::string named = jpg;
+  const size_t sof = named.find("\xFF\xC0");
+  ASSERT_NE(sof, std::string::npos);
+  for (size_t k = 0; k < 3; k++) named[sof + 10 + 3 * k] = "RGB"[k];
+  EXPECT_TRUE(jpeg_codes_rgb(named.data(), named.size()));
+  const std::string gray(kGrayJpeg, sizeof kGrayJpeg - 1), png = encode_png(gradient(4, 4, 3));
+  EXPECT_FALSE(jpeg_codes_rgb(gray.data(), gray.size()));
+  EXPECT_FALSE(jpeg_codes_rgb(png.data(), png.size()));
+  EXPECT_FALSE(jpeg_codes_rgb(rgb.data(), 9));  // cut short
+}

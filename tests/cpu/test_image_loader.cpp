@@ -1,12 +1,14 @@
 // The image loader (data/image_loader): batches that do not depend on the thread count, exact resume
 // from a position, an evaluation pass that serves every image once (the last batch padded, the real count
-// returned), undecodable images skipped and counted, soft targets and mix draws for training.
+// returned), undecodable images skipped and counted, soft targets and mix draws for training; with a batch
+// decoder (here a CPU stand-in for the GPU's), the same batches and the same fallbacks.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <set>
 
 #include "common/temp_dir.h"
+#include "data/image_decode.h"
 #include "data/image_encode.h"
 #include "data/image_loader.h"
 #include "data/tar_writer.h"
@@ -66,6 +68,36 @@ Got next(ImageLoader& l) {
   g.real = l.next({g.pixels.data(), g.labels.data(), g.soft.data(), &g.mix});
   return g;
 }
+// A batch decoder that decodes with stb and resizes with resize_u8, as the CPU path does, and refuses a third
+// of the images (by their size), as the GPU's refuses PNG and progressive JPEGs: the loader's batches must
+// then be the CPU path's exactly.
+class CpuBatchDecoder : public BatchImageDecoder {
+ public:
+  explicit CpuBatchDecoder(const ImageLoaderOptions& o) : o_(o) {}
+  std::string name() const override { return "cpu-stand-in"; }
+  void decode(const std::vector<EncodedImage>& images, std::vector<ImageSize>* sizes) override {
+    decoded_.assign(images.size(), Image());
+    sizes->assign(images.size(), ImageSize());
+    std::string why;
+    for (size_t i = 0; i < images.size(); i++)
+      if (images[i].size % 3 != 0 && try_decode_image(images[i].data, images[i].size, o_.channels, &decoded_[i], &why))
+        (*sizes)[i] = {decoded_[i].width, decoded_[i].height};
+  }
+  void transform(const std::vector<Job>& jobs) override {
+    const Filter f = o_.train ? o_.train_tf.filter : o_.eval_tf.filter;
+    for (const Job& j : jobs) resize_u8(decoded_.at(j.image), j.geometry, o_.size, f, j.out, nullptr);
+  }
+
+ private:
+  ImageLoaderOptions o_;
+  std::vector<Image> decoded_;
+};
+
+std::unique_ptr<BatchImageDecoder> stand_in(ImageLoaderOptions* o) {
+  o->decoder = "nvjpeg";
+  return std::make_unique<CpuBatchDecoder>(*o);
+}
+
 bool same(const Got& a, const Got& b) {
   return a.pixels == b.pixels && a.labels == b.labels && a.soft == b.soft && a.real == b.real &&
          std::memcmp(&a.mix, &b.mix, sizeof(ImageMix)) == 0;
@@ -148,4 +180,41 @@ TEST(ImageLoader, RefusesBadOptions) {
   o = options(true, 1);
   o.train_tf.hflip = 1.5;
   expect_user_error([&] { ImageLoader l(shards, o); }, "");
+}
+
+// The batch decoder's images get the CPU path's draws (crop, flip, RandAugment after it) and the rest go to
+// the threads: training batches with RandAugment and an evaluation pass with undecodable images are the
+// CPU path's exactly.
+TEST(ImageLoader, BatchDecoderGivesTheCpuPathsBatches) {
+  TempDir dir("image_loader_");
+  const auto shards = make_shards(dir.path(), 10, {3, 12});
+  for (bool train : {true, false}) {
+    SCOPED_TRACE(train ? "train" : "eval");
+    ImageLoaderOptions o = options(train, 2), od = o;
+    o.train_tf.use_randaugment = od.train_tf.use_randaugment = true;
+    o.train_tf.randaugment = od.train_tf.randaugment = parse_randaugment("rand-m9-mstd0.5-inc1");
+    ImageLoader cpu(shards, o), dev(shards, od, stand_in(&od));
+    EXPECT_EQ(dev.decoder_name(), "cpu-stand-in");
+    for (int i = 0; i < 6; i++) {
+      const Got a = next(cpu), b = next(dev);
+      EXPECT_TRUE(same(a, b)) << "batch " << i;
+    }
+    EXPECT_EQ(cpu.skipped(), dev.skipped());
+    EXPECT_EQ(cpu.device_decoded(), 0);
+    EXPECT_GT(dev.device_decoded(), 0);
+    EXPECT_LT(dev.device_decoded(), dev.position().served);  // some went to the threads
+  }
+}
+
+TEST(ImageLoader, RefusesUnknownDecoders) {
+  TempDir dir("image_loader_");
+  const auto shards = make_shards(dir.path(), 2);
+  ImageLoaderOptions o = options(true, 1);
+  o.decoder = "gpu";
+  expect_user_error([&] { ImageLoader l(shards, o); }, "image decoder 'gpu' is unknown; use stb, nvjpeg");
+  o.decoder = "nvjpeg";
+  expect_user_error([&] { ImageLoader l(shards, o); }, "needs the GPU decoder");
+  o.decoder = "auto";  // no batch decoder: stb
+  ImageLoader l(shards, o);
+  EXPECT_EQ(l.decoder_name(), "stb");
 }

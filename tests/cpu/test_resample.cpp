@@ -1,6 +1,8 @@
 // The antialiased resampler (data/resample.h) against values worked out by hand from Pillow's definition:
-// centre (o + 0.5) * scale, filter stretched by max(scale, 1), taps clipped to the box, weights normalised.
+// centre (o + 0.5) * scale, filter stretched by max(scale, 1), taps clipped to the box, weights normalised;
+// and the GPU resize's per-pixel taps (data/resample_taps.h) against it.
 #include "data/resample.h"
+#include "data/resample_taps.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -119,4 +121,23 @@ TEST(Resample, TapsFollowPillowsBounds) {
   for (int j = 0; j < t.count[1]; j++) sum += t.weight[size_t(t.taps + j)];
   EXPECT_NEAR(sum, 1.0f, 1e-6);
   EXPECT_FLOAT_EQ(t.weight[size_t(t.taps)], t.weight[size_t(t.taps + 5)]);  // symmetric about the centre
+}
+
+// The GPU's per-pixel taps (data/resample_taps.h, one output pixel at a time) are axis_taps' exactly: same
+// windows, bitwise the same weights, for up- and downscaling, windows that start inside the axis, both filters.
+TEST(Resample, PerPixelTapsAreAxisTapsExactly) {
+  for (Filter f : {Filter::kBilinear, Filter::kBicubic})
+    for (int in_len : {1, 2, 3, 7, 13, 64, 100, 375, 500, 2999})
+      for (int out_len : {1, 2, 5, 8, 64, 224, 256, 341}) {
+        const int first = out_len > 4 ? out_len / 3 : 0, count = out_len - first;
+        const AxisTaps t = axis_taps(f, in_len, out_len, first, count);
+        for (int k = 0; k < count; k++) {
+          const TapWindow w = tap_window(f == Filter::kBicubic, in_len, out_len, first + k);
+          ASSERT_EQ(w.first, t.first[size_t(k)]) << in_len << " -> " << out_len << ", pixel " << first + k;
+          ASSERT_EQ(w.count, t.count[size_t(k)]) << in_len << " -> " << out_len << ", pixel " << first + k;
+          for (int j = 0; j < w.count; j++)
+            ASSERT_EQ(tap_weight(w, j), t.weight[size_t(k) * size_t(t.taps) + size_t(j)])
+                << in_len << " -> " << out_len << ", pixel " << first + k << ", tap " << j;
+        }
+      }
 }

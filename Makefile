@@ -27,10 +27,12 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt 
 
 # Plain C++ (no CUDA runtime): the CPU references and everything the CPU suite tests.
 HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp \
-            optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/safetensors.cpp optim/lopt/msgpack.cpp \
+            optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/celo2_weights.cpp \
+            optim/lopt/safetensors.cpp optim/lopt/msgpack.cpp \
             core/param_table.cpp optim/schedule.cpp optim/options.cpp core/chunks.cpp \
             optim/ref/ref_adamw.cpp optim/ref/ref_adafactor.cpp optim/ref/ref_muon.cpp optim/ref/ref_factory.cpp \
-            optim/ref/ref_small_fc.cpp optim/ref/ref_velo.cpp optim/ref/ref_lo_tensor.cpp \
+            optim/ref/ref_small_fc.cpp optim/ref/ref_velo.cpp optim/ref/ref_lo_tensor.cpp optim/ref/ref_state.cpp \
+            optim/ref/ref_celo2.cpp optim/ref/ref_celo2_parts.cpp optim/ref/ref_elo_celo2.cpp optim/ref/ref_elo.cpp \
             models/model_tables.cpp models/block_table.cpp models/ref_ops.cpp models/ref_block.cpp models/gpt2_ref.cpp models/vit_ref.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp \
             data/tar_reader.cpp data/tar_writer.cpp data/wds_samples.cpp data/wds_stream.cpp \
             train/train_flags.cpp
@@ -139,7 +141,8 @@ FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -MMD -MP -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_TARGETS := safetensors msgpack sections token_shards tokenizer_ranks tokenizer_encode json cli options tar
 FUZZ_HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp core/param_table.cpp \
-                 optim/options.cpp optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/safetensors.cpp \
+                 optim/options.cpp optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/celo2_weights.cpp \
+                 optim/lopt/safetensors.cpp \
                  optim/lopt/msgpack.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp data/tar_reader.cpp data/tar_writer.cpp \
                  data/wds_samples.cpp data/wds_stream.cpp
 FUZZ_HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cpp data/image_encode.cpp \

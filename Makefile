@@ -55,7 +55,7 @@ TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
 PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2 train_vit
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
-TOOLS    := $(BUILD)/optim_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
+TOOLS    := $(BUILD)/optim_replay $(BUILD)/ref_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
 
 .PHONY: all test test-cpu test-gpu clean
 all: $(PROGRAMS) $(TESTS) $(TOOLS)
@@ -96,6 +96,10 @@ $(BUILD)/fashion_mnist_to_wds: $(BUILD)/tools/fashion_mnist_to_wds.o $(BUILD)/li
 
 $(BUILD)/optim_replay: $(BUILD)/tests/tools/optim_replay.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
+# Host only: the CPU references over the same files (pylo_crosscheck.py --cpu, no CUDA needed).
+$(BUILD)/ref_replay: $(BUILD)/tests/tools/ref_replay.o $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@
 
 $(BUILD)/gpt2_dump: $(BUILD)/tests/tools/gpt2_dump.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)

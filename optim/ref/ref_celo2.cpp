@@ -26,10 +26,11 @@ void RefCelo2::step(std::vector<float>& params, const std::vector<float>& grads,
   const float clip = h_.clip_grad ? ref_global_clip_scale(table_, grads, gs, h_.clip_norm) : 1.0f;
   const double lr = h_.lr * opts_.schedule.factor(t_);
   t_++;  // AdamW's bias corrections count this step
-  if (trace_)
+  if (trace_) {
     for (auto* v : {&trace_->direction, &trace_->magnitude, &trace_->d, &trace_->ns, &trace_->step})
       v->assign(size_t(table_.total_elems()), 0.0f);
-  if (trace_) trace_->inputs.assign(size_t(table_.total_elems()) * 30, 0.0f);
+    trace_->inputs.assign(size_t(table_.total_elems()) * 30, 0.0f);
+  }
   const float cv = float(h_.grad_clip_val);
   for (const auto& ti : table_.tensors()) {
     // 5.1: the global clip factor (applied only when it is not 1, as PyLO does), then the clamp.
@@ -48,7 +49,8 @@ void RefCelo2::step(std::vector<float>& params, const std::vector<float>& grads,
 }
 
 void RefCelo2::adamw_tensor(const TensorInfo& ti, float* p, const std::vector<float>& g, float lr, float wd) {
-  std::vector<float>&m = adam_m_[size_t(ti.index)], &v = adam_v_[size_t(ti.index)];
+  std::vector<float>& m = adam_m_[size_t(ti.index)];
+  std::vector<float>& v = adam_v_[size_t(ti.index)];
   const float b1 = float(h_.adam_beta1), b2 = float(h_.adam_beta2);
   const float w1 = float(1.0 - h_.adam_beta1), w2 = float(1.0 - h_.adam_beta2);
   for (size_t i = 0; i < g.size(); i++) {  // PyLO: mul_(beta).add_(g, alpha=1-beta), addcmul_(g, g, 1-beta)

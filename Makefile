@@ -28,10 +28,12 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt 
 
 # Plain C++ (no CUDA runtime): the CPU references and everything the CPU suite tests.
 HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp \
-            optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/safetensors.cpp optim/lopt/msgpack.cpp \
+            optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/celo2_weights.cpp \
+            optim/lopt/safetensors.cpp optim/lopt/msgpack.cpp \
             core/param_table.cpp optim/schedule.cpp optim/options.cpp core/chunks.cpp \
             optim/ref/ref_adamw.cpp optim/ref/ref_adafactor.cpp optim/ref/ref_muon.cpp optim/ref/ref_factory.cpp \
-            optim/ref/ref_small_fc.cpp optim/ref/ref_velo.cpp optim/ref/ref_lo_tensor.cpp \
+            optim/ref/ref_small_fc.cpp optim/ref/ref_velo.cpp optim/ref/ref_lo_tensor.cpp optim/ref/ref_state.cpp \
+            optim/ref/ref_celo2.cpp optim/ref/ref_celo2_parts.cpp optim/ref/ref_elo_celo2.cpp optim/ref/ref_elo.cpp \
             models/model_tables.cpp models/block_table.cpp models/ref_ops.cpp models/ref_block.cpp models/gpt2_ref.cpp models/vit_ref.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp \
             data/tar_reader.cpp data/tar_writer.cpp data/wds_samples.cpp data/wds_stream.cpp \
             train/train_flags.cpp train/checkpoint_read.cpp
@@ -57,7 +59,7 @@ TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
 PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2 train_vit
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
-TOOLS    := $(BUILD)/optim_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
+TOOLS    := $(BUILD)/optim_replay $(BUILD)/ref_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
 
 .PHONY: all test test-cpu test-gpu clean
 all: $(PROGRAMS) $(TESTS) $(TOOLS)
@@ -98,6 +100,10 @@ $(BUILD)/fashion_mnist_to_wds: $(BUILD)/tools/fashion_mnist_to_wds.o $(BUILD)/li
 
 $(BUILD)/optim_replay: $(BUILD)/tests/tools/optim_replay.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
+# Host only: the CPU references over the same files (pylo_crosscheck.py --cpu, no CUDA needed).
+$(BUILD)/ref_replay: $(BUILD)/tests/tools/ref_replay.o $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@
 
 $(BUILD)/gpt2_dump: $(BUILD)/tests/tools/gpt2_dump.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
@@ -143,7 +149,8 @@ FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -MMD -MP -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_TARGETS := safetensors msgpack sections token_shards tokenizer_ranks tokenizer_encode json cli options tar
 FUZZ_HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp core/param_table.cpp \
-                 optim/options.cpp optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/safetensors.cpp \
+                 optim/options.cpp optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/celo2_weights.cpp \
+                 optim/lopt/safetensors.cpp \
                  optim/lopt/msgpack.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp data/tar_reader.cpp data/tar_writer.cpp \
                  data/wds_samples.cpp data/wds_stream.cpp
 FUZZ_HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cpp data/image_encode.cpp \

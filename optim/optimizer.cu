@@ -87,5 +87,8 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOp
   if (name == "small_fc_lopt")
     return std::make_unique<SmallFcLopt>(arena, opts, load_small_fc_weights(opts.small_fc.weights), owned);
   if (name == "velo") return std::make_unique<Velo>(arena, opts, load_velo_weights(opts.velo.weights), owned);
+  if (name == "celo2" || name == "elo" || name == "elo_celo2")
+    user_error("optimizer '", name,
+               "' has only its CPU reference so far (optim/ref); its GPU kernels are not written yet.");
   user_error("unknown optimizer '", name, "'.");  // unreachable: validate_options checked the name
 }

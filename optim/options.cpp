@@ -8,6 +8,7 @@
 
 #include "common/cli.h"
 #include "common/error.h"
+#include "optim/lopt/celo2_weights.h"
 #include "optim/lopt/lopt_weights.h"
 
 namespace {
@@ -30,18 +31,19 @@ std::string number_text(double x) {
   return t;
 }
 
-std::vector<Entry> table(OptimOptions& o) {
-  std::vector<Entry> t;
-  auto num = [&](const std::string& k, double* p, const char* help) {
+// One entry per key, by the type of its value; shared by table() and celo2_keys().
+struct Adders {
+  std::vector<Entry>& t;
+  void num(const std::string& k, double* p, const char* help) const {
     t.push_back({k, help, [k, p](const std::string& v) { *p = parse_number("option " + k, v); },
                  [p] { return number_text(*p); }});
-  };
-  auto integer = [&](const std::string& k, int* p, const char* help) {
+  }
+  void integer(const std::string& k, int* p, const char* help) const {
     t.push_back({k, help,
                  [k, p](const std::string& v) { *p = int(parse_integer("option " + k, v, INT32_MIN, INT32_MAX)); },
                  [p] { return str_cat(*p); }});
-  };
-  auto boolean = [&](const std::string& k, bool* p, const char* help) {
+  }
+  void boolean(const std::string& k, bool* p, const char* help) const {
     t.push_back({k, help,
                  [k, p](const std::string& v) {
                    if (v == "1" || v == "true")
@@ -52,7 +54,54 @@ std::vector<Entry> table(OptimOptions& o) {
                      user_error("option ", k, " needs true or false, got '", v, "'.");
                  },
                  [p] { return std::string(*p ? "true" : "false"); }});
-  };
+  }
+  void text(const std::string& k, std::string* p, const char* help) const {
+    t.push_back({k, help, [p](const std::string& v) { *p = v; }, [p] { return *p; }});
+  }
+};
+
+// CELO2's and ELO_CELO2's keys (PyLO's argument names where they fit); the AdamW betas and eps exist for
+// CELO2 only, since ELO_CELO2's AdamW reads the learned path's accumulators.
+void celo2_keys(std::vector<Entry>& t, const std::string& pre, Celo2Options* c, bool own_adam) {
+  const Adders a{t};
+  a.num(pre + "lr", &c->lr, "learning rate of the learned step (AdamW side: x adam_lr_mult)");
+  a.num(pre + "wd", &c->weight_decay, "decoupled weight decay of the learned path, on p before the step (x lr)");
+  a.num(pre + "adam_lr_mult", &c->adam_lr_mult, "AdamW side path's lr = lr x this");
+  a.num(pre + "adam_wd", &c->adam_weight_decay, "AdamW side path's weight decay (x its lr); < 0: the same as wd");
+  if (own_adam) {
+    a.num(pre + "adam_beta1", &c->adam_beta1, "AdamW side path's first-moment decay");
+    a.num(pre + "adam_beta2", &c->adam_beta2, "AdamW side path's second-moment decay");
+    a.num(pre + "adam_eps", &c->adam_eps, "AdamW side path's eps, added to sqrt(v_hat)");
+  }
+  a.boolean(pre + "adamw_1d", &c->adamw_1d,
+            "vectors and embeddings take the AdamW side path (false: all take the MLP)");
+  a.boolean(pre + "adamw_head", &c->adamw_head, "heads count as embeddings and take AdamW");
+  a.boolean(pre + "orthogonalize", &c->orthogonalize, "Newton-Schulz on matrices' directions (false: celo2-base)");
+  a.boolean(pre + "clip_grad", &c->clip_grad, "clip all gradients to a global norm of clip_norm (optax)");
+  a.num(pre + "clip_norm", &c->clip_norm, "global norm for clip_grad");
+  a.num(pre + "grad_clip_val", &c->grad_clip_val, "every gradient element clamped to +-this (after clip_grad)");
+  a.num(pre + "exp_mult", &c->exp_mult, "direction x exp(exp_mult x magnitude)");
+  a.num(pre + "rmsmult", &c->rmsmult, "RMS of the learned step before lr");
+  a.boolean(pre + "param_scale_mult", &c->param_scale_mult,
+            "scale the direction by rms(p) (removed by the normalisation)");
+  a.integer(pre + "ns_steps", &c->ns_steps, "Newton-Schulz iterations");
+  a.num(pre + "ns_a", &c->ns_a, "Newton-Schulz coefficient a");
+  a.num(pre + "ns_b", &c->ns_b, "Newton-Schulz coefficient b");
+  a.num(pre + "ns_c", &c->ns_c, "Newton-Schulz coefficient c");
+  a.num(pre + "ns_eps", &c->ns_eps, "added to the Frobenius norm before Newton-Schulz");
+  a.text(pre + "weights", &c->weights,
+         own_adam ? "folder with model.safetensors, CELO2MLP layout (default optim/lopt/weights/celo2, shipped)"
+                  : "folder with model.safetensors, CELO2MLP layout (default weights/elo-celo2)");
+  a.text(pre + "tie", &c->tie, "factored dims of tied axes: pylo (PyLO CELO2 = argsort), argsort, swapped");
+}
+
+std::vector<Entry> table(OptimOptions& o) {
+  std::vector<Entry> t;
+  const Adders add{t};
+  auto num = [&](const std::string& k, double* p, const char* help) { add.num(k, p, help); };
+  auto integer = [&](const std::string& k, int* p, const char* help) { add.integer(k, p, help); };
+  auto boolean = [&](const std::string& k, bool* p, const char* help) { add.boolean(k, p, help); };
+  auto text = [&](const std::string& k, std::string* p, const char* help) { add.text(k, p, help); };
   auto adamw = [&](const std::string& pre, AdamWOptions* a) {
     num(pre + "lr", &a->lr, "learning rate");
     num(pre + "beta1", &a->beta1, "first-moment decay");
@@ -80,9 +129,6 @@ std::vector<Entry> table(OptimOptions& o) {
                [&o](const std::string& v) { o.muon.adjust_lr = v; }, [&o] { return o.muon.adjust_lr; }});
   num("muon.ns_workspace_mb", &o.muon.ns_workspace_mb, "cap on Newton-Schulz scratch memory (MiB)");
   adamw("muon.aux.", &o.muon.aux);
-  auto text = [&](const std::string& k, std::string* p, const char* help) {
-    t.push_back({k, help, [p](const std::string& v) { *p = v; }, [p] { return *p; }});
-  };
   num("small_fc_lopt.lr", &o.small_fc.lr, "multiplier of the learned step (PyLO lr; 1 = as meta-trained)");
   num("small_fc_lopt.wd", &o.small_fc.weight_decay, "decoupled weight decay after the step (x lr)");
   boolean("small_fc_lopt.mup", &o.small_fc.mup, "MuLO: hidden matrices' steps x 1/fan_in");
@@ -102,11 +148,35 @@ std::vector<Entry> table(OptimOptions& o) {
   text("velo.tie", &o.velo.tie,
        "factored dims of tied axes: pylo (PyLO VeLO = swapped), swapped (ties swapped except rank-4 (0,1) ties), "
        "argsort (numpy order, as the JAX code on its own layout)");
+  celo2_keys(t, "celo2.", &o.celo2, true);
+  celo2_keys(t, "elo_celo2.", &o.elo_celo2, false);
+  num("elo.lr", &o.elo.lr, "learning rate: p -= lr * (dir * exp(exp_mult * mag) + wd * p)");
+  num("elo.wd", &o.elo.weight_decay, "decoupled weight decay on the parameter before the step (x lr)");
+  num("elo.exp_mult", &o.elo.exp_mult, "magnitude exponent multiplier");
+  boolean("elo.clip_grad", &o.elo.clip_grad, "clip all gradients to a global norm of elo.clip_norm (optax)");
+  num("elo.clip_norm", &o.elo.clip_norm, "global norm for elo.clip_grad");
+  text("elo.weights", &o.elo.weights, "folder with model.safetensors, MetaMLP layout (default weights/elo)");
+  text("elo.tie", &o.elo.tie, "factored dims of tied axes: pylo (PyLO ELO = argsort), argsort, swapped");
   return t;
 }
 
 void check_range(bool ok, const std::string& what, double got, const char* range) {
   if (!ok) user_error(what, " must be ", range, " (got ", got, ").");
+}
+
+void validate_celo2(const std::string& pre, const Celo2Options& c) {
+  check_range(c.lr >= 0, pre + "lr", c.lr, ">= 0");
+  check_range(c.weight_decay >= 0, pre + "wd", c.weight_decay, ">= 0");
+  check_range(c.adam_lr_mult >= 0, pre + "adam_lr_mult", c.adam_lr_mult, ">= 0");
+  check_range(c.adam_beta1 >= 0 && c.adam_beta1 < 1, pre + "adam_beta1", c.adam_beta1, "in [0, 1)");
+  check_range(c.adam_beta2 >= 0 && c.adam_beta2 < 1, pre + "adam_beta2", c.adam_beta2, "in [0, 1)");
+  check_range(c.adam_eps >= 0, pre + "adam_eps", c.adam_eps, ">= 0");
+  check_range(c.clip_norm > 0, pre + "clip_norm", c.clip_norm, "> 0");
+  check_range(c.grad_clip_val > 0, pre + "grad_clip_val", c.grad_clip_val, "> 0");
+  check_range(c.rmsmult >= 0, pre + "rmsmult", c.rmsmult, ">= 0");
+  check_range(c.ns_steps >= 1 && c.ns_steps < 100, pre + "ns_steps", c.ns_steps, "in [1, 99]");
+  check_range(c.ns_eps >= 0, pre + "ns_eps", c.ns_eps, ">= 0");
+  parse_tie_rule(c.tie, kCelo2PyloTie);
 }
 
 void validate_adamw(const std::string& pre, const AdamWOptions& a) {
@@ -161,13 +231,23 @@ std::string options_help(const OptimOptions& o) {
 
 std::unique_ptr<TempDir> write_random_lopt_weights(const std::vector<std::string>& optimizers, OptimOptions& o,
                                                    uint64_t seed) {
-  bool small_fc = false, velo = false;
+  bool small_fc = false, velo = false, elo = false, elo_celo2 = false;
   for (const auto& name : optimizers) {
     small_fc |= name == "small_fc_lopt" && o.small_fc.weights.empty();
     velo |= name == "velo" && o.velo.weights.empty();
+    elo |= name == "elo" && o.elo.weights.empty();
+    elo_celo2 |= name == "elo_celo2" && o.elo_celo2.weights.empty();  // CELO2's real weights ship: none needed
   }
-  if (!small_fc && !velo) return nullptr;
+  if (!small_fc && !velo && !elo && !elo_celo2) return nullptr;
   auto dir = std::make_unique<TempDir>("lopt_random_weights_");
+  if (elo) {
+    o.elo.weights = dir->path() + "/elo";
+    save_small_fc_weights(o.elo.weights, random_small_fc_weights(seed));
+  }
+  if (elo_celo2) {
+    o.elo_celo2.weights = dir->path() + "/elo-celo2";
+    save_celo2_weights(o.elo_celo2.weights, random_celo2_weights(seed));
+  }
   if (small_fc) {
     o.small_fc.weights = dir->path() + "/mulo";
     save_small_fc_weights(o.small_fc.weights, random_small_fc_weights(seed));
@@ -182,6 +262,9 @@ std::unique_ptr<TempDir> write_random_lopt_weights(const std::vector<std::string
 void check_lopt_weights(const std::string& name, const OptimOptions& o) {
   if (name == "small_fc_lopt") load_small_fc_weights(o.small_fc.weights);
   if (name == "velo") load_velo_weights(o.velo.weights);
+  if (name == "celo2") load_celo2_weights(o.celo2.weights);
+  if (name == "elo_celo2") load_elo_celo2_weights(o.elo_celo2.weights);
+  if (name == "elo") load_elo_weights(o.elo.weights);
 }
 
 std::vector<std::string> describe_options(const OptimOptions& o) {
@@ -192,7 +275,8 @@ std::vector<std::string> describe_options(const OptimOptions& o) {
 }
 
 const std::vector<std::string>& optimizer_names() {
-  static const std::vector<std::string> names = {"adamw", "adafactor", "muon", "velo", "small_fc_lopt"};
+  static const std::vector<std::string> names = {"adamw",         "adafactor", "muon", "velo",
+                                                 "small_fc_lopt", "celo2",     "elo",  "elo_celo2"};
   return names;
 }
 
@@ -231,6 +315,14 @@ void validate_options(const std::string& name, const OptimOptions& o) {
     check_range(o.small_fc.lr >= 0, "small_fc_lopt.lr", o.small_fc.lr, ">= 0");
     check_range(o.small_fc.weight_decay >= 0, "small_fc_lopt.wd", o.small_fc.weight_decay, ">= 0");
     parse_tie_rule(o.small_fc.tie, kSmallFcPyloTie);
+  }
+  if (name == "celo2") validate_celo2("celo2.", o.celo2);
+  if (name == "elo_celo2") validate_celo2("elo_celo2.", o.elo_celo2);
+  if (name == "elo") {
+    check_range(o.elo.lr >= 0, "elo.lr", o.elo.lr, ">= 0");
+    check_range(o.elo.weight_decay >= 0, "elo.wd", o.elo.weight_decay, ">= 0");
+    check_range(o.elo.clip_norm > 0, "elo.clip_norm", o.elo.clip_norm, "> 0");
+    parse_tie_rule(o.elo.tie, kEloPyloTie);
   }
   if (name == "velo") {
     check_range(o.velo.lr >= 0, "velo.lr", o.velo.lr, ">= 0");

@@ -37,6 +37,9 @@ struct OptimOptions {
   MuonOptions muon;
   SmallFcOptions small_fc;
   VeloOptions velo;
+  Celo2Options celo2;
+  Celo2Options elo_celo2 = elo_celo2_defaults();
+  EloOptions elo;
   LrSchedule schedule;
 };
 
@@ -54,11 +57,12 @@ std::string option_optimizer(const std::string& key);
 void check_options_apply(const std::vector<std::string>& sets, const std::vector<std::string>& selected);
 // Range checks for the named optimizer; UserError names the bad hyperparameter and its allowed range.
 void validate_options(const std::string& optimizer, const OptimOptions& o);
-// Reads the meta-weights a learned optimizer (small_fc_lopt, velo) will load, so that a missing or wrong
-// file is refused before any GPU work; does nothing for the other optimizers.
+// Reads the meta-weights a learned optimizer (small_fc_lopt, velo, celo2, elo, elo_celo2) will load, so that a missing
+// or wrong file is refused before any GPU work; does nothing for the other optimizers.
 void check_lopt_weights(const std::string& optimizer, const OptimOptions& o);
 // Random meta-weights of the published shapes (for timing; they do not train well) for each learned
-// optimizer in `optimizers` whose weights are not set in `o`, which then names them. They are written to
+// optimizer in `optimizers` whose weights are not set in `o`, which then names them (not CELO2, whose
+// real weights ship with the repository). They are written to
 // a temporary folder ($TMPDIR) that is removed with the returned object: keep it until the optimizers are
 // made, which read the files. Null when no optimizer needs them.
 std::unique_ptr<TempDir> write_random_lopt_weights(const std::vector<std::string>& optimizers, OptimOptions& o,

@@ -3,7 +3,12 @@
 #   weights/mulo/{model.safetensors,config.json}        btherien/mulo           (small_fc_lopt / μLO)
 #   weights/VeLO_RNN/{model.safetensors,config.json}     Pauljanson002/VeLO_RNN  (VeLO hypernetwork)
 #   weights/VeLO_MLP/{model.safetensors,config.json}     Pauljanson002/VeLO_MLP  (VeLO candidate MLPs)
-# and checks each weight file's size against the published one. With --jax it also fetches VeLO's
+#   weights/celo2/{model.safetensors,config.json}        DiamondXL/celo2         (CELO2; a copy ships in
+#                                                                                  optim/lopt/weights/celo2)
+#   weights/elo/{model.safetensors,config.json}          DiamondXL/elo           (ELO)
+#   weights/elo-celo2/{model.safetensors,config.json}    DiamondXL/elo-celo2     (ELO_CELO2)
+# and checks each weight file's size against the published one where it is known (the DiamondXL files'
+# exact sizes are not: their readers check every tensor's name, shape and dtype instead). With --jax it also fetches VeLO's
 # original JAX checkpoint (flax msgpack) to weights/velo_jax_params; pass that path to --lopt-weights.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,9 +36,14 @@ for repo in VeLO_RNN VeLO_MLP; do
 done
 check_size "$dest/VeLO_RNN/model.safetensors" 9119908
 check_size "$dest/VeLO_MLP/model.safetensors" 164296
+for repo in celo2 elo elo-celo2; do
+  fetch "$hf/DiamondXL/$repo/resolve/main/model.safetensors" "$dest/$repo/model.safetensors"
+  fetch "$hf/DiamondXL/$repo/resolve/main/config.json" "$dest/$repo/config.json"
+done
 if [ "${1:-}" = "--jax" ]; then
   fetch "https://storage.googleapis.com/gresearch/learned_optimization/pretrained_lopts/aug12_continue_on_bigger_2xbs_200kstep_bigproblem_v2_5620/params" \
         "$dest/velo_jax_params"
   echo "JAX checkpoint: $(stat -c %s "$dest/velo_jax_params") bytes in $dest/velo_jax_params"
 fi
-echo "weights ready in $dest/ (small_fc_lopt: $dest/mulo, VeLO: $dest)"
+echo "weights ready in $dest/ (small_fc_lopt: $dest/mulo, VeLO: $dest, CELO2: $dest/celo2, ELO: $dest/elo," \
+  "ELO_CELO2: $dest/elo-celo2)"

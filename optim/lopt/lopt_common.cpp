@@ -38,3 +38,24 @@ float learned_decay(float nominal, float theta) {
   float d = 1.0f - std::exp(10.0f * (std::log(1.0f - nominal) / 10.0f + theta));
   return std::min(1.0f, std::max(0.0f, d));
 }
+
+Celo2Options elo_celo2_defaults() {
+  Celo2Options o;
+  o.weight_decay = 0.1;
+  o.clip_grad = true;
+  return o;
+}
+
+bool celo2_uses_adamw(const TensorInfo& t, const Celo2Options& o) {
+  if (!o.adamw_1d) return false;
+  if (t.ndim() <= 1) return true;
+  if (t.owner != Owner::Auto) return t.owner == Owner::AdamW;
+  switch (t.role) {
+    case Role::Hidden:
+      return false;
+    case Role::Head:
+      return o.adamw_head;
+    default:  // embeddings, the patch embedding, and 2-D biases or norms if a model ever has them
+      return true;
+  }
+}

@@ -1,5 +1,6 @@
-// Pieces shared by the learned optimizers (small_fc_lopt and VeLO): which axes a tensor's second moment
-// is factored over, the decay constants, and the options.
+// Pieces shared by the learned optimizers (small_fc_lopt, VeLO, CELO2, ELO, ELO_CELO2): which axes a
+// tensor's second moment is factored over, the decay constants, the options, and which tensors CELO2
+// gives to its AdamW side path.
 //
 // Factored dims (velo.md 4.6, small_fc_lopt.md 3.2): for rank >= 2, d0 = the largest axis (R is the
 // mean of g^2 over d0) and d1 = the second largest (C is the mean over d1); every other axis is a batch
@@ -17,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "core/param_table.h"
+
 enum class TieRule { Argsort, Swapped };
 
 struct FactoredDims {
@@ -28,6 +31,8 @@ FactoredDims factored_dims(const std::vector<int64_t>& shape, TieRule rule);
 TieRule parse_tie_rule(const std::string& s, TieRule pylo_rule);
 constexpr TieRule kSmallFcPyloTie = TieRule::Argsort;  // PyLO AdafacLO_naive / MuLO_naive
 constexpr TieRule kVeloPyloTie = TieRule::Swapped;     // PyLO VeLO_naive / VeLO_CUDA
+constexpr TieRule kCelo2PyloTie = TieRule::Argsort;    // PyLO CELO2_naive / ELO_CELO2_naive (numpy argsort)
+constexpr TieRule kEloPyloTie = TieRule::Argsort;      // PyLO ELO_naive (AdafacLO's factored_dims)
 
 // 1 - (1 - b0) * exp(10 * theta), in float32 as in every implementation, clipped to [0, 1].
 float learned_decay(float nominal, float theta);
@@ -46,5 +51,42 @@ struct VeloOptions {  // PyLO VeLO semantics with VeLO's lr = 1
   double lr = 1.0, weight_decay = 0.0;
   int64_t num_steps = 10000;  // planned number of updates: drives the fraction and loss-EMA features
   std::string weights;        // folder with VeLO_RNN/ and VeLO_MLP/, or a JAX/flax "params" file; empty = weights/
+  std::string tie = "pylo";
+};
+
+// CELO2 and ELO_CELO2 (celo2.md 2, 5): PyLO CELO2_naive / ELO_CELO2_naive arguments; ELO_CELO2 changes
+// only the defaults (elo_celo2_defaults) and shares the learned accumulators with its AdamW path.
+struct Celo2Options {
+  double lr = 1e-3, weight_decay = 0.0;  // learned path: p -= lr * (u + wd * p), p before the step
+  double adam_lr_mult = 1.0;             // AdamW side path: lr x this (PyLO CUDA and README use 20 for ELO_CELO2)
+  double adam_weight_decay = -1.0;       // < 0: weight_decay (PyLO's None)
+  double adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;  // CELO2 only: ELO_CELO2 uses m_0 and v
+  bool adamw_1d = true;       // PyLO use_adamw_for_1d: vectors and embeddings take AdamW (false: all take the MLP)
+  bool adamw_head = true;     // heads (Role::Head) count as embeddings: AdamW (celo2.md 3.3, PyLO branch celo2)
+  bool orthogonalize = true;  // Newton-Schulz on the direction of matrices (false: "celo2-base")
+  bool clip_grad = false;     // optax clip_by_global_norm(clip_norm) over every tensor first
+  double clip_norm = 1.0;
+  double grad_clip_val = 1000.0;  // then every gradient element clamped to +-this
+  double exp_mult = 0.0, rmsmult = 1.0;
+  bool param_scale_mult = false;
+  int ns_steps = 5;
+  double ns_a = 3.4445, ns_b = -4.7750, ns_c = 2.0315, ns_eps = 1e-8;
+  std::string weights;  // folder or model.safetensors (CELO2MLP layout); empty = the default (celo2_weights.h)
+  std::string tie = "pylo";
+  double adam_wd() const { return adam_weight_decay < 0 ? weight_decay : adam_weight_decay; }
+};
+Celo2Options elo_celo2_defaults();  // weight decay 0.1, global clipping on
+
+// Whether CELO2 / ELO_CELO2 update tensor t with AdamW instead of the learned rule (celo2.md 3): PyLO sends
+// a tensor to AdamW iff use_adamw_for_1d and (ndim <= 1 or its group says is_embedding). The table has no
+// groups, so "embedding" is read from the role: token and position embeddings, the cls token, the patch
+// embedding, and heads unless adamw_head is off. An owner set in the table (Muon's choice) decides first.
+bool celo2_uses_adamw(const TensorInfo& t, const Celo2Options& o);
+
+struct EloOptions {  // PyLO ELO_naive (celo2.md 8)
+  double lr = 1e-3, weight_decay = 0.0, exp_mult = 0.001;
+  bool clip_grad = false;  // optax clip_by_global_norm(clip_norm) over every tensor, then nan_to_num
+  double clip_norm = 1.0;
+  std::string weights;  // folder or model.safetensors (MetaMLP layout); empty = weights/elo
   std::string tie = "pylo";
 };

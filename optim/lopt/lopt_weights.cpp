@@ -11,31 +11,36 @@
 #include "common/json.h"
 #include "optim/lopt/msgpack.h"
 #include "optim/lopt/safetensors.h"
+#include "optim/lopt/weight_files.h"
 
-namespace {
-const char* kDownload = "scripts/download_lopt_weights.sh";
-
-bool is_dir(const std::string& p) {
+bool is_dir_path(const std::string& p) {
   struct stat st;
   return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
-bool exists(const std::string& p) {
+bool path_exists(const std::string& p) {
   struct stat st;
   return stat(p.c_str(), &st) == 0;
 }
 
-[[noreturn]] void missing(const std::string& what, const std::string& path) {
-  user_error(what, " weights not found at '", path, "'; run ", kDownload,
-             " (needs the network) or pass --lopt-weights PATH to a folder holding them.");
+std::string safetensors_in(const std::string& path) { return is_dir_path(path) ? path + "/model.safetensors" : path; }
+
+void weights_missing(const std::string& what, const std::string& path, const std::string& hint) {
+  user_error(what, " weights not found at '", path, "'; ",
+             hint.empty() ? "run scripts/download_lopt_weights.sh (needs the network) or pass --lopt-weights PATH "
+                            "to a folder holding them."
+                          : hint);
 }
 
-// Checks config.json beside a safetensors file, if present: every expected key with its value.
-void check_config(const std::string& dir, const std::vector<std::pair<std::string, double>>& want) {
+Json read_weight_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  if (!exists(path)) return;
+  if (!path_exists(path)) return Json();
   std::ifstream f(path);
   std::string text((std::istreambuf_iterator<char>(f)), {});
-  Json j = parse_json(text, "'" + path + "'");
+  return parse_json(text, "'" + path + "'");
+}
+
+void check_config_numbers(const Json& j, const std::string& path,
+                          const std::vector<std::pair<std::string, double>>& want) {
   for (const auto& [k, v] : want) {
     if (!j.has(k)) user_error("'", path, "' has no key '", k, "'; it is not the expected weight folder.");
     const Json& x = j.at(k);
@@ -44,7 +49,12 @@ void check_config(const std::string& dir, const std::vector<std::pair<std::strin
   }
 }
 
-std::string st_file(const std::string& path) { return is_dir(path) ? path + "/model.safetensors" : path; }
+namespace {
+// Checks config.json beside a safetensors file, if present: every expected key with its value.
+void check_config(const std::string& dir, const std::vector<std::pair<std::string, double>>& want) {
+  const Json j = read_weight_config(dir);
+  if (j.type != Json::Null) check_config_numbers(j, dir + "/config.json", want);
+}
 
 std::vector<float> transpose(const std::vector<float>& a, int64_t rows,
                              int64_t cols) {  // (rows x cols) -> (cols x rows)
@@ -75,8 +85,8 @@ std::vector<float> pack_candidates(const std::vector<float>& w0, const std::vect
 VeloWeights load_velo_pylo(const std::string& dir) {
   VeloWeights w;
   const std::string rnn_dir = dir + "/VeLO_RNN", mlp_dir = dir + "/VeLO_MLP";
-  if (!exists(rnn_dir + "/model.safetensors")) missing("VeLO", rnn_dir + "/model.safetensors");
-  if (!exists(mlp_dir + "/model.safetensors")) missing("VeLO", mlp_dir + "/model.safetensors");
+  if (!path_exists(rnn_dir + "/model.safetensors")) weights_missing("VeLO", rnn_dir + "/model.safetensors");
+  if (!path_exists(mlp_dir + "/model.safetensors")) weights_missing("VeLO", mlp_dir + "/model.safetensors");
   check_config(rnn_dir, {{"input_size", 30}, {"lstm_hidden_size", 512}, {"param_inits", 256}});
   const std::string rf = rnn_dir + "/model.safetensors", mf = mlp_dir + "/model.safetensors";
   TensorMap r = read_safetensors(rf), m = read_safetensors(mf);
@@ -154,11 +164,12 @@ void normal_fill(std::vector<float>& v, size_t n, std::mt19937_64& rng, float sd
 }
 }  // namespace
 
-SmallFcWeights load_small_fc_weights(const std::string& path_in) {
-  const std::string path = path_in.empty() ? "weights/mulo" : path_in;
-  const std::string file = st_file(path);
-  if (!exists(file)) missing("small_fc_lopt (μLO)", file);
-  if (is_dir(path)) check_config(path, {{"input_size", 39}, {"hidden_size", 32}, {"hidden_layers", 1}});
+namespace {
+// MetaMLP(39, 32, hidden_layers=1) in torch's Linear layout: μLO's and ELO's files (small_fc_lopt.md 6.1).
+SmallFcWeights load_meta_mlp(const std::string& path, const std::string& what) {
+  const std::string file = safetensors_in(path);
+  if (!path_exists(file)) weights_missing(what, file);
+  if (is_dir_path(path)) check_config(path, {{"input_size", 39}, {"hidden_size", 32}, {"hidden_layers", 1}});
   TensorMap t = read_safetensors(file);
   SmallFcWeights w;
   w.w0 = require_tensor(t, "network.input.weight", {32, 39}, file).data;
@@ -169,11 +180,20 @@ SmallFcWeights load_small_fc_weights(const std::string& path_in) {
   w.b2 = require_tensor(t, "network.output.bias", {2}, file).data;
   return w;
 }
+}  // namespace
+
+SmallFcWeights load_small_fc_weights(const std::string& path) {
+  return load_meta_mlp(path.empty() ? "weights/mulo" : path, "small_fc_lopt (μLO)");
+}
+
+SmallFcWeights load_elo_weights(const std::string& path) {
+  return load_meta_mlp(path.empty() ? "weights/elo" : path, "ELO");
+}
 
 VeloWeights load_velo_weights(const std::string& path_in) {
   const std::string path = path_in.empty() ? "weights" : path_in;
-  if (is_dir(path)) return load_velo_pylo(path);
-  if (!exists(path)) missing("VeLO", path);
+  if (is_dir_path(path)) return load_velo_pylo(path);
+  if (!path_exists(path)) weights_missing("VeLO", path);
   return load_velo_jax(path);
 }
 

@@ -1,5 +1,7 @@
 // Meta-weights of the learned optimizers, in PyLO's (torch) layout, read from the published files:
 //  - small_fc_lopt / μLO: btherien/mulo  model.safetensors (+ config.json)        small_fc_lopt.md 6.1
+//  - ELO: DiamondXL/elo, the same MetaMLP layout                                  celo2.md 7.3
+//  - CELO2, ELO_CELO2: celo2_weights.h
 //  - VeLO: Pauljanson002/VeLO_RNN and Pauljanson002/VeLO_MLP safetensors, or the original JAX/flax
 //    msgpack "params" checkpoint (converted on load)                              velo.md 8.1-8.3
 // Every name, shape and dtype is checked; a missing or wrong file is one sentence that says what to run.
@@ -30,6 +32,8 @@ struct VeloWeights {
 
 // path: a folder holding model.safetensors, or the file itself; empty = "weights/mulo".
 SmallFcWeights load_small_fc_weights(const std::string& path);
+// ELO's network is small_fc_lopt's (MetaMLP 39-32-32-2, same names and shapes); empty = "weights/elo".
+SmallFcWeights load_elo_weights(const std::string& path);
 // path: a folder with VeLO_RNN/ and VeLO_MLP/ (each model.safetensors), or a flax msgpack params file;
 // empty = "weights".
 VeloWeights load_velo_weights(const std::string& path);

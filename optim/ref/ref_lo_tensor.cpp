@@ -78,3 +78,18 @@ RefLoTensor::Elem RefLoTensor::elem(int64_t i, float momentum_eps) const {
   }
   return e;
 }
+
+std::vector<std::pair<std::string, std::vector<float>*>> RefLoTensor::state() {
+  std::vector<std::pair<std::string, std::vector<float>*>> out;
+  for (int k = 0; k < 3; k++) out.push_back({"m" + std::to_string(k), &m[k]});
+  out.push_back({"v", &v});
+  for (int k = 0; k < 3; k++) {
+    if (fd.factored) {
+      out.push_back({"R" + std::to_string(k), &R_[k]});
+      out.push_back({"C" + std::to_string(k), &C_[k]});
+    } else {
+      out.push_back({"V" + std::to_string(k), &V_[k]});
+    }
+  }
+  return out;
+}

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sections.h"
 #include "core/param_table.h"
 #include "optim/options.h"
 
@@ -20,7 +21,20 @@ class RefOptimizer {
                     float loss = 0.0f) = 0;
   int64_t steps_done() const { return t_; }
 
+  // State as sections "optim.*" (the name, the table's fingerprint, the step counter, then every state
+  // vector), as Optimizer::save_state writes them; load checks name, model and every size before it
+  // overwrites anything. Only the references that list their state (state_vectors) can do this.
+  void save_state(SectionWriter& w);
+  void load_state(const SectionReader& r);
+
  protected:
+  struct StateVec {
+    std::string name;  // section "optim.<name>"
+    std::vector<float>* v;
+  };
+  virtual std::string name() const { return "?"; }
+  virtual std::vector<StateVec> state_vectors();  // default: UserError (the reference keeps no file state)
+
   const ParamTable& table_;
   OptimOptions opts_;
   int64_t t_ = 0;

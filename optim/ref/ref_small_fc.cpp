@@ -47,6 +47,71 @@ float mup_scale(const TensorInfo& t, bool mup) {
 namespace {
 constexpr double kT[11] = {1, 3, 10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000};
 
+// The 28 normalisable features of element i (small_fc_lopt.md 3.5), from the updated state.
+void features(const RefLoTensor& s, int64_t i, float g, float p, float* x) {
+  const RefLoTensor::Elem e = s.elem(i, 1e-6f);
+  const float rho = 1.0f / std::sqrt(s.v[size_t(i)] + 1e-6f);
+  x[0] = g;
+  x[1] = p;
+  x[5] = s.v[size_t(i)];
+  x[9] = rho;
+  for (int k = 0; k < 3; k++) {
+    const float m = s.m[k][size_t(i)];
+    x[2 + k] = m;
+    x[6 + k] = m * rho;
+    x[10 + k] = g * e.fg[k];
+    x[13 + k] = e.row[k];
+    x[16 + k] = e.col[k];
+    x[19 + k] = 1.0f / std::sqrt(e.row[k] + 1e-8f);
+    x[22 + k] = 1.0f / std::sqrt(e.col[k] + 1e-8f);
+    x[25 + k] = m * e.fm[k];
+  }
+}
+}  // namespace
+
+void small_fc_time_features(int64_t t, float* tau) {
+  for (int j = 0; j < 11; j++) tau[j] = std::tanh(float(t) / float(kT[j]) - 1.0f);
+}
+
+void small_fc_outputs(const SmallFcWeights& w, const RefLoTensor& s, const float* g, const float* p, int64_t n,
+                      const float* tau, float* dir, float* mag) {
+  // Pass 1: per-channel second moments over the tensor (3.6).
+  double sq[28] = {0};
+  float x[28];
+  for (int64_t i = 0; i < n; i++) {
+    features(s, i, g[i], p[i], x);
+    for (int ch = 0; ch < 28; ch++) sq[ch] += double(x[ch]) * x[ch];
+  }
+  float sc[28];
+  for (int ch = 0; ch < 28; ch++) sc[ch] = 1.0f / std::sqrt(1e-5f + float(sq[ch] / double(n)));
+  // Pass 2: the MLP (3.7).
+  for (int64_t i = 0; i < n; i++) {
+    features(s, i, g[i], p[i], x);
+    float in[39], h1[32], h2[32];
+    for (int ch = 0; ch < 28; ch++) in[ch] = x[ch] * sc[ch];
+    for (int j = 0; j < 11; j++) in[28 + j] = tau[j];
+    // The MLP accumulates in double: the reference should carry less rounding than what it checks.
+    for (int o = 0; o < 32; o++) {
+      double a = w.b0[size_t(o)];
+      for (int k = 0; k < 39; k++) a += double(w.w0[size_t(o * 39 + k)]) * in[k];
+      h1[o] = std::max(float(a), 0.0f);
+    }
+    for (int o = 0; o < 32; o++) {
+      double a = w.b1[size_t(o)];
+      for (int k = 0; k < 32; k++) a += double(w.w1[size_t(o * 32 + k)]) * h1[k];
+      h2[o] = std::max(float(a), 0.0f);
+    }
+    double dd = w.b2[0], mm = w.b2[1];
+    for (int k = 0; k < 32; k++) {
+      dd += double(w.w2[size_t(k)]) * h2[k];
+      mm += double(w.w2[size_t(32 + k)]) * h2[k];
+    }
+    dir[i] = float(dd);
+    mag[i] = float(mm);
+  }
+}
+
+namespace {
 class RefSmallFc : public RefOptimizer {
  public:
   RefSmallFc(const ParamTable& t, const OptimOptions& o, const SmallFcWeights& w) : RefOptimizer(t, o), w_(w) {
@@ -60,83 +125,31 @@ class RefSmallFc : public RefOptimizer {
   }
 
   void step(std::vector<float>& params, const std::vector<float>& grads, float gs, float) override {
-    const float t = float(t_);
     float tau[11];
-    for (int j = 0; j < 11; j++) tau[j] = std::tanh(t / float(kT[j]) - 1.0f);
+    small_fc_time_features(t_, tau);
     for (const auto& ti : table_.tensors())
       step_tensor(ti, st_[size_t(ti.index)], &params[size_t(ti.offset)], &grads[size_t(ti.offset)], gs, tau);
     t_++;
   }
 
  private:
-  // The 28 normalisable features of element i (small_fc_lopt.md 3.5), from the updated state.
-  static void features(const RefLoTensor& s, int64_t i, float g, float p, float* x) {
-    const RefLoTensor::Elem e = s.elem(i, 1e-6f);
-    const float rho = 1.0f / std::sqrt(s.v[size_t(i)] + 1e-6f);
-    x[0] = g;
-    x[1] = p;
-    x[5] = s.v[size_t(i)];
-    x[9] = rho;
-    for (int k = 0; k < 3; k++) {
-      const float m = s.m[k][size_t(i)];
-      x[2 + k] = m;
-      x[6 + k] = m * rho;
-      x[10 + k] = g * e.fg[k];
-      x[13 + k] = e.row[k];
-      x[16 + k] = e.col[k];
-      x[19 + k] = 1.0f / std::sqrt(e.row[k] + 1e-8f);
-      x[22 + k] = 1.0f / std::sqrt(e.col[k] + 1e-8f);
-      x[25 + k] = m * e.fm[k];
-    }
-  }
-
   void step_tensor(const TensorInfo& ti, RefLoTensor& s, float* p, const float* graw, float gs,
                    const float* tau) const {
     const SmallFcOptions& h = opts_.small_fc;
     const int64_t n = ti.numel;
-    std::vector<float> g(static_cast<size_t>(n));
+    std::vector<float> g(static_cast<size_t>(n)), dir(g.size()), mag(g.size());
     for (int64_t i = 0; i < n; i++) g[size_t(i)] = graw[i] * gs;
     s.update(g, dec_);  // 3.3, 3.4
-    // Pass 1: per-channel second moments over the tensor (3.6).
-    double sq[28] = {0};
-    float x[28];
-    for (int64_t i = 0; i < n; i++) {
-      features(s, i, g[size_t(i)], p[i], x);
-      for (int ch = 0; ch < 28; ch++) sq[ch] += double(x[ch]) * x[ch];
-    }
-    float sc[28];
-    for (int ch = 0; ch < 28; ch++) sc[ch] = 1.0f / std::sqrt(1e-5f + float(sq[ch] / double(n)));
-    // Pass 2: MLP and update (3.7, 3.8).
+    small_fc_outputs(w_, s, g.data(), p, n, tau, dir.data(), mag.data());
+    // PyLO's output rule (3.8): the step, then the decoupled weight decay on the updated p.
     const float scale = mup_scale(ti, h.mup), lr = float(h.lr * opts_.schedule.factor(t_)) * scale;
     const float wd = ti.decay ? float(h.weight_decay) : 0.0f;
-    std::vector<float> out(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; i++) {
-      features(s, i, g[size_t(i)], p[i], x);
-      float in[39], h1[32], h2[32];
-      for (int ch = 0; ch < 28; ch++) in[ch] = x[ch] * sc[ch];
-      for (int j = 0; j < 11; j++) in[28 + j] = tau[j];
-      // The MLP accumulates in double: the reference should carry less rounding than what it checks.
-      for (int o = 0; o < 32; o++) {
-        double a = w_.b0[size_t(o)];
-        for (int k = 0; k < 39; k++) a += double(w_.w0[size_t(o * 39 + k)]) * in[k];
-        h1[o] = std::max(float(a), 0.0f);
-      }
-      for (int o = 0; o < 32; o++) {
-        double a = w_.b1[size_t(o)];
-        for (int k = 0; k < 32; k++) a += double(w_.w1[size_t(o * 32 + k)]) * h1[k];
-        h2[o] = std::max(float(a), 0.0f);
-      }
-      double dd = w_.b2[0], mm = w_.b2[1];
-      for (int k = 0; k < 32; k++) {
-        dd += double(w_.w2[size_t(k)]) * h2[k];
-        mm += double(w_.w2[size_t(32 + k)]) * h2[k];
-      }
-      const float u = float(dd) * std::exp(float(mm) * float(h.exp_mult)) * float(h.step_mult);
+      const float u = dir[size_t(i)] * std::exp(mag[size_t(i)] * float(h.exp_mult)) * float(h.step_mult);
       float pn = p[i] - lr * u;
       if (wd > 0) pn -= wd * lr * pn;
-      out[size_t(i)] = pn;
+      p[i] = pn;
     }
-    std::copy(out.begin(), out.end(), p);
   }
 
   SmallFcWeights w_;

@@ -51,10 +51,21 @@ TrainLog::TrainLog(const std::string& json_path, double peak_flops, double work_
   if (!json_) user_error("cannot open the log file '", json_path, "'.");
 }
 
+namespace {
+// A JSON number with `digits` decimals, or null for inf and NaN (which JSON cannot spell), so that a run
+// that diverges still leaves a log every reader can parse.
+std::string num(double v, int digits) {
+  if (!std::isfinite(v)) return "null";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+}  // namespace
+
 void TrainLog::validation(int64_t step, float loss) {
   std::printf("step %lld | val loss %.4f\n", (long long)step, loss);
   if (!json_) return;
-  std::fprintf(json_.get(), "{\"step\":%lld,\"val_loss\":%.6f}\n", (long long)step, loss);
+  std::fprintf(json_.get(), "{\"step\":%lld,\"val_loss\":%s}\n", (long long)step, num(loss, 6).c_str());
   std::fflush(json_.get());
 }
 
@@ -62,8 +73,8 @@ void TrainLog::validation(int64_t step, float loss, double top1, double top5) {
   std::printf("step %lld | val loss %.4f | top-1 %.2f%% | top-5 %.2f%%\n", (long long)step, loss, 100 * top1,
               100 * top5);
   if (!json_) return;
-  std::fprintf(json_.get(), "{\"step\":%lld,\"val_loss\":%.6f,\"val_top1\":%.6f,\"val_top5\":%.6f}\n", (long long)step,
-               loss, top1, top5);
+  std::fprintf(json_.get(), "{\"step\":%lld,\"val_loss\":%s,\"val_top1\":%.6f,\"val_top5\":%.6f}\n", (long long)step,
+               num(loss, 6).c_str(), top1, top5);
   std::fflush(json_.get());
 }
 
@@ -77,8 +88,9 @@ void TrainLog::step(const Step& s) {
       ema_ms_ * double(s.steps - s.step) / 60000.0);
   if (!json_) return;
   std::fprintf(json_.get(),
-               "{\"step\":%lld,\"loss\":%.6f,\"lr_scale\":%.6f,\"grad_norm\":%.5f,\"ms\":%.3f,\"opt_ms\":%.3f,\"%s_per_"
+               "{\"step\":%lld,\"loss\":%s,\"lr_scale\":%.6f,\"grad_norm\":%s,\"ms\":%.3f,\"opt_ms\":%.3f,\"%s_per_"
                "s\":%.1f,\"mfu\":%.4f}\n",
-               (long long)s.step, s.loss, s.lr_scale, s.grad_norm, s.ms, s.opt_ms, unit_, per_s, mfu);
+               (long long)s.step, num(s.loss, 6).c_str(), s.lr_scale, num(s.grad_norm, 5).c_str(), s.ms, s.opt_ms, unit_,
+               per_s, mfu);
   std::fflush(json_.get());
 }

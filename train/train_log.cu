@@ -1,5 +1,9 @@
 #include <cuda_runtime.h>
 
+#include <cmath>
+#include <cstdio>
+#include <string>
+
 #include "common/cuda_check.h"
 #include "common/error.h"
 #include "train/train_log.h"

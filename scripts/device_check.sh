@@ -2,10 +2,12 @@
 # Runs on the GPU machine: the test suites, the PyTorch cross-checks (optimizers; the GPT-2 model), the
 # optimizer benchmark and (ops, not in the default list) the per-operation GPT-2 benchmark, with every
 # log under $OUT (or ./.out). Expects binaries built beforehand (`make all`); pass --build to build here first.
-# pylo: the PyLO parity check (tests/pylo_crosscheck.py) against a PyLO source checkout at $PYLO_SRC
-# (default .deps/pylo; carry it along, it is not part of this repository).
+# pylo: the PyLO parity check (tests/pylo_crosscheck.py) of the optimizers with GPU kernels against a PyLO
+# source checkout at $PYLO_SRC (default .deps/pylo; carry it along, it is not part of this repository);
+# pylorefs: the same for the CPU references of CELO2, ELO and ELO_CELO2 (apart: with its float64 noise
+# floors it runs for minutes on the CPU).
 # vitcrosscheck (not in the default list: it needs timm): our ViT against timm (tests/timm_vit_crosscheck.py).
-# Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|vitcrosscheck|pylo|bench|ops]...
+# Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|vitcrosscheck|pylo|pylorefs|bench|ops]...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.out}
@@ -38,10 +40,12 @@ for w in $what; do
       PYTHONUNBUFFERED=1 python3 tests/torch_gpt2_crosscheck.py 2>&1 | tee "$OUT/gpt2_crosscheck.jsonl" || status=1 ;;
     vitcrosscheck)
       PYTHONUNBUFFERED=1 python3 tests/timm_vit_crosscheck.py 2>&1 | tee "$OUT/vit_crosscheck.jsonl" || status=1 ;;
-    pylo)
-      PYTHONUNBUFFERED=1 python3 tests/pylo_crosscheck.py --pylo "${PYLO_SRC:-.deps/pylo}" --json "$OUT/pylo_crosscheck.jsonl" \
-        > "$OUT/pylo_crosscheck.log" 2>&1 || status=1
-      tail -n 1 "$OUT/pylo_crosscheck.log" ;;
+    pylo | pylorefs)
+      only=small_fc_lopt,mulo,velo
+      [ "$w" = pylorefs ] && only=celo2,elo,elo_celo2
+      PYTHONUNBUFFERED=1 python3 tests/pylo_crosscheck.py --pylo "${PYLO_SRC:-.deps/pylo}" --only "$only" \
+        --json "$OUT/$w.jsonl" > "$OUT/$w.log" 2>&1 || status=1
+      tail -n 1 "$OUT/$w.log" ;;
     bench)
       ./bench_optim -o adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo 2>&1 | tee "$OUT/bench_optim.jsonl" || status=1 ;;
     ops)

@@ -250,7 +250,7 @@ Inputs prepare(Args& a) {
   check_train_flags(a);
   if (a.threads < 0 || a.shuffle < 0) user_error("--threads and --shuffle must be >= 0.");
   check_decoder_option(a.decoder);
-  if (a.dropout > 0) user_error("this ViT has no dropout (timm's ViT recipe uses none); leave out --dropout.");
+  if (a.dropout > 0) user_error("this ViT has no dropout (timm's ViT defaults have none); leave out --dropout.");
   if (a.mixup < 0 || a.cutmix < 0 || !(a.smoothing >= 0 && a.smoothing < 1))
     user_error("--mixup and --cutmix must be >= 0 and --smoothing in [0, 1).");
   in.accum = resolve_batching(&a, a.B);

@@ -27,7 +27,7 @@ NVCCFLAGS += -std=c++17 $(COMMON_FLAGS) -gencode arch=compute_$(GPU_ARCH),code=[
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -ldl
 
 # Plain C++ (no CUDA runtime): the CPU references and everything the CPU suite tests.
-HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp \
+HOST_SRC := common/crc32.cpp common/atomic_file.cpp common/sections.cpp common/cli.cpp common/json.cpp \
             optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/celo2_weights.cpp \
             optim/lopt/safetensors.cpp optim/lopt/msgpack.cpp \
             core/param_table.cpp optim/schedule.cpp optim/options.cpp core/chunks.cpp \
@@ -148,7 +148,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -MMD -MP -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_TARGETS := safetensors msgpack sections token_shards tokenizer_ranks tokenizer_encode json cli options tar
-FUZZ_HOST_SRC := common/crc32.cpp common/sections.cpp common/cli.cpp common/json.cpp core/param_table.cpp \
+FUZZ_HOST_SRC := common/crc32.cpp common/atomic_file.cpp common/sections.cpp common/cli.cpp common/json.cpp core/param_table.cpp \
                  optim/options.cpp optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/celo2_weights.cpp \
                  optim/lopt/safetensors.cpp \
                  optim/lopt/msgpack.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp data/tar_reader.cpp data/tar_writer.cpp \

@@ -1,7 +1,5 @@
 #include "common/sections.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -15,36 +13,20 @@ const char kMagic[8] = {'L', 'O', 'P', 'T', 'S', 'E', 'C', 'T'};
 const uint32_t kVersion = 1;
 const char* kEnd = "__end__";
 const uint32_t kMaxName = 4096;
-
-std::string dir_of(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-}
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------- writer
 
-SectionWriter::SectionWriter(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-  f_ = std::fopen(tmp_.c_str(), "wb");
-  if (!f_)
-    user_error("cannot write '", tmp_, "': ", std::strerror(errno), "; check that the folder exists and is writable.");
+SectionWriter::SectionWriter(std::string path) : file_(std::move(path)) {
   raw(kMagic, 8);
   uint32_t hdr[2] = {kVersion, 0};
   raw(hdr, sizeof hdr);
 }
 
-SectionWriter::~SectionWriter() {
-  if (f_) std::fclose(f_);
-  if (!committed_) std::remove(tmp_.c_str());
-}
-
-void SectionWriter::raw(const void* p, size_t n) {
-  if (n && std::fwrite(p, 1, n, f_) != n)
-    user_error("writing '", tmp_, "' failed: ", std::strerror(errno), " (disk full?).");
-}
+void SectionWriter::raw(const void* p, size_t n) { file_.write(p, n); }
 
 void SectionWriter::begin(const std::string& name, uint64_t nbytes) {
-  CHECK(!in_section_ && !committed_ && !name.empty() && name.size() < kMaxName);
+  CHECK(!in_section_ && !file_.committed() && !name.empty() && name.size() < kMaxName);
   for (const auto& n : names_) CHECK(n != name);
   names_.push_back(name);
   uint32_t len = uint32_t(name.size());
@@ -77,21 +59,10 @@ void SectionWriter::put(const std::string& name, const void* data, uint64_t nbyt
 }
 
 void SectionWriter::commit() {
-  CHECK(!in_section_ && !committed_);
+  CHECK(!in_section_ && !file_.committed());
   uint64_t n = count_;
   put(kEnd, &n, sizeof n);
-  if (std::fflush(f_) != 0 || fsync(fileno(f_)) != 0)
-    user_error("writing '", tmp_, "' failed: ", std::strerror(errno), " (disk full?).");
-  std::fclose(f_);
-  f_ = nullptr;
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-    user_error("cannot rename '", tmp_, "' to '", path_, "': ", std::strerror(errno), ".");
-  committed_ = true;
-  int dfd = open(dir_of(path_).c_str(), O_RDONLY);  // make the rename itself durable
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
+  file_.commit();
 }
 
 // ---------------------------------------------------------------------------------------------- reader

@@ -17,10 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "common/atomic_file.h"
+
 class SectionWriter {
  public:
   explicit SectionWriter(std::string path);
-  ~SectionWriter();  // an uncommitted file is removed
+  // an uncommitted file is removed when the writer goes away (common/atomic_file.h)
   SectionWriter(const SectionWriter&) = delete;
   SectionWriter& operator=(const SectionWriter&) = delete;
 
@@ -35,12 +37,11 @@ class SectionWriter {
     put(name, v.data(), v.size() * sizeof(T));
   }
   void commit();
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
 
  private:
-  std::string path_, tmp_;
-  FILE* f_ = nullptr;
-  bool in_section_ = false, committed_ = false;
+  AtomicFile file_;
+  bool in_section_ = false;
   uint64_t remaining_ = 0, count_ = 0;
   uint32_t crc_ = 0;
   std::vector<std::string> names_;

@@ -1,8 +1,5 @@
 #include "data/tar_writer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 
@@ -37,10 +34,6 @@ std::string pax_path_record(const std::string& name) {
   return std::to_string(len) + body;
 }
 
-std::string dir_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-}
 }  // namespace
 
 std::string tar_header(const std::string& name, int64_t size, char type, const std::string& prefix) {
@@ -68,32 +61,15 @@ std::string tar_header(const std::string& name, int64_t size, char type, const s
 
 std::string tar_padding(int64_t n) { return std::string(size_t((512 - n % 512) % 512), '\0'); }
 
-TarWriter::TarWriter(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-  f_ = std::fopen(tmp_.c_str(), "wb");
-  if (!f_)
-    user_error("cannot write '", tmp_, "': ", std::strerror(errno), "; check that the folder exists and is writable.");
-  stdio_buffer_.resize(size_t(1) << 20);
-  std::setvbuf(f_, stdio_buffer_.data(), _IOFBF, stdio_buffer_.size());
-}
-
-TarWriter::~TarWriter() {
-  if (f_) std::fclose(f_);
-  if (!committed_) std::remove(tmp_.c_str());
-}
-
-void TarWriter::raw(const void* p, size_t n) {
-  if (n && std::fwrite(p, 1, n, f_) != n)
-    user_error("writing '", tmp_, "' failed: ", std::strerror(errno), " (disk full?).");
-}
-void TarWriter::raw(const std::string& bytes) { raw(bytes.data(), bytes.size()); }
+TarWriter::TarWriter(std::string path) : file_(std::move(path), size_t(1) << 20) {}
 
 void TarWriter::add(const std::string& name, const void* data, size_t size) {
-  CHECK(!committed_);
+  CHECK(!file_.committed());
   if (name.empty() || name.size() > TarReader::kMaxNameBytes || name.find('\0') != std::string::npos)
-    user_error("cannot add a member named '", name, "' to '", path_, "': a name must have 1 to ",
+    user_error("cannot add a member named '", name, "' to '", path(), "': a name must have 1 to ",
                TarReader::kMaxNameBytes, " bytes and no NUL.");
   if (int64_t(size) > TarReader::kMaxMemberBytes)
-    user_error("cannot add '", name, "' (", size, " bytes) to '", path_, "': members are limited to ",
+    user_error("cannot add '", name, "' (", size, " bytes) to '", path(), "': members are limited to ",
                TarReader::kMaxMemberBytes >> 20, " MiB.");
   std::string prefix, short_name = name;
   if (name.size() > 100 && !split_ustar(name, &prefix, &short_name)) {
@@ -111,18 +87,6 @@ void TarWriter::add(const std::string& name, const void* data, size_t size) {
 }
 
 void TarWriter::commit() {
-  CHECK(!committed_);
   raw(std::string(1024, '\0'));  // the end: two zero blocks
-  if (std::fflush(f_) != 0 || fsync(fileno(f_)) != 0)
-    user_error("writing '", tmp_, "' failed: ", std::strerror(errno), " (disk full?).");
-  std::fclose(f_);
-  f_ = nullptr;
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-    user_error("cannot rename '", tmp_, "' to '", path_, "': ", std::strerror(errno), ".");
-  committed_ = true;
-  const int dfd = open(dir_of(path_).c_str(), O_RDONLY);  // make the rename itself durable
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
+  file_.commit();
 }

@@ -8,9 +8,9 @@
 // (an error part way) removes its temporary file.
 #pragma once
 #include <cstdint>
-#include <cstdio>
 #include <string>
-#include <vector>
+
+#include "common/atomic_file.h"
 
 // One 512-byte ustar header with its checksum: `name` must fit the 100-byte name field and `prefix` the
 // 155-byte prefix field. Exposed so tests can build archives by hand (GNU long names, folders, corruption).
@@ -21,8 +21,7 @@ std::string tar_padding(int64_t n);
 
 class TarWriter {
  public:
-  explicit TarWriter(std::string path);
-  ~TarWriter();
+  explicit TarWriter(std::string path);  // an uncommitted archive is removed (common/atomic_file.h)
   TarWriter(const TarWriter&) = delete;
   TarWriter& operator=(const TarWriter&) = delete;
 
@@ -31,13 +30,10 @@ class TarWriter {
   void add(const std::string& name, const void* data, size_t size);
   void add(const std::string& name, const std::string& data) { add(name, data.data(), data.size()); }
   void commit();
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
 
  private:
-  void raw(const std::string& bytes);
-  void raw(const void* p, size_t n);
-  std::string path_, tmp_;
-  FILE* f_ = nullptr;
-  std::vector<char> stdio_buffer_;
-  bool committed_ = false;
+  void raw(const std::string& bytes) { file_.write(bytes.data(), bytes.size()); }
+  void raw(const void* p, size_t n) { file_.write(p, n); }
+  AtomicFile file_;
 };

@@ -1,6 +1,5 @@
 #include "common/sections.h"
 
-
 #include <cerrno>
 #include <cstring>
 #include <memory>

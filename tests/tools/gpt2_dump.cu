@@ -30,21 +30,9 @@
 #include "models/gpt2_net.h"
 #include "models/gpt2_ref.h"
 #include "optim/optimizer.h"
+#include "tests/tools/dump_io.h"
 
 namespace {
-template <class T>
-void write_bin(const std::string& path, const T* data, size_t n) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(data), std::streamsize(n * sizeof(T)));
-  if (!f) user_error("writing '", path, "' failed.");
-}
-
-float read_loss(const Gpt2Net& m) {
-  float v = 0;
-  CUDA_CHECK(cudaMemcpy(&v, m.d_loss(), sizeof v, cudaMemcpyDeviceToHost));
-  return v;
-}
-
 // steps + 1 batches of B sequences: T + 1 Zipf-distributed tokens each, inputs = [0, T), targets = [1, T].
 std::vector<int32_t> make_batches(int n_batches, int B, int T, int V, uint64_t seed) {
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 12345);

@@ -33,15 +33,9 @@
 #include "models/vit_bf16.h"
 #include "models/vit_ref.h"
 #include "optim/optimizer.h"
+#include "tests/tools/dump_io.h"
 
 namespace {
-template <class T>
-void write_bin(const std::string& path, const T* data, size_t n) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(data), std::streamsize(n * sizeof(T)));
-  if (!f) user_error("writing '", path, "' failed.");
-}
-
 struct Batches {
   std::vector<uint8_t> pixels;  // [n][B][H][W][C]
   std::vector<int32_t> labels;  // [n][B]
@@ -128,11 +122,6 @@ std::string table_json(const ParamTable& t, const VitShape& s, const ImageNorm& 
   return j.str();
 }
 
-float read_loss(const VitBf16& m) {
-  float v = 0;
-  CUDA_CHECK(cudaMemcpy(&v, m.d_loss(), sizeof v, cudaMemcpyDeviceToHost));
-  return v;
-}
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -11,29 +11,8 @@ OUT=${OUT:-.out}
 mkdir -p "$OUT" data
 [ -d data/kjv ] || cp -r .deps/data/kjv data/
 [ -f tokenizer/r50k_base.tiktoken ] || { mkdir -p tokenizer && cp .deps/tokenizer/r50k_base.tiktoken tokenizer/; }
-work=$(mktemp -d)  # checkpoints, logs and temporary folders of the comparisons
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work/tmp"  # --lopt-random's weights go here, and must be gone after each run
-mkdir -p "$TMPDIR"
-
-fail() {
-  echo "$*"
-  exit 1
-}
-# The loss lines of a JSON-lines log without the timing fields: what two runs must agree on.
-losses() { grep '"loss"' "$1" | sed 's/,"ms".*//'; }
-# expect_losses LOG N WHAT: the log has exactly N loss lines.
-expect_losses() {
-  local n
-  n=$( (grep -c '"loss"' "$1" 2>/dev/null) || true)
-  [ "${n:-0}" -eq "$2" ] || fail "$3: $1 has ${n:-0} loss lines instead of $2"
-}
-# run WHAT ARGS...: train_gpt2 with the given flags, stdout to /dev/null; stops the script if it fails.
-run() {
-  local what=$1
-  shift
-  ./train_gpt2 "$@" > "$work/stdout" 2> "$work/stderr" || fail "$what: train_gpt2 failed: $(tail -n 1 "$work/stderr")"
-}
+source scripts/device_check_lib.sh
+run() { run_trainer train_gpt2 "$@"; }
 
 ./build/test_gpu --gtest_filter='Gpt2*' > "$OUT/test_gpt2_gpu.log" 2>&1
 rc=$?

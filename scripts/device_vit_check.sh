@@ -10,25 +10,8 @@ OUT=${OUT:-.out}
 mkdir -p "$OUT"
 [ -f data/fashion_mnist/fashion-mnist-validation-0000.tar ] || scripts/prepare_fashion_mnist.sh > /dev/null ||
   { echo "no Fashion-MNIST shards"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work/tmp"
-mkdir -p "$TMPDIR"
-fail() {
-  echo "$*"
-  exit 1
-}
-losses() { grep '"loss"' "$1" | sed 's/,"ms".*//'; }
-expect_losses() {
-  local n
-  n=$( (grep -c '"loss"' "$1" 2>/dev/null) || true)
-  [ "${n:-0}" -eq "$2" ] || fail "$3: $1 has ${n:-0} loss lines instead of $2"
-}
-run() {
-  local what=$1
-  shift
-  ./train_vit "$@" > "$work/stdout" 2> "$work/stderr" || fail "$what: train_vit failed: $(tail -n 1 "$work/stderr")"
-}
+source scripts/device_check_lib.sh
+run() { run_trainer train_vit "$@"; }
 
 ./build/test_gpu --gtest_filter='VitBf16Gpu*' > "$OUT/test_vit_gpu.log" 2>&1 || fail "ViT GPU tests failed"
 grep -E "^\[ +(OK|PASSED)|info" "$OUT/test_vit_gpu.log"

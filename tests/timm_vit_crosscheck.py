@@ -52,6 +52,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from crosscheck_common import by_name, grad_errors, param_errors, rel, sig, slice_of, worst
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 10
 LR, WD, BETAS, EPS = 1e-3, 0.1, (0.9, 0.999), 1e-8  # AdamW as vit_dump runs it: constant LR, no clipping
@@ -68,10 +70,6 @@ BOUNDS = {
     "bf16": {"logits": 2e-2, "loss": 1e-2, "grads": 2e-2, "losses": 1e-2, "params_final": None},  # None: info only
 }
 QKV_PART = re.compile(r"blocks\.(\d+)\.attn\.([qkv])\.(weight|bias)")
-
-
-def sig(x, n=3):
-    return None if x is None else float(f"{x:.{n}g}")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -124,14 +122,6 @@ def images(dump, i):
     x = (u * (np.float32(1.0) / np.float32(255.0)) - mean) * inv_std
     assert x.dtype == np.float32
     return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-
-
-def slice_of(flat, t):
-    return flat[t["offset"]:t["offset"] + t["numel"]].reshape(t["shape"])
-
-
-def by_name(table, flat):
-    return {t["name"]: slice_of(flat, t) for t in table["tensors"]}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -352,60 +342,6 @@ def train(kind, dump, dev, dtype, autocast=False):
     return np.array(losses), from_timm(table, final)
 
 
-def key_bias_mask(t, C):
-    """Boolean mask of the elements of tensor t whose true gradient is exactly 0 (the key bias), or None."""
-    if t["name"].endswith("attn.k.bias"):
-        return np.ones(t["shape"], dtype=bool)
-    if t["name"].endswith("attn.qkv.bias"):
-        m = np.zeros(t["shape"], dtype=bool)
-        m[C:2 * C] = True
-        return m
-    return None
-
-
-def rel(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-def grad_errors(table, ours, theirs):
-    """Per-tensor relative errors of the gradients `ours` against `theirs` (dicts by our names), key bias left out."""
-    C = table["config"]["embed_dim"]
-    errs, noise = {}, {"ours": 0.0, "theirs": 0.0, "largest_other": 0.0}
-    for t in table["tensors"]:
-        g_ours, g_theirs = ours[t["name"]].astype(np.float64), theirs[t["name"]].astype(np.float64)
-        m = key_bias_mask(t, C)
-        if m is not None:
-            noise["ours"] = max(noise["ours"], float(np.abs(g_ours[m]).max()))
-            noise["theirs"] = max(noise["theirs"], float(np.abs(g_theirs[m]).max()))
-            if m.all():
-                continue
-            g_ours, g_theirs = g_ours[~m], g_theirs[~m]
-        noise["largest_other"] = max(noise["largest_other"], float(np.abs(g_theirs).max()))
-        errs[t["name"]] = rel(g_ours, g_theirs)
-    return errs, noise
-
-
-def param_errors(table, p0, ours, theirs):
-    """Per-tensor ||ours - theirs|| / ||theirs - p0|| (dicts by name; p0 flat), key bias left out."""
-    C = table["config"]["embed_dim"]
-    errs = {}
-    for t in table["tensors"]:
-        a, b, z = (x.astype(np.float64) for x in (ours[t["name"]], theirs[t["name"]], slice_of(p0, t)))
-        m = key_bias_mask(t, C)
-        if m is not None:
-            if m.all():
-                continue
-            a, b, z = a[~m], b[~m], z[~m]
-        errs[t["name"]] = float(np.linalg.norm(a - b) / max(np.linalg.norm(b - z), 1e-30))
-    return errs
-
-
-def worst(errs):
-    name = max(errs, key=errs.get)
-    return name, errs[name]
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # One configuration
 
@@ -441,7 +377,7 @@ def check_config(name, image, patch, channels, qkv, a, setup):
          max_abs=sig(float(np.abs(dump["ref_logits0"] - logits).max())))
     emit(side, "loss", abs(dump["ref_loss0"] - loss) / abs(loss), bound["loss"], ours=dump["ref_loss0"],
          theirs=loss)
-    errs, noise = grad_errors(table, by_name(table, dump["ref_grads0"]), grads)
+    errs, noise = grad_errors(table, table["config"]["embed_dim"], by_name(table, dump["ref_grads0"]), grads)
     wname, werr = worst(errs)
     emit(side, "grads", werr, bound["grads"], worst_tensor=wname, tensors_compared=len(errs),
          key_bias_skipped={k: sig(v) for k, v in noise.items()}, per_tensor={k: sig(v, 2) for k, v in errs.items()})
@@ -461,9 +397,9 @@ def check_config(name, image, patch, channels, qkv, a, setup):
          max_abs=sig(float(np.abs(dump["logits0"] - logits).max())), torch_bf16=sig(rel(logits_b, logits)))
     emit("bf16", "loss", abs(dump["loss0"] - loss) / abs(loss), bound["loss"], ours=dump["loss0"], theirs=loss,
          torch_bf16=sig(abs(loss_b - loss) / abs(loss)))
-    errs, noise = grad_errors(table, by_name(table, dump["grads0"]), grads)
+    errs, noise = grad_errors(table, table["config"]["embed_dim"], by_name(table, dump["grads0"]), grads)
     wname, werr = worst(errs)
-    tb, _ = grad_errors(table, grads_b, grads)
+    tb, _ = grad_errors(table, table["config"]["embed_dim"], grads_b, grads)
     emit("bf16", "grads", werr, bound["grads"], worst_tensor=wname, tensors_compared=len(errs),
          key_bias_skipped={k: sig(v) for k, v in noise.items()}, per_tensor={k: sig(v, 2) for k, v in errs.items()},
          torch_bf16=sig(worst(tb)[1]), torch_bf16_worst_tensor=worst(tb)[0], torch_bf16_on_our_worst=sig(tb[wname]))
@@ -476,8 +412,9 @@ def check_config(name, image, patch, channels, qkv, a, setup):
          ours=[round(float(v), 6) for v in dump["losses"]], theirs=[round(float(v), 6) for v in t_losses],
          loss_drop_theirs=sig(float(t_losses[0] - t_losses[-1])), torch_bf16=sig(float(loss_err(b_losses).max())))
 
-    perr = param_errors(table, dump["params0"], by_name(table, dump["params_final"]), t_final)
-    berr = param_errors(table, dump["params0"], b_final, t_final)
+    final = by_name(table, dump["params_final"])
+    perr = param_errors(table, table["config"]["embed_dim"], dump["params0"], final, t_final)
+    berr = param_errors(table, table["config"]["embed_dim"], dump["params0"], b_final, t_final)
     pname, pval = worst(perr)
     emit("bf16", "params_final", pval, bound["params_final"], worst_tensor=pname, relative_to="distance travelled",
          median=sig(float(np.median(list(perr.values())))), torch_bf16=sig(worst(berr)[1]),

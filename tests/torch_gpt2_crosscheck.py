@@ -42,6 +42,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from crosscheck_common import by_name, grad_errors, param_errors, rel, sig, slice_of, worst
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 10
 LR, WD, BETAS, EPS = 1e-3, 0.1, (0.9, 0.95), 1e-8  # AdamW as train_gpt2 sets it (beta2 0.95), constant LR
@@ -57,10 +59,6 @@ BOUNDS = {
     "fp32": {"logits": 1e-5, "loss": 1e-5, "grads": 1e-4, "losses": 1e-4, "params": 1e-3},
     "bf16": {"logits": 2e-2, "loss": 1e-2, "grads": 2e-2, "losses": 1e-2, "params": None},  # params: information only
 }
-
-
-def sig(x, n=3):
-    return None if x is None else float(f"{x:.{n}g}")
 
 
 def run_dump(binary, d, precision, qkv, vocab):
@@ -89,10 +87,6 @@ def run_dump(binary, d, precision, qkv, vocab):
     assert dump["params0"].size == total and dump["grads0"].size == total and dump["params_final"].size == total
     assert dump["losses"].size == cfg["steps"] + 1
     return dump
-
-
-def slice_of(flat, t):
-    return flat[t["offset"]:t["offset"] + t["numel"]].reshape(t["shape"])
 
 
 def leaves(table, flat, dev):
@@ -131,22 +125,6 @@ def loss_of(logits, targets):
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def key_bias_mask(t, C):
-    """Boolean mask of the elements of tensor t whose true gradient is exactly 0 (the key bias), or None."""
-    if t["name"].endswith("attn.k.bias"):
-        return np.ones(t["shape"], dtype=bool)
-    if t["name"].endswith("attn.qkv.bias"):
-        m = np.zeros(t["shape"], dtype=bool)
-        m[C:2 * C] = True
-        return m
-    return None
-
-
-def rel(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
 def batch0_torch(dump, dev, autocast):
     table, cfg = dump["table"], dump["table"]["config"]
     P = leaves(table, dump["params0"], dev)
@@ -158,28 +136,6 @@ def batch0_torch(dump, dev, autocast):
     loss.backward()
     grads = {n: p.grad.detach().cpu().numpy() for n, p in P.items()}
     return logits.detach().float().cpu().numpy(), float(loss.item()), grads
-
-
-def by_name(table, flat):
-    return {t["name"]: slice_of(flat, t) for t in table["tensors"]}
-
-
-def grad_errors(table, ours, theirs):
-    """Per-tensor relative errors of the gradients `ours` against `theirs` (dicts by name), key bias left out."""
-    C = table["config"]["channels"]
-    errs, noise = {}, {"ours": 0.0, "torch": 0.0, "largest_other": 0.0}
-    for t in table["tensors"]:
-        g_ours, g_torch = ours[t["name"]].astype(np.float64), theirs[t["name"]].astype(np.float64)
-        m = key_bias_mask(t, C)
-        if m is not None:
-            noise["ours"] = max(noise["ours"], float(np.abs(g_ours[m]).max()))
-            noise["torch"] = max(noise["torch"], float(np.abs(g_torch[m]).max()))
-            if m.all():
-                continue
-            g_ours, g_torch = g_ours[~m], g_torch[~m]
-        noise["largest_other"] = max(noise["largest_other"], float(np.abs(g_torch).max()))
-        errs[t["name"]] = rel(g_ours, g_torch)
-    return errs, noise
 
 
 def train_torch(dump, dev, autocast=False):
@@ -204,26 +160,6 @@ def train_torch(dump, dev, autocast=False):
         x, y = batch(cfg["steps"])
         losses.append(loss_of(forward(P, cfg, x), y).item())
     return np.array(losses), {n: p.detach().cpu().numpy() for n, p in P.items()}
-
-
-def param_errors(table, p0, ours, theirs):
-    """Per-tensor ||ours - theirs|| / ||theirs - p0|| (dicts by name; p0 flat), key bias left out."""
-    C = table["config"]["channels"]
-    errs = {}
-    for t in table["tensors"]:
-        a, b, z = (x.astype(np.float64) for x in (ours[t["name"]], theirs[t["name"]], slice_of(p0, t)))
-        m = key_bias_mask(t, C)
-        if m is not None:
-            if m.all():
-                continue
-            a, b, z = a[~m], b[~m], z[~m]
-        errs[t["name"]] = float(np.linalg.norm(a - b) / max(np.linalg.norm(b - z), 1e-30))
-    return errs
-
-
-def worst(errs):
-    name = max(errs, key=errs.get)
-    return name, errs[name]
 
 
 def check_config(name, precision, qkv, vocab, binary, folder):
@@ -254,14 +190,14 @@ def check_config(name, precision, qkv, vocab, binary, folder):
     emit("loss", abs(dump["loss0"] - loss) / abs(loss), bound["loss"], ours=dump["loss0"], torch_value=loss,
          **scale(bf16 and abs(loss_b - loss) / abs(loss)))
 
-    errs, noise = grad_errors(table, by_name(table, dump["grads0"]), grads)
+    errs, noise = grad_errors(table, table["config"]["channels"], by_name(table, dump["grads0"]), grads)
     wname, werr = worst(errs)
     more = {}
     if bf16:
-        tb, _ = grad_errors(table, grads_b, grads)
+        tb, _ = grad_errors(table, table["config"]["channels"], grads_b, grads)
         more = dict(scale(worst(tb)[1]), torch_bf16_worst_tensor=worst(tb)[0], torch_bf16_on_our_worst=sig(tb[wname]))
     emit("grads", werr, bound["grads"], worst_tensor=wname, tensors_compared=len(errs),
-         key_bias_skipped={"max_abs_ours": sig(noise["ours"]), "max_abs_torch": sig(noise["torch"]),
+         key_bias_skipped={"max_abs_ours": sig(noise["ours"]), "max_abs_torch": sig(noise["theirs"]),
                            "largest_other_grad": sig(noise["largest_other"])},
          per_tensor={k: sig(v, 2) for k, v in errs.items()}, **more)
 
@@ -273,11 +209,12 @@ def check_config(name, precision, qkv, vocab, binary, folder):
          ours=[round(float(v), 6) for v in dump["losses"]], torch_values=[round(float(v), 6) for v in t_losses],
          loss_drop_torch=sig(float(t_losses[0] - t_losses[-1])), **scale(bf16 and float(loss_err(b_losses).max())))
 
-    perr = param_errors(table, dump["params0"], by_name(table, dump["params_final"]), t_final)
+    final = by_name(table, dump["params_final"])
+    perr = param_errors(table, table["config"]["channels"], dump["params0"], final, t_final)
     pname, pval = worst(perr)
     more = {}
     if bf16:
-        berr = param_errors(table, dump["params0"], b_final, t_final)
+        berr = param_errors(table, table["config"]["channels"], dump["params0"], b_final, t_final)
         more = dict(scale(worst(berr)[1]), torch_bf16_median=sig(float(np.median(list(berr.values())))),
                     torch_bf16_on_our_worst=sig(berr[pname]))
     emit("params_final", pval, bound["params"], worst_tensor=pname, relative_to="distance travelled",

@@ -56,6 +56,10 @@ double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool c
     // (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2).
     else if (opt == "velo" || opt == "small_fc_lopt")
       per = ti.ndim() > 1 ? 72 : 100;
+    // CELO2 (celo2.md 11.1): learned matrices 84 (passes A, B, C, NS in/out and apply; NS GEMMs excluded),
+    // the AdamW side path (vectors, embeddings, heads) 28.
+    else if (opt == "celo2" || opt == "elo_celo2")
+      per = ti.ndim() > 1 && ti.role == Role::Hidden ? 84 : 28;
     if (bf16) per += 2;
     if (clip) per += 4;
     b += per * n;
@@ -155,6 +159,8 @@ int main(int argc, char** argv) {
     // Weights given with --set are read now, so a wrong path fails before the GPU check.
     if (!oo.small_fc.weights.empty()) check_lopt_weights("small_fc_lopt", oo);
     if (!oo.velo.weights.empty()) check_lopt_weights("velo", oo);
+    for (const auto& name : names)
+      if (name == "celo2" || (name == "elo_celo2" && !oo.elo_celo2.weights.empty())) check_lopt_weights(name, oo);
     if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
     // Learned optimizers without weights: random meta-weights of the published shapes (the step time does
     // not depend on their values) in a temporary folder, removed at the end (the optimizers read it when made).

@@ -2,6 +2,7 @@
 
 #include "optim/adafactor.h"
 #include "optim/adamw.h"
+#include "optim/lopt/celo2.h"
 #include "optim/lopt/small_fc_lopt.h"
 #include "optim/lopt/velo.h"
 #include "optim/muon.h"
@@ -87,8 +88,11 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOp
   if (name == "small_fc_lopt")
     return std::make_unique<SmallFcLopt>(arena, opts, load_small_fc_weights(opts.small_fc.weights), owned);
   if (name == "velo") return std::make_unique<Velo>(arena, opts, load_velo_weights(opts.velo.weights), owned);
-  if (name == "celo2" || name == "elo" || name == "elo_celo2")
-    user_error("optimizer '", name,
-               "' has only its CPU reference so far (optim/ref); its GPU kernels are not written yet.");
+  if (name == "celo2")
+    return std::make_unique<Celo2>(arena, opts, load_celo2_weights(opts.celo2.weights), false, owned);
+  if (name == "elo_celo2")
+    return std::make_unique<Celo2>(arena, opts, load_elo_celo2_weights(opts.elo_celo2.weights), true, owned);
+  if (name == "elo")
+    user_error("optimizer 'elo' has only its CPU reference so far (optim/ref); its GPU kernels are not written yet.");
   user_error("unknown optimizer '", name, "'.");  // unreachable: validate_options checked the name
 }

@@ -28,9 +28,10 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   cli.add(0, "dropout", &f->dropout,
           "dropout probability in training (embeddings, attention, residual branches; 0 = off)");
   cli.add(0, "lopt-weights", &f->lopt_weights,
-          "learned-optimizer weights folder or file (velo, small_fc_lopt; no effect on the others)");
+          "learned-optimizer weights folder or file (velo, small_fc_lopt, celo2, elo_celo2; no effect on the others)");
   cli.add(0, "lopt-random", &f->lopt_random,
-          "random meta-weights of the published shapes for velo / small_fc_lopt (throughput tests only: they do not "
+          "random meta-weights of the published shapes for velo / small_fc_lopt / celo2 / elo_celo2 (throughput tests "
+          "only: they do not "
           "train well)");
   cli.add(0, "cuda-graph", &f->cuda_graph,
           "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
@@ -86,14 +87,24 @@ OptimOptions train_optimizer_options(const TrainFlags& f, OptimOptions o) {
   return o;
 }
 
-bool is_learned(const std::string& optimizer) { return optimizer == "velo" || optimizer == "small_fc_lopt"; }
+bool is_learned(const std::string& optimizer) {
+  return optimizer == "velo" || optimizer == "small_fc_lopt" || optimizer == "celo2" || optimizer == "elo_celo2";
+}
+
+// The weights option of a learned optimizer (what --lopt-weights sets).
+static const std::string& lopt_weights_of(const std::string& optimizer, const OptimOptions& o) {
+  if (optimizer == "velo") return o.velo.weights;
+  if (optimizer == "celo2") return o.celo2.weights;
+  if (optimizer == "elo_celo2") return o.elo_celo2.weights;
+  return o.small_fc.weights;
+}
 
 void check_train_optimizer(const TrainFlags& f, const OptimOptions& o) {
   check_optimizer_name(f.optimizer);
   check_options_apply(f.sets, {f.optimizer});
   validate_options(f.optimizer, o);
   if (!is_learned(f.optimizer)) return;
-  const std::string& given = f.optimizer == "velo" ? o.velo.weights : o.small_fc.weights;
+  const std::string& given = lopt_weights_of(f.optimizer, o);
   if (f.lopt_random && !given.empty())
     user_error("--lopt-random replaces the weights given by --lopt-weights or --set ", f.optimizer,
                ".weights; use one or the other.");

@@ -2,7 +2,8 @@
 # capability when one is visible; override with `make GPU_ARCH=80`). Builds on machines without a GPU.
 #
 #   make            programs and test suites
-#   make test       CPU suite, then GPU suite (GPU tests report themselves skipped without a GPU)
+#   make test       CPU suite (GoogleTest, CLI errors, plot_compare.py's table), then GPU suite (GPU tests
+#                   report themselves skipped without a GPU)
 #   make clean
 
 CUDA_HOME ?= /usr/local/cuda
@@ -132,6 +133,8 @@ test: test-cpu test-gpu
 test-cpu: $(BUILD)/test_cpu $(PROGRAMS)
 	./$(BUILD)/test_cpu
 	bash tests/cli/test_cli_errors.sh
+	@if command -v python3 >/dev/null 2>&1; then python3 tests/test_plot_compare.py; \
+	else echo "skipped tests/test_plot_compare.py: no python3"; fi
 test-gpu: $(BUILD)/test_gpu
 	./$(BUILD)/test_gpu
 

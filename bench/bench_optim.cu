@@ -40,7 +40,7 @@ double copy_bandwidth() {
 
 // Bytes one step must move through HBM, by tensor and owner (optimizers.md D; GEMM traffic of
 // Newton-Schulz is excluded: it is compute-bound).
-double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool clip) {
+double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool clip, bool dx_bf16) {
   double b = 0;
   for (const auto& ti : t.tensors()) {
     double n = double(ti.numel), per = 0;
@@ -56,10 +56,12 @@ double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool c
     // (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2).
     else if (opt == "velo" || opt == "small_fc_lopt")
       per = ti.ndim() > 1 ? 72 : 100;
-    // CELO2 (celo2.md 11.1): learned matrices 84 (passes A, B, C, NS in/out and apply; NS GEMMs excluded),
-    // the AdamW side path (vectors, embeddings, heads) 28.
+    // CELO2 (celo2.md 11.1), learned matrices: pass A (R g: 4), B (R g, p, record; W record: 40), C (R g, p,
+    // record; W D: 24 + |D|), the NS input scaling (R/W D: 2 |D|), the sum of O^2 (|D|) and apply (R O, p;
+    // W p: 8 + |D|), where |D| = 2 with bf16 Newton-Schulz, else 4: 86 or 96 (NS GEMMs excluded); the
+    // AdamW side path (vectors, embeddings, heads) 28.
     else if (opt == "celo2" || opt == "elo_celo2")
-      per = ti.ndim() > 1 && ti.role == Role::Hidden ? 84 : 28;
+      per = ti.ndim() > 1 && ti.role == Role::Hidden ? (dx_bf16 ? 86 : 96) : 28;
     if (bf16) per += 2;
     if (clip) per += 4;
     b += per * n;
@@ -67,10 +69,11 @@ double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool c
   return b;
 }
 
-double ns_flops(const ParamTable& t, int steps) {
+// Newton-Schulz FLOPs of Muon's matrices, or (celo2) of CELO2's learned matrices.
+double ns_flops(const ParamTable& t, int steps, bool celo2) {
   double f = 0;
   for (const auto& ti : t.tensors())
-    if (ti.resolved_owner() == Owner::Muon) {
+    if (celo2 ? ti.ndim() == 2 && ti.role == Role::Hidden : ti.resolved_owner() == Owner::Muon) {
       double m = double(std::min(ti.mat_rows(), ti.mat_cols())), n = double(std::max(ti.mat_rows(), ti.mat_cols()));
       f += steps * (4 * m * m * n + 2 * m * m * m);
     }
@@ -88,11 +91,14 @@ struct Measure {
 };
 void measure(const Measure& m, const std::string& entry, const OptimOptions& oo, const ParamTable& table, Arena& arena,
              GradClipper& clipper, cudaStream_t stream) {
-  // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement.
-  const bool fast = entry == "small_fc_lopt:fast";
-  const std::string name = fast ? "small_fc_lopt" : entry;
+  // "small_fc_lopt:fast" selects the tensor-core MLP, "celo2:fp32" (tf32, bf16) the Newton-Schulz precision
+  // for that measurement.
+  const size_t colon = entry.find(':');
+  const std::string name = entry.substr(0, colon), mode = colon == std::string::npos ? "" : entry.substr(colon + 1);
   OptimOptions eo = oo;
-  eo.small_fc.fast = fast || oo.small_fc.fast;
+  eo.small_fc.fast = mode == "fast" || oo.small_fc.fast;
+  Celo2Options& c2 = name == "elo_celo2" ? eo.elo_celo2 : eo.celo2;
+  if (!mode.empty() && name != "small_fc_lopt") c2.ns = mode;
   auto opt = make_optimizer(name, eo, arena);
   StepInfo info;
   if (m.clip > 0) info.d_grad_scale = clipper.d_scale();
@@ -106,8 +112,8 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   };
   const std::vector<float> ms = event_times_ms(one_step, stream, m.steps, m.untimed);
   const size_t nodes = CudaGraph::capture(stream, one_step).nodes();
-  const double bytes = step_bytes(name, table, m.bf16, m.clip > 0), floor_ms = bytes / m.bandwidth * 1e3,
-               med = median_ms(ms);
+  const double bytes = step_bytes(name, table, m.bf16, m.clip > 0, c2.ns == "bf16" && c2.orthogonalize),
+               floor_ms = bytes / m.bandwidth * 1e3, med = median_ms(ms);
   std::printf(
       "{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
       "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
@@ -115,8 +121,10 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
       m.gpu, m.model.c_str(), (long long)table.num_params(), name.c_str(), int(m.bf16), int(m.clip > 0), med,
       *std::min_element(ms.begin(), ms.end()), bytes / double(table.num_params()), floor_ms, 100.0 * floor_ms / med,
       nodes, double(opt->state_bytes()) / 1048576.0);
-  if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps) / 1e12);
+  if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps, false) / 1e12);
   if (name == "small_fc_lopt") std::printf(",\"mode\":\"%s\"", eo.small_fc.fast ? "fast" : "exact");
+  if (name == "celo2" || name == "elo_celo2")
+    std::printf(",\"ns\":\"%s\",\"ns_tflop\":%.3f", c2.ns.c_str(), ns_flops(table, c2.ns_steps, true) / 1e12);
   std::printf("}\n");
   std::fflush(stdout);
 }
@@ -132,7 +140,9 @@ int main(int argc, char** argv) {
   Cli cli("bench_optim", "Median optimizer step time on model shapes; prints one JSON line per measurement.");
   // The vocabulary shared with our other programs: train/flags.h.
   flags::add_model(cli, &models, kBenchModels, true);
-  flags::add_optimizer(cli, &opts, "comma-separated optimizers (small_fc_lopt:fast = tensor-core MLP)");
+  flags::add_optimizer(cli, &opts,
+                       "comma-separated optimizers (small_fc_lopt:fast = tensor-core MLP; celo2:fp32, celo2:tf32, "
+                       "celo2:bf16 and the same for elo_celo2 = that Newton-Schulz precision)");
   flags::add_steps(cli, &steps, "timed steps");
   cli.add(0, "untimed", &untimed, "untimed steps first (warm-up)");
   cli.add(0, "bf16", &bf16, "also refresh a bf16 copy of the parameters in each step");
@@ -148,8 +158,18 @@ int main(int argc, char** argv) {
     for (const auto& model : split(models)) model_by_name(model, kBenchModels);
     if (steps < 1 || untimed < 0) user_error("--steps must be >= 1 and --untimed >= 0.");
     if (!(clip >= 0)) user_error("--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", clip, ").");
-    std::vector<std::string> names;  // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement
-    for (const auto& o : split(opts)) names.push_back(o == "small_fc_lopt:fast" ? "small_fc_lopt" : o);
+    std::vector<std::string> names;  // an entry's name without its mode (small_fc_lopt:fast, celo2:fp32)
+    for (const auto& o : split(opts)) {
+      const std::string name = o.substr(0, o.find(':')),
+                        mode = o.find(':') == std::string::npos ? "" : o.substr(o.find(':') + 1);
+      const bool ok =
+          mode.empty() || (name == "small_fc_lopt" && mode == "fast") ||
+          ((name == "celo2" || name == "elo_celo2") && (mode == "fp32" || mode == "tf32" || mode == "bf16"));
+      if (!ok)
+        user_error("unknown optimizer mode '", o,
+                   "'; modes are small_fc_lopt:fast and celo2:/elo_celo2: fp32, tf32 or bf16.");
+      names.push_back(name);
+    }
     if (names.empty() || split(models).empty()) user_error("--optimizer and --model each need at least one name.");
     for (const auto& name : names) check_optimizer_name(name);
     OptimOptions oo;

@@ -1,6 +1,7 @@
-// Batched Newton-Schulz orthogonalisation (Muon's quintic, bf16 operands, fp32 accumulation) through
-// cuBLASLt. Matrices of one shape are stored back to back at a fixed stride, so each iteration of a
-// whole group is three strided-batched GEMMs:
+// Batched Newton-Schulz orthogonalisation (Muon's quintic) through cuBLASLt, in one of three precisions:
+// bf16 operands with fp32 accumulation (Muon, CELO2's default), fp32 operands on TF32 tensor cores, or exact
+// fp32 (pedantic: no TF32, no reduced-precision reductions; CELO2's exact mode, as PyLO's float32). Matrices of one
+// shape are stored back to back at a fixed stride, so each iteration of a whole group is three strided-batched GEMMs:
 //     A = X X^T            B = c A A + b A            X' = a X + B X
 // X is kept in the parameter's own row-major layout; tall matrices (rows > cols) are handled by
 // choosing transposes, so the smaller Gram matrix is always the one formed and nothing is copied.
@@ -9,9 +10,16 @@
 #include <cuda_bf16.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/device_buffer.h"
+
+enum class NsPrecision { Bf16, Tf32, Fp32 };
+// "bf16" | "tf32" | "fp32"; UserError otherwise.
+NsPrecision parse_ns_precision(const std::string& s, const std::string& key);
+// Bytes of one element of X in that precision.
+size_t ns_elem_bytes(NsPrecision p);
 
 struct NsGroup {
   int64_t rows, cols;  // shape of every matrix in the group (row-major)
@@ -22,10 +30,12 @@ struct NsGroup {
 
 class NewtonSchulz {
  public:
-  NewtonSchulz(std::vector<NsGroup> groups, int steps, double a, double b, double c, size_t workspace_bytes);
+  NewtonSchulz(std::vector<NsGroup> groups, int steps, double a, double b, double c, size_t workspace_bytes,
+               NsPrecision precision = NsPrecision::Bf16);
   ~NewtonSchulz();
-  // Orthogonalises every matrix of x in place (x holds Frobenius-normalised inputs).
-  void run(__nv_bfloat16* x, cudaStream_t s);
+  // Orthogonalises every matrix of x in place (x holds Frobenius-normalised inputs, __nv_bfloat16 for Bf16,
+  // float otherwise).
+  void run(void* x, cudaStream_t s);
 
  private:
   struct Gemm;
@@ -34,7 +44,8 @@ class NewtonSchulz {
   std::vector<std::unique_ptr<Plan>> plans_;
   int steps_;
   float a_, b_, c_;
+  NsPrecision precision_;
   cublasLtHandle_t lt_ = nullptr;
-  DeviceBuffer<__nv_bfloat16> scratch_;
+  DeviceBuffer<char> scratch_;
   DeviceBuffer<char> lt_workspace_;
 };

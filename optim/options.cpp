@@ -89,6 +89,7 @@ void celo2_keys(std::vector<Entry>& t, const std::string& pre, Celo2Options* c, 
   a.num(pre + "ns_b", &c->ns_b, "Newton-Schulz coefficient b");
   a.num(pre + "ns_c", &c->ns_c, "Newton-Schulz coefficient c");
   a.num(pre + "ns_eps", &c->ns_eps, "added to the Frobenius norm before Newton-Schulz");
+  a.text(pre + "ns", &c->ns, "GPU Newton-Schulz precision: bf16 (fast, as Muon), tf32, or fp32 (exact, as PyLO)");
   a.text(pre + "weights", &c->weights,
          own_adam ? "folder with model.safetensors, CELO2MLP layout (default optim/lopt/weights/celo2, shipped)"
                   : "folder with model.safetensors, CELO2MLP layout (default weights/elo-celo2)");
@@ -176,6 +177,8 @@ void validate_celo2(const std::string& pre, const Celo2Options& c) {
   check_range(c.rmsmult >= 0, pre + "rmsmult", c.rmsmult, ">= 0");
   check_range(c.ns_steps >= 1 && c.ns_steps < 100, pre + "ns_steps", c.ns_steps, "in [1, 99]");
   check_range(c.ns_eps >= 0, pre + "ns_eps", c.ns_eps, ">= 0");
+  if (c.ns != "bf16" && c.ns != "tf32" && c.ns != "fp32")
+    user_error(pre, "ns must be bf16, tf32 or fp32 (got '", c.ns, "').");
   parse_tie_rule(c.tie, kCelo2PyloTie);
 }
 

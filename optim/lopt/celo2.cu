@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "optim/lopt/celo2.h"
 #include "optim/ref/ref_celo2.h"  // celo2_decays: the same constants as the reference
@@ -14,7 +15,7 @@
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kRun = 4096;           // elements per item (16 per thread)
-constexpr int kCh = 30, kPart = 32;  // features; doubles per item in partial_ (30 channels, sum p^2, pad)
+constexpr int kCh = 30, kPart = 32;  // features; doubles per item in partial_ (30 channels, pad)
 constexpr int kClipChunk = 16384;
 // MLP weights as uploaded: W0 (30 x 8, row = channel) | b0 | W1 (8 x 8, [in][out]) | b1 | W2 columns 0-1
 // (8 x 2) | b2[0..1].
@@ -29,6 +30,12 @@ __device__ __forceinline__ float keep_nan_clamp(float x, float lo, float hi) {
 __device__ __forceinline__ float c2_grad(float g, const C2Scalars& sc, float cv) {
   return keep_nan_clamp(g * sc.gs * sc.clip, -cv, cv);
 }
+
+// The direction buffer holds float or bf16 (celo2.h).
+__device__ __forceinline__ float dx_load(const float* p) { return *p; }
+__device__ __forceinline__ float dx_load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void dx_store(float* p, float x) { *p = x; }
+__device__ __forceinline__ void dx_store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 
 __device__ __forceinline__ double warp_sum_d(double x) {
 #pragma unroll
@@ -130,8 +137,9 @@ __global__ void __launch_bounds__(kThreads) c2_adamw(const C2Adam a) {
 // The 30 raw features of one element (5.6.1) from g, the pre-step p, the updated record {m0, m1, m2, v},
 // its R and C entries and their Adafactor factors; as celo2_features.
 __device__ __forceinline__ void c2_features(float g, float p, float4 st, float4 R, float4 C, float4 rf, float4 cf,
-                                            float* x) {
+                                            float4 rsR, float4 rsC, float* x) {
   const float m[3] = {st.x, st.y, st.z}, r[3] = {R.x, R.y, R.z}, c[3] = {C.x, C.y, C.z};
+  const float rr[3] = {rsR.x, rsR.y, rsR.z}, rc[3] = {rsC.x, rsC.y, rsC.z};
   const float fr[3] = {rf.x, rf.y, rf.z}, fc[3] = {cf.x, cf.y, cf.z};
   const float v = st.w, rho = 1.0f / sqrtf(v + 1e-8f);
   x[0] = g;
@@ -148,8 +156,8 @@ __device__ __forceinline__ void c2_features(float g, float p, float4 st, float4 
     x[11 + k] = g * fg;
     x[15 + k] = r[k];
     x[18 + k] = c[k];
-    x[21 + k] = 1.0f / sqrtf(r[k] + 1e-8f);
-    x[24 + k] = 1.0f / sqrtf(c[k] + 1e-8f);
+    x[21 + k] = rr[k];
+    x[24 + k] = rc[k];
     x[27 + k] = m[k] * fg;
   }
 }
@@ -167,6 +175,8 @@ struct C2Pass {
   const float4* crec;
   const float4* rfac;
   const float4* cfac;
+  const float4* rsr;  // 1 / sqrt(R + 1e-8), per R entry (c2_rsqrt_rc)
+  const float4* rsc;  // the same for C
   const C2Scalars* sc;
   LoDecays d;
   float cv;
@@ -189,53 +199,69 @@ __device__ __forceinline__ void c2_element(const C2Pass& a, const LoTensor& t, i
   lo_rc_index(t, i, ri, ci);
   ri += t.r_off;
   ci += t.c_off;
-  c2_features(g, p, st, a.rrec[ri], a.crec[ci], a.rfac[ri], a.cfac[ci], x);
+  c2_features(g, p, st, a.rrec[ri], a.crec[ci], a.rfac[ri], a.cfac[ci], a.rsr[ri], a.rsc[ci], x);
 }
 
-// Pass B: moments, and per item the 30 channels' sums of squares and the sum of p^2.
-__global__ void __launch_bounds__(kThreads) c2_pass_b(const C2Pass a, double* __restrict__ partial) {
+// The features 1 / sqrt(R + 1e-8) and 1 / sqrt(C + 1e-8) once per R and C entry instead of once per
+// element: an IEEE reciprocal square root costs passes B and C a dozen instructions each.
+__global__ void c2_rsqrt_rc(const float4* __restrict__ rec, int64_t n, float4* __restrict__ out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float4 r = rec[i];
+  out[i] = make_float4(1.0f / sqrtf(r.x + 1e-8f), 1.0f / sqrtf(r.y + 1e-8f), 1.0f / sqrtf(r.z + 1e-8f), 0.0f);
+}
+
+// Pass B: moments, and per item the 30 channels' sums of squares and the sum of p^2. Each thread sums its
+// kRun / kThreads = 16 elements in fp32 (31 double accumulators would halve the occupancy of this
+// memory-bound pass), the block in double.
+__global__ void __launch_bounds__(kThreads, 3) c2_pass_b(const C2Pass a, double* __restrict__ partial) {
   const C2Item it = a.items[blockIdx.x];
   const LoTensor t = a.ts[it.slot];
   const C2Scalars sc = *a.sc;
-  double acc[kCh + 1];
+  float acc[kCh];
 #pragma unroll
-  for (int c = 0; c <= kCh; c++) acc[c] = 0;
+  for (int c = 0; c < kCh; c++) acc[c] = 0;
   for (int e = threadIdx.x; e < it.n; e += kThreads) {
     float x[kCh];
     c2_element(a, t, it.begin + e, true, sc, x);
 #pragma unroll
-    for (int c = 0; c < kCh; c++) acc[c] += double(x[c]) * x[c];
-    acc[kCh] += double(x[2]) * x[2];
+    for (int c = 0; c < kCh; c++) acc[c] = fmaf(x[c], x[c], acc[c]);
   }
   __shared__ double red[kWarps][kPart];
 #pragma unroll
-  for (int c = 0; c <= kCh; c++) {
-    const double s = warp_sum_d(acc[c]);
+  for (int c = 0; c < kCh; c++) {
+    const double s = warp_sum_d(double(acc[c]));
     if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][c] = s;
   }
   __syncthreads();
-  if (threadIdx.x > kCh) return;
+  if (threadIdx.x >= kCh) return;
   double s = 0;
   for (int w = 0; w < kWarps; w++) s += red[w][threadIdx.x];
   partial[int64_t(blockIdx.x) * kPart + threadIdx.x] = s;
 }
 
-// Per slice (one block of 32): the 30 normalisers rsqrt(1e-9 + mean x_c^2) (5.7) and the sum of p^2.
+// Per slice (one block of 32): the 30 normalisers rsqrt(1e-9 + mean x_c^2) (5.7), and the sum of p^2
+// (channel 2 is p).
 __global__ void c2_sigma(const C2Slice* __restrict__ slices, const double* __restrict__ partial,
                          float* __restrict__ sigma, double* __restrict__ psq) {
   const C2Slice sl = slices[blockIdx.x];
   const int c = threadIdx.x;
-  if (c > kCh) return;
+  if (c >= kCh) return;
   double s = 0;
   for (int k = 0; k < sl.n_items; k++) s += partial[int64_t(sl.first_item + k) * kPart + c];
-  if (c == kCh)
-    psq[blockIdx.x] = s;
-  else
-    sigma[int64_t(blockIdx.x) * kPart + c] = 1.0f / sqrtf(1e-9f + float(s / double(sl.elems)));
+  if (c == 2) psq[blockIdx.x] = s;
+  sigma[int64_t(blockIdx.x) * kPart + c] = 1.0f / sqrtf(1e-9f + float(s / double(sl.elems)));
 }
 
-// The MLP's two first outputs (5.8) from the normalised inputs; weights in shared memory. ReLU keeps NaN.
-__device__ __forceinline__ void c2_mlp(const float* w, const float* x, float& dir, float& mag) {
+// The MLP's weights in constant memory: with every index known at compile time, the FMAs take them as
+// constant-bank operands. (From shared memory nvcc hoisted all 338 into registers and spilled; as a kernel
+// parameter struct it loaded each through an extra ULDC instruction per element: a third of pass C's
+// instructions.) One copy per process: each step copies its optimizer's weights in first, on its stream.
+__constant__ float c2_mlp_w[kWeights];
+
+// The MLP's two first outputs (5.8) from the normalised inputs. ReLU keeps NaN.
+__device__ __forceinline__ void c2_mlp(const float* x, float& dir, float& mag) {
+  const float* w = c2_mlp_w;
   float h1[kH], h2[kH];
 #pragma unroll
   for (int j = 0; j < kH; j++) {
@@ -262,24 +288,21 @@ __device__ __forceinline__ void c2_mlp(const float* w, const float* x, float& di
 }
 
 struct C2PassC {
-  const float* weights;
   const float* sigma;
   const double* psq;
-  float* dbuf;
-  double* partial1;  // per item: sum of D^2
+  double* partial1;  // per item: sum of D^2 (of D in fp32, before any rounding to the buffer's type)
   float exp_mult;
   int param_scale_mult;
 };
 
 // Pass C: normalised features, the MLP, D = dir exp(exp_mult mag) (x rms(p) with param_scale_mult) into
-// dbuf, and per item the sum of D^2 (Newton-Schulz's Frobenius norm, or the final RMS without NS).
-__global__ void __launch_bounds__(kThreads) c2_pass_c(const C2Pass a, const C2PassC c) {
-  __shared__ float w[kWeights];
+// dx, and per item the sum of D^2 (Newton-Schulz's Frobenius norm, or the final RMS without NS).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) c2_pass_c(const C2Pass a, const C2PassC c, T* __restrict__ dx) {
   __shared__ float ps;
   const C2Item it = a.items[blockIdx.x];
   const LoTensor t = a.ts[it.slot];
   const C2Scalars sc = *a.sc;
-  for (int k = threadIdx.x; k < kWeights; k += kThreads) w[k] = c.weights[k];
   if (threadIdx.x == 0) {
     ps = 1.0f;
     if (c.param_scale_mult) {  // rms over the whole tensor, as the reference's rms(p, n)
@@ -300,23 +323,26 @@ __global__ void __launch_bounds__(kThreads) c2_pass_c(const C2Pass a, const C2Pa
 #pragma unroll
     for (int k = 0; k < kCh; k++) x[k] *= sg[k];
     float dir, mag;
-    c2_mlp(w, x, dir, mag);
+    c2_mlp(x, dir, mag);
     const float em = expf(mag * c.exp_mult);
     const float D = c.param_scale_mult ? dir * (ps * em) : dir * em;
-    c.dbuf[t.s_off + it.begin + e] = D;
+    dx_store(dx + it.dx + e, D);
     acc += double(D) * D;
   }
   acc = block_sum_d(acc);
   if (threadIdx.x == 0) c.partial1[blockIdx.x] = acc;
 }
 
-// Per item: sum of squares of dbuf (Newton-Schulz's output).
-__global__ void __launch_bounds__(kThreads) c2_sumsq(const C2Item* __restrict__ items, const LoTensor* __restrict__ ts,
-                                                     const float* __restrict__ dbuf, double* __restrict__ partial1) {
+// Per item: sum of squares of dx (Newton-Schulz's output).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    c2_sumsq(const C2Item* __restrict__ items, const T* __restrict__ dx, double* __restrict__ partial1) {
   const C2Item it = items[blockIdx.x];
-  const float* D = dbuf + ts[it.slot].s_off + it.begin;
   double acc = 0;
-  for (int e = threadIdx.x; e < it.n; e += kThreads) acc += double(D[e]) * D[e];
+  for (int e = threadIdx.x; e < it.n; e += kThreads) {
+    const double o = dx_load(dx + it.dx + e);
+    acc += o * o;
+  }
   acc = block_sum_d(acc);
   if (threadIdx.x == 0) partial1[blockIdx.x] = acc;
 }
@@ -332,38 +358,27 @@ __global__ void c2_slice_scalar(const C2Slice* __restrict__ slices, int n, const
   out[i] = ns ? sqrt(s) + ns_eps : rmsmult / sqrt(1e-9 + s / double(sl.elems));
 }
 
-// Newton-Schulz input: each slice divided by ||D||_F + eps and transposed when rows > cols, so that the
-// GEMMs always see the wide orientation m x n (m <= n), row-major.
-__global__ void c2_ns_in(const float* __restrict__ D, int64_t numel, int64_t rows, int64_t cols,
-                         const double* __restrict__ dnorm, float* __restrict__ M) {
-  const int64_t rc = rows * cols;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < numel; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t b = e / rc, w = e - b * rc, i = w / cols, j = w - i * cols;
-    const int64_t dst = rows > cols ? b * rc + j * rows + i : e;
-    M[dst] = float(double(D[e]) / dnorm[b]);
-  }
-}
-
-// Newton-Schulz output back into the tensor's layout.
-__global__ void c2_ns_out(const float* __restrict__ M, int64_t numel, int64_t rows, int64_t cols,
-                          float* __restrict__ D) {
-  const int64_t rc = rows * cols;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < numel; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t b = e / rc, w = e - b * rc, i = w / cols, j = w - i * cols;
-    D[e] = M[rows > cols ? b * rc + j * rows + i : e];
-  }
+// Newton-Schulz input, in place: each slice divided by ||D||_F + eps.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    c2_ns_in(const C2Item* __restrict__ items, const double* __restrict__ dnorm, T* __restrict__ dx) {
+  const C2Item it = items[blockIdx.x];
+  const double d = dnorm[it.slice];
+  for (int e = threadIdx.x; e < it.n; e += kThreads)
+    dx_store(dx + it.dx + e, float(double(dx_load(dx + it.dx + e)) / d));
 }
 
 // 5.9: u = O x (rmsmult / rms(O)) and p -= lr (u + wd p), p on the right before the step.
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    c2_apply(const C2Pass a, const float* __restrict__ dbuf, const double* __restrict__ rscale) {
+    c2_apply(const C2Pass a, const T* __restrict__ dx, const double* __restrict__ rscale) {
   const C2Item it = a.items[blockIdx.x];
   const LoTensor t = a.ts[it.slot];
   const float wd = a.mats[it.slot].wd, lr = a.sc->lr;
   const double r = rscale[it.slice];
   for (int e = threadIdx.x; e < it.n; e += kThreads) {
     const int64_t i = it.begin + e;
-    const float u = float(double(dbuf[t.s_off + i]) * r);
+    const float u = float(double(dx_load(dx + it.dx + e)) * r);
     const float p0 = a.p[t.p_off + i];
     const float p = p0 - lr * (u + wd * p0);
     a.p[t.p_off + i] = p;
@@ -371,7 +386,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-unsigned grid_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 4096)); }
+int64_t align32(int64_t n) { return (n + 31) / 32 * 32; }  // NewtonSchulz's stride between matrices
 }  // namespace
 
 Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, bool elo, const std::vector<int>& owned)
@@ -420,37 +435,49 @@ Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, bool
   }
 }
 
-Celo2::~Celo2() {
-  if (cublas_) cublasDestroy(cublas_);
-}
-
+// Items run over each slice in the tensor's order; the direction buffer groups slices by shape, each group
+// back to back at NewtonSchulz's stride, so that one batched GEMM serves a whole group.
 void Celo2::plan_learned(const std::vector<int>& learned) {
   if (learned.empty()) return;
   const ParamTable& tab = arena_.table();
   core_ = std::make_unique<LoCore>(arena_, learned, parse_tie_rule(h_.tie, kCelo2PyloTie), false, kRun);
-  std::vector<C2Slice> slices;
-  std::vector<C2Item> items;
-  int64_t max_mn = 1, max_mm = 1;
+  using Shape = std::pair<int64_t, int64_t>;
+  std::map<Shape, int> count;
   for (int k = 0; k < int(learned.size()); k++) {
     const TensorInfo& ti = tab[learned[size_t(k)]];
     C2Mat m{};
     m.rows = ti.shape[size_t(ti.ndim() - 2)];
     m.cols = ti.shape[size_t(ti.ndim() - 1)];
     m.slices = ti.numel / (m.rows * m.cols);
+    m.wd = ti.decay ? float(h_.weight_decay) : 0.0f;
+    count[{m.rows, m.cols}] += int(m.slices);
+    host_mats_.push_back(m);
+  }
+  std::map<Shape, int64_t> next;  // next free slot of each group in the direction buffer
+  std::vector<NsGroup> groups;
+  int64_t dx_elems = 0;
+  for (const auto& [shape, n] : count) {
+    const int64_t stride = align32(shape.first * shape.second);
+    groups.push_back({shape.first, shape.second, dx_elems, stride, n});
+    next[shape] = dx_elems;
+    dx_elems += stride * n;
+  }
+  std::vector<C2Slice> slices;
+  std::vector<C2Item> items;
+  for (int k = 0; k < int(host_mats_.size()); k++) {
+    C2Mat& m = host_mats_[size_t(k)];
+    const int64_t rc = m.rows * m.cols;
     m.first_slice = int32_t(slices.size());
     m.n_slices = int32_t(m.slices);
-    m.wd = ti.decay ? float(h_.weight_decay) : 0.0f;
-    const int64_t rc = m.rows * m.cols, mm = std::min(m.rows, m.cols);
-    max_mn = std::max(max_mn, ti.numel);
-    max_mm = std::max(max_mm, mm * mm * m.slices);
     for (int64_t b = 0; b < m.slices; b++) {
+      int64_t& dx = next[{m.rows, m.cols}];
       C2Slice sl{k, int32_t(items.size()), 0, rc};
       for (int64_t e = 0; e < rc; e += kRun)
-        items.push_back({k, int32_t(slices.size()), b * rc + e, int32_t(std::min<int64_t>(kRun, rc - e))});
+        items.push_back({k, int32_t(slices.size()), b * rc + e, dx + e, int32_t(std::min<int64_t>(kRun, rc - e))});
+      dx += align32(rc);
       sl.n_items = int32_t(items.size()) - sl.first_item;
       slices.push_back(sl);
     }
-    host_mats_.push_back(m);
   }
   n_slices_ = int(slices.size());
   n_items_ = int(items.size());
@@ -466,17 +493,13 @@ void Celo2::plan_learned(const std::vector<int>& learned) {
   psq_.alloc(slices.size(), "celo2 sums of p^2");
   dnorm_.alloc(slices.size(), "celo2 Frobenius norms");
   rscale_.alloc(slices.size(), "celo2 RMS scales");
-  dbuf_.alloc(size_t(core_->state_elems), "celo2 direction");
-  if (!h_.orthogonalize) return;
-  for (auto& b : ns_m_) b.alloc(size_t(max_mn), "celo2 Newton-Schulz X");
-  ns_a_.alloc(size_t(max_mm), "celo2 Newton-Schulz A");
-  ns_b_.alloc(size_t(max_mm), "celo2 Newton-Schulz B");
-  CUBLAS_CHECK(cublasCreate(&cublas_));
-  // Exact fp32 (no TF32, no reduced-precision reductions), and a fixed workspace: no allocation while a
-  // CUDA graph is captured.
-  CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
-  cublas_ws_.alloc(size_t(32) << 20, "celo2 cuBLAS workspace");
-  CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.bytes()));
+  rsr_.alloc(core_->rrec.size(), "celo2 1/sqrt(R)");
+  rsc_.alloc(core_->crec.size(), "celo2 1/sqrt(C)");
+  const NsPrecision prec = parse_ns_precision(h_.ns, name() + ".ns");
+  dx_bf16_ = h_.orthogonalize && prec == NsPrecision::Bf16;
+  dx_.alloc(size_t(dx_elems) * (dx_bf16_ ? 2 : 4), "celo2 direction");
+  if (h_.orthogonalize)  // the scratch cap is Muon's default: larger = fewer, bigger batched GEMMs
+    ns_ = std::make_unique<NewtonSchulz>(groups, h_.ns_steps, h_.ns_a, h_.ns_b, h_.ns_c, size_t(1) << 30, prec);
 }
 
 void Celo2::plan_adam(const std::vector<int>& adam) {
@@ -535,81 +558,52 @@ void Celo2::step(const StepInfo& info, cudaStream_t s) {
 
 void Celo2::learned_step(cudaStream_t s) {
   core_->factor_passes(&scalars_.get()->gs_total, float(h_.grad_clip_val), dec_, s);
-  const C2Pass a{items_.get(),
-                 mats_.get(),
-                 core_->tensors.get(),
-                 arena_.grads(),
-                 arena_.params(),
-                 arena_.params_bf16(),
-                 core_->state.get(),
-                 core_->rrec.get(),
-                 core_->crec.get(),
-                 core_->rfac.get(),
-                 core_->cfac.get(),
-                 scalars_.get(),
-                 dec_,
+  for (auto [rec, out] : {std::pair{&core_->rrec, &rsr_}, std::pair{&core_->crec, &rsc_}}) {
+    const int64_t n = int64_t(rec->size());
+    c2_rsqrt_rc<<<unsigned((n + 255) / 256), 256, 0, s>>>(rec->get(), n, out->get());
+    CUDA_CHECK_LAUNCH();
+  }
+  if (dx_bf16_)
+    direction_passes(reinterpret_cast<__nv_bfloat16*>(dx_.get()), s);
+  else
+    direction_passes(reinterpret_cast<float*>(dx_.get()), s);
+}
+
+// Passes B and C, Newton-Schulz and the apply pass, with the direction buffer's element type T.
+template <typename T>
+void Celo2::direction_passes(T* dx, cudaStream_t s) {
+  const C2Pass a{items_.get(),           mats_.get(),        core_->tensors.get(), arena_.grads(),    arena_.params(),
+                 arena_.params_bf16(),   core_->state.get(), core_->rrec.get(),    core_->crec.get(), core_->rfac.get(),
+                 core_->cfac.get(),      rsr_.get(),         rsc_.get(),           scalars_.get(),    dec_,
                  float(h_.grad_clip_val)};
   const unsigned ni = unsigned(n_items_), ns = unsigned(n_slices_);
   c2_pass_b<<<ni, kThreads, 0, s>>>(a, partial_.get());
   CUDA_CHECK_LAUNCH();
   c2_sigma<<<ns, 32, 0, s>>>(slices_.get(), partial_.get(), sigma_.get(), psq_.get());
   CUDA_CHECK_LAUNCH();
-  const C2PassC c{weights_.get(),
-                  sigma_.get(),
-                  psq_.get(),
-                  dbuf_.get(),
-                  partial1_.get(),
-                  float(h_.exp_mult),
-                  h_.param_scale_mult ? 1 : 0};
-  c2_pass_c<<<ni, kThreads, 0, s>>>(a, c);
+  CUDA_CHECK(cudaMemcpyToSymbolAsync(c2_mlp_w, weights_.get(), sizeof c2_mlp_w, 0, cudaMemcpyDeviceToDevice, s));
+  C2PassC c{};
+  c.sigma = sigma_.get();
+  c.psq = psq_.get();
+  c.partial1 = partial1_.get();
+  c.exp_mult = float(h_.exp_mult);
+  c.param_scale_mult = h_.param_scale_mult ? 1 : 0;
+  c2_pass_c<<<ni, kThreads, 0, s>>>(a, c, dx);
   CUDA_CHECK_LAUNCH();
   const unsigned sb = unsigned((n_slices_ + 127) / 128);
-  if (h_.orthogonalize) {
+  if (ns_) {
     c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), true, h_.ns_eps, 0.0, dnorm_.get());
     CUDA_CHECK_LAUNCH();
-    newton_schulz(s);
-    c2_sumsq<<<ni, kThreads, 0, s>>>(items_.get(), core_->tensors.get(), dbuf_.get(), partial1_.get());
+    c2_ns_in<<<ni, kThreads, 0, s>>>(items_.get(), dnorm_.get(), dx);
+    CUDA_CHECK_LAUNCH();
+    ns_->run(dx, s);
+    c2_sumsq<<<ni, kThreads, 0, s>>>(items_.get(), dx, partial1_.get());
     CUDA_CHECK_LAUNCH();
   }
   c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), false, 0.0, h_.rmsmult, rscale_.get());
   CUDA_CHECK_LAUNCH();
-  c2_apply<<<ni, kThreads, 0, s>>>(a, dbuf_.get(), rscale_.get());
+  c2_apply<<<ni, kThreads, 0, s>>>(a, dx, rscale_.get());
   CUDA_CHECK_LAUNCH();
-}
-
-// 5.9.1 per learned tensor, batched over its slices: X <- a X + (b A + c A A) X with A = X X^T, in fp32.
-// Buffers are row-major; cuBLAS is column-major, where a row-major m x n matrix is its n x m transpose:
-// A = X X^T is gemm(T, N) on X's column-major view, and row-major B X is gemm(N, N) with the operands
-// swapped. b A + c A A and a X + B X come from beta on a copy of A and of X.
-void Celo2::newton_schulz(cudaStream_t s) {
-  CUBLAS_CHECK(cublasSetStream(cublas_, s));
-  const float one = 1.0f, zero = 0.0f, fa = float(h_.ns_a), fb = float(h_.ns_b), fc = float(h_.ns_c);
-  for (size_t k = 0; k < host_mats_.size(); k++) {
-    const C2Mat& mt = host_mats_[k];
-    const LoTensor& t = core_->host_tensors[k];
-    const int m = int(std::min(mt.rows, mt.cols)), n = int(std::max(mt.rows, mt.cols)), bt = int(mt.slices);
-    const long long mn = (long long)m * n, mm = (long long)m * m;
-    float* X = ns_m_[0].get();
-    float* Xn = ns_m_[1].get();
-    float* A = ns_a_.get();
-    float* B = ns_b_.get();
-    float* D = dbuf_.get() + t.s_off;
-    c2_ns_in<<<grid_for(t.numel), kThreads, 0, s>>>(D, t.numel, mt.rows, mt.cols, dnorm_.get() + mt.first_slice, X);
-    CUDA_CHECK_LAUNCH();
-    for (int it = 0; it < h_.ns_steps; it++) {
-      CUBLAS_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, &one, X, n, mn, X, n, mn,
-                                             &zero, A, m, mm, bt));
-      CUDA_CHECK(cudaMemcpyAsync(B, A, size_t(mm * bt) * sizeof(float), cudaMemcpyDeviceToDevice, s));
-      CUBLAS_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &fc, A, m, mm, A, m, mm, &fb,
-                                             B, m, mm, bt));
-      CUDA_CHECK(cudaMemcpyAsync(Xn, X, size_t(mn * bt) * sizeof(float), cudaMemcpyDeviceToDevice, s));
-      CUBLAS_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, m, &one, X, n, mn, B, m, mm, &fa,
-                                             Xn, n, mn, bt));
-      std::swap(X, Xn);
-    }
-    c2_ns_out<<<grid_for(t.numel), kThreads, 0, s>>>(X, t.numel, mt.rows, mt.cols, D);
-    CUDA_CHECK_LAUNCH();
-  }
 }
 
 std::vector<Optimizer::StateBuffer> Celo2::state_buffers() const {

@@ -1,20 +1,20 @@
 // CELO2 and ELO_CELO2 on the GPU (celo2.md 5, 11), over the owned tensors of the arena:
 //  - matrices (ndim >= 2; ndim >= 3 per slice of the last two axes, as the reference) take the learned
 //    rule: moments and factored second moments (LoCore), 30 features normalised per slice, the
-//    30-8-8-3 MLP's direction D, Newton-Schulz on D in fp32 (cuBLAS, pedantic math: no TF32), the
-//    second RMS normalisation and p -= lr (rmsmult O + wd p);
+//    30-8-8-3 MLP's direction D, Newton-Schulz on D (optim/newton_schulz.h: slices of one shape batched
+//    together; bf16 by default, or tf32, or exact fp32 with celo2.ns), the second RMS normalisation and
+//    p -= lr (rmsmult O + wd p);
 //  - vectors, embeddings and heads (celo2_uses_adamw) take the AdamW side path: own moments (CELO2), or
 //    the learned path's decays 0.9 / 0.95 and eps 1e-8 (ELO_CELO2; PyLO keeps them in m_0 and v).
 // Every reduction is a fixed-order tree (no float atomics); the step never waits for the host, so it can
 // be captured in a CUDA graph. Launches per step: clip partials (clip_grad), begin, AdamW side, pass A,
-// F1, F1b, pass B, sigma, pass C, then per matrix the NS GEMMs (15 + copies), sum of O^2, apply.
+// F1, F1b, pass B, sigma, pass C, ||D||, NS input, 15 GEMMs per slice shape, sum of O^2, RMS scale, apply.
 #pragma once
-#include <cublas_v2.h>
-
 #include <memory>
 
 #include "optim/lopt/celo2_weights.h"
 #include "optim/lopt/lo_core.h"
+#include "optim/newton_schulz.h"
 #include "optim/optimizer.h"
 
 // One learned tensor (slot k of LoCore = the k-th learned tensor): `slices` matrices rows x cols.
@@ -31,6 +31,7 @@ struct C2Slice {
 struct C2Item {
   int32_t slot, slice;
   int64_t begin;  // first element in the tensor
+  int64_t dx;     // first element in the direction buffer (Newton-Schulz layout: slices grouped by shape)
   int32_t n;
 };
 // Written by each step's first kernel.
@@ -43,7 +44,6 @@ class Celo2 : public Optimizer {
  public:
   // elo: ELO_CELO2 (options opts.elo_celo2); else CELO2 (opts.celo2).
   Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, bool elo, const std::vector<int>& owned = {});
-  ~Celo2() override;
   std::string name() const override { return elo_ ? "elo_celo2" : "celo2"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 
@@ -53,8 +53,9 @@ class Celo2 : public Optimizer {
  private:
   void plan_learned(const std::vector<int>& learned);
   void plan_adam(const std::vector<int>& adam);
-  void newton_schulz(cudaStream_t s);
   void learned_step(cudaStream_t s);
+  template <typename T>
+  void direction_passes(T* dx, cudaStream_t s);
 
   bool elo_;
   Celo2Options h_;
@@ -65,14 +66,16 @@ class Celo2 : public Optimizer {
   DeviceBuffer<C2Mat> mats_;
   DeviceBuffer<C2Slice> slices_;
   DeviceBuffer<C2Item> items_;
-  DeviceBuffer<float> weights_;                // the MLP (see kernel constants in the .cu)
+  DeviceBuffer<float> weights_;                // the MLP, copied to constant memory by each step (see the .cu)
   DeviceBuffer<double> partial_, partial1_;    // per item: 31 channel sums; one sum of squares
   DeviceBuffer<float> sigma_;                  // per slice: 30 input normalisers (padded to 32)
+  DeviceBuffer<float4> rsr_, rsc_;             // 1 / sqrt(R + 1e-8), 1 / sqrt(C + 1e-8) per LoCore R / C entry
   DeviceBuffer<double> psq_, dnorm_, rscale_;  // per slice: sum p^2, ||D||_F + eps, rmsmult / rms(O)
-  DeviceBuffer<float> dbuf_;                   // D, then O, laid out as LoCore's state records
-  DeviceBuffer<float> ns_m_[2], ns_a_, ns_b_;  // Newton-Schulz work space (largest matrix batch)
-  DeviceBuffer<char> cublas_ws_;
-  cublasHandle_t cublas_ = nullptr;
+  // D, then O in place: slices of one shape back to back at NewtonSchulz's stride; bf16 when Newton-Schulz
+  // runs in bf16, else float.
+  DeviceBuffer<char> dx_;
+  bool dx_bf16_ = false;
+  std::unique_ptr<NewtonSchulz> ns_;
   // AdamW side path.
   int64_t adam_elems_ = 0;
   DeviceBuffer<Chunk> adam_chunks_;

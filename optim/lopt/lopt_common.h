@@ -71,6 +71,9 @@ struct Celo2Options {
   bool param_scale_mult = false;
   int ns_steps = 5;
   double ns_a = 3.4445, ns_b = -4.7750, ns_c = 2.0315, ns_eps = 1e-8;
+  // GPU Newton-Schulz operands: bf16 (Muon's, fast), tf32 or fp32 (exact: PyLO's float32; the CPU reference
+  // is exact whatever this says).
+  std::string ns = "bf16";
   std::string weights;  // folder or model.safetensors (CELO2MLP layout); empty = the default (celo2_weights.h)
   std::string tie = "pylo";
   double adam_wd() const { return adam_weight_decay < 0 ? weight_decay : adam_weight_decay; }

@@ -40,7 +40,8 @@ double copy_bandwidth() {
 
 // Bytes one step must move through HBM, by tensor and owner (optimizers.md D; GEMM traffic of
 // Newton-Schulz is excluded: it is compute-bound).
-double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool clip) {
+// own_clip: the optimizer's own global-norm clip (elo.clip_grad) reads g once more.
+double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool clip, bool own_clip) {
   double b = 0;
   for (const auto& ti : t.tensors()) {
     double n = double(ti.numel), per = 0;
@@ -53,8 +54,9 @@ double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool c
     else if (opt == "muon")
       per = 28;
     // Learned optimizers: pass A (R g: 4, matrices), pass B (R g, p, {m0,m1,m2,v}; W record: 40), pass C
-    // (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2).
-    else if (opt == "velo" || opt == "small_fc_lopt")
+    // (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2). ELO
+    // runs small_fc_lopt's passes.
+    else if (opt == "velo" || opt == "small_fc_lopt" || opt == "elo")
       per = ti.ndim() > 1 ? 72 : 100;
     // CELO2 (celo2.md 11.1): learned matrices 84 (passes A, B, C, NS in/out and apply; NS GEMMs excluded),
     // the AdamW side path (vectors, embeddings, heads) 28.
@@ -62,6 +64,7 @@ double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool c
       per = ti.ndim() > 1 && ti.role == Role::Hidden ? 84 : 28;
     if (bf16) per += 2;
     if (clip) per += 4;
+    if (own_clip) per += 4;
     b += per * n;
   }
   return b;
@@ -88,11 +91,12 @@ struct Measure {
 };
 void measure(const Measure& m, const std::string& entry, const OptimOptions& oo, const ParamTable& table, Arena& arena,
              GradClipper& clipper, cudaStream_t stream) {
-  // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement.
-  const bool fast = entry == "small_fc_lopt:fast";
-  const std::string name = fast ? "small_fc_lopt" : entry;
+  // "small_fc_lopt:fast" and "elo:fast" select the tensor-core MLP for that measurement.
+  const bool fast = entry == "small_fc_lopt:fast" || entry == "elo:fast";
+  const std::string name = fast ? entry.substr(0, entry.find(':')) : entry;
   OptimOptions eo = oo;
-  eo.small_fc.fast = fast || oo.small_fc.fast;
+  eo.small_fc.fast = (fast && name == "small_fc_lopt") || oo.small_fc.fast;
+  eo.elo.fast = (fast && name == "elo") || oo.elo.fast;
   auto opt = make_optimizer(name, eo, arena);
   StepInfo info;
   if (m.clip > 0) info.d_grad_scale = clipper.d_scale();
@@ -106,8 +110,8 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   };
   const std::vector<float> ms = event_times_ms(one_step, stream, m.steps, m.untimed);
   const size_t nodes = CudaGraph::capture(stream, one_step).nodes();
-  const double bytes = step_bytes(name, table, m.bf16, m.clip > 0), floor_ms = bytes / m.bandwidth * 1e3,
-               med = median_ms(ms);
+  const double bytes = step_bytes(name, table, m.bf16, m.clip > 0, name == "elo" && eo.elo.clip_grad),
+               floor_ms = bytes / m.bandwidth * 1e3, med = median_ms(ms);
   std::printf(
       "{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
       "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
@@ -117,6 +121,7 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
       nodes, double(opt->state_bytes()) / 1048576.0);
   if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps) / 1e12);
   if (name == "small_fc_lopt") std::printf(",\"mode\":\"%s\"", eo.small_fc.fast ? "fast" : "exact");
+  if (name == "elo") std::printf(",\"mode\":\"%s\"", eo.elo.fast ? "fast" : "exact");
   std::printf("}\n");
   std::fflush(stdout);
 }
@@ -132,24 +137,26 @@ int main(int argc, char** argv) {
   Cli cli("bench_optim", "Median optimizer step time on model shapes; prints one JSON line per measurement.");
   // The vocabulary shared with our other programs: train/flags.h.
   flags::add_model(cli, &models, kBenchModels, true);
-  flags::add_optimizer(cli, &opts, "comma-separated optimizers (small_fc_lopt:fast = tensor-core MLP)");
+  flags::add_optimizer(cli, &opts, "comma-separated optimizers (small_fc_lopt:fast, elo:fast = tensor-core MLP)");
   flags::add_steps(cli, &steps, "timed steps");
   cli.add(0, "untimed", &untimed, "untimed steps first (warm-up)");
   cli.add(0, "bf16", &bf16, "also refresh a bf16 copy of the parameters in each step");
   flags::add_clip(cli, &clip, "; any norm > 0 adds 2 launches and 4 B/param to the step");
   flags::add_set(cli, &sets);
   flags::add_flag_notes(cli, "bench_optim");
-  cli.set_epilogue(options_help(OptimOptions()) +
-                   "without small_fc_lopt.weights / velo.weights, the learned optimizers run on random meta-weights of "
-                   "the published shapes.\n");
+  cli.set_epilogue(
+      options_help(OptimOptions()) +
+      "without small_fc_lopt.weights / velo.weights / elo.weights, the learned optimizers run on random meta-weights "
+      "of the published shapes.\n");
   try {
     if (!cli.parse(argc, argv)) return 0;
     // The model names first, so that any later mistake shows that they were taken.
     for (const auto& model : split(models)) model_by_name(model, kBenchModels);
     if (steps < 1 || untimed < 0) user_error("--steps must be >= 1 and --untimed >= 0.");
     if (!(clip >= 0)) user_error("--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", clip, ").");
-    std::vector<std::string> names;  // "small_fc_lopt:fast" selects the tensor-core MLP for that measurement
-    for (const auto& o : split(opts)) names.push_back(o == "small_fc_lopt:fast" ? "small_fc_lopt" : o);
+    std::vector<std::string> names;  // "small_fc_lopt:fast" / "elo:fast" select the tensor-core MLP
+    for (const auto& o : split(opts))
+      names.push_back(o == "small_fc_lopt:fast" || o == "elo:fast" ? o.substr(0, o.find(':')) : o);
     if (names.empty() || split(models).empty()) user_error("--optimizer and --model each need at least one name.");
     for (const auto& name : names) check_optimizer_name(name);
     OptimOptions oo;
@@ -159,6 +166,7 @@ int main(int argc, char** argv) {
     // Weights given with --set are read now, so a wrong path fails before the GPU check.
     if (!oo.small_fc.weights.empty()) check_lopt_weights("small_fc_lopt", oo);
     if (!oo.velo.weights.empty()) check_lopt_weights("velo", oo);
+    if (!oo.elo.weights.empty()) check_lopt_weights("elo", oo);
     for (const auto& name : names)
       if (name == "celo2" || (name == "elo_celo2" && !oo.elo_celo2.weights.empty())) check_lopt_weights(name, oo);
     if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");

@@ -41,7 +41,7 @@ void add_flags(Cli& cli, Args* a) {
   flags::add_model(cli, &a->model, kTrainModels, false);
   cli.add(0, "qkv", &a->qkv, "separate (q, k, v matrices, the PyLO paper's setting) or fused");
   cli.add(0, "precision", &a->precision, "bf16 (mixed precision, fast) or fp32 (exact, slow)");
-  add_train_flags(cli, a, "adamw | adafactor | muon | velo | small_fc_lopt | celo2 | elo_celo2");
+  add_train_flags(cli, a, "adamw | adafactor | muon | velo | small_fc_lopt | celo2 | elo | elo_celo2");
   flags::add_seq(cli, &a->T, "sequence length (at most the model's context, 1024)");
   cli.add('s', "sample-every", &a->sample_every, "print a sample every N steps (0 = never)");
   cli.add('g', "sample-tokens", &a->sample_tokens, "tokens per sample (llm.c's genT)");
@@ -83,10 +83,10 @@ OptimOptions gpt2_optimizer_defaults(const TrainFlags& a) {
   o.muon.aux.lr = a.lr;
   o.muon.aux.beta2 = 0.95;
   // Adafactor's and the learned optimizers' lr (1 = as meta-trained for the latter) change only when -l is given.
-  if (a.lr_given) o.adafactor.lr = o.small_fc.lr = o.velo.lr = o.celo2.lr = o.elo_celo2.lr = a.lr;
+  if (a.lr_given) o.adafactor.lr = o.small_fc.lr = o.velo.lr = o.celo2.lr = o.elo.lr = o.elo_celo2.lr = a.lr;
   o.velo.num_steps = a.steps;
   if (!a.lopt_weights.empty())
-    o.small_fc.weights = o.velo.weights = o.celo2.weights = o.elo_celo2.weights = a.lopt_weights;
+    o.small_fc.weights = o.velo.weights = o.celo2.weights = o.elo.weights = o.elo_celo2.weights = a.lopt_weights;
   return o;
 }
 

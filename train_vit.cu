@@ -56,7 +56,7 @@ void add_flags(Cli& cli, Args* a) {
   cli.add(0, "classes", &a->classes, "number of classes (labels must be below it)");
   cli.add(0, "mean", &a->mean, "per-channel mean of x / 255, comma-separated (ImageNet: 0.485,0.456,0.406)");
   cli.add(0, "std", &a->stdev, "per-channel std of x / 255 (ImageNet: 0.229,0.224,0.225)");
-  add_train_flags(cli, a, "adamw | adafactor | muon | velo | small_fc_lopt | celo2 | elo_celo2");
+  add_train_flags(cli, a, "adamw | adafactor | muon | velo | small_fc_lopt | celo2 | elo | elo_celo2");
   cli.add(0, "scale-min", &a->scale_min, "RandomResizedCrop's smallest area fraction (timm: 0.08)");
   cli.add(0, "hflip", &a->hflip, "horizontal flip probability");
   cli.add(0, "crop-pct", &a->crop_pct, "evaluation: resize to image / crop-pct, then centre crop (timm: 0.875)");
@@ -143,10 +143,10 @@ OptimOptions vit_optimizer_defaults(const TrainFlags& a) {
   o.muon.lr = 0.02;  // Muon: Keller's lr for the hidden matrices, -l for the rest
   o.muon.aux.lr = a.lr;
   o.muon.aux.weight_decay = a.wd;
-  if (a.lr_given) o.adafactor.lr = o.small_fc.lr = o.velo.lr = o.celo2.lr = o.elo_celo2.lr = a.lr;
+  if (a.lr_given) o.adafactor.lr = o.small_fc.lr = o.velo.lr = o.celo2.lr = o.elo.lr = o.elo_celo2.lr = a.lr;
   o.velo.num_steps = a.steps;
   if (!a.lopt_weights.empty())
-    o.small_fc.weights = o.velo.weights = o.celo2.weights = o.elo_celo2.weights = a.lopt_weights;
+    o.small_fc.weights = o.velo.weights = o.celo2.weights = o.elo.weights = o.elo_celo2.weights = a.lopt_weights;
   return o;
 }
 

@@ -40,7 +40,9 @@ double copy_bandwidth() {
 
 // Bytes one step must move through HBM, by tensor and owner (optimizers.md D; GEMM traffic of
 // Newton-Schulz is excluded: it is compute-bound).
-double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool clip, bool dx_bf16) {
+// own_clip: the optimizer's own global-norm clip (elo.clip_grad) reads g once more; dx_bf16: CELO2's direction
+// buffer in bf16 (Newton-Schulz in bf16).
+double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool clip, bool own_clip, bool dx_bf16) {
   double b = 0;
   for (const auto& ti : t.tensors()) {
     double n = double(ti.numel), per = 0;
@@ -53,8 +55,9 @@ double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool c
     else if (opt == "muon")
       per = 28;
     // Learned optimizers: pass A (R g: 4, matrices), pass B (R g, p, {m0,m1,m2,v}; W record: 40), pass C
-    // (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2).
-    else if (opt == "velo" || opt == "small_fc_lopt")
+    // (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2). ELO
+    // runs small_fc_lopt's passes.
+    else if (opt == "velo" || opt == "small_fc_lopt" || opt == "elo")
       per = ti.ndim() > 1 ? 72 : 100;
     // CELO2 (celo2.md 11.1), learned matrices: pass A (R g: 4), B (R g, p, record; W record: 40), C (R g, p,
     // record; W D: 24 + |D|), the NS input scaling (R/W D: 2 |D|), the sum of O^2 (|D|) and apply (R O, p;
@@ -64,6 +67,7 @@ double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool c
       per = ti.ndim() > 1 && ti.role == Role::Hidden ? (dx_bf16 ? 86 : 96) : 28;
     if (bf16) per += 2;
     if (clip) per += 4;
+    if (own_clip) per += 4;
     b += per * n;
   }
   return b;
@@ -91,14 +95,15 @@ struct Measure {
 };
 void measure(const Measure& m, const std::string& entry, const OptimOptions& oo, const ParamTable& table, Arena& arena,
              GradClipper& clipper, cudaStream_t stream) {
-  // "small_fc_lopt:fast" selects the tensor-core MLP, "celo2:fp32" (tf32, bf16) the Newton-Schulz precision
-  // for that measurement.
+  // "small_fc_lopt:fast" and "elo:fast" select the tensor-core MLP, "celo2:fp32" (tf32, bf16) the Newton-Schulz
+  // precision for that measurement.
   const size_t colon = entry.find(':');
   const std::string name = entry.substr(0, colon), mode = colon == std::string::npos ? "" : entry.substr(colon + 1);
   OptimOptions eo = oo;
-  eo.small_fc.fast = mode == "fast" || oo.small_fc.fast;
+  eo.small_fc.fast = (mode == "fast" && name == "small_fc_lopt") || oo.small_fc.fast;
+  eo.elo.fast = (mode == "fast" && name == "elo") || oo.elo.fast;
   Celo2Options& c2 = name == "elo_celo2" ? eo.elo_celo2 : eo.celo2;
-  if (!mode.empty() && name != "small_fc_lopt") c2.ns = mode;
+  if (!mode.empty() && (name == "celo2" || name == "elo_celo2")) c2.ns = mode;
   auto opt = make_optimizer(name, eo, arena);
   StepInfo info;
   if (m.clip > 0) info.d_grad_scale = clipper.d_scale();
@@ -112,7 +117,8 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   };
   const std::vector<float> ms = event_times_ms(one_step, stream, m.steps, m.untimed);
   const size_t nodes = CudaGraph::capture(stream, one_step).nodes();
-  const double bytes = step_bytes(name, table, m.bf16, m.clip > 0, c2.ns == "bf16" && c2.orthogonalize),
+  const double bytes = step_bytes(name, table, m.bf16, m.clip > 0, name == "elo" && eo.elo.clip_grad,
+                                  c2.ns == "bf16" && c2.orthogonalize),
                floor_ms = bytes / m.bandwidth * 1e3, med = median_ms(ms);
   std::printf(
       "{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
@@ -123,6 +129,7 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
       nodes, double(opt->state_bytes()) / 1048576.0);
   if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps, false) / 1e12);
   if (name == "small_fc_lopt") std::printf(",\"mode\":\"%s\"", eo.small_fc.fast ? "fast" : "exact");
+  if (name == "elo") std::printf(",\"mode\":\"%s\"", eo.elo.fast ? "fast" : "exact");
   if (name == "celo2" || name == "elo_celo2")
     std::printf(",\"ns\":\"%s\",\"ns_tflop\":%.3f", c2.ns.c_str(), ns_flops(table, c2.ns_steps, true) / 1e12);
   std::printf("}\n");
@@ -141,17 +148,18 @@ int main(int argc, char** argv) {
   // The vocabulary shared with our other programs: train/flags.h.
   flags::add_model(cli, &models, kBenchModels, true);
   flags::add_optimizer(cli, &opts,
-                       "comma-separated optimizers (small_fc_lopt:fast = tensor-core MLP; celo2:fp32, celo2:tf32, "
-                       "celo2:bf16 and the same for elo_celo2 = that Newton-Schulz precision)");
+                       "comma-separated optimizers (small_fc_lopt:fast, elo:fast = tensor-core MLP; celo2:fp32, "
+                       "celo2:tf32, celo2:bf16 and the same for elo_celo2 = that Newton-Schulz precision)");
   flags::add_steps(cli, &steps, "timed steps");
   cli.add(0, "untimed", &untimed, "untimed steps first (warm-up)");
   cli.add(0, "bf16", &bf16, "also refresh a bf16 copy of the parameters in each step");
   flags::add_clip(cli, &clip, "; any norm > 0 adds 2 launches and 4 B/param to the step");
   flags::add_set(cli, &sets);
   flags::add_flag_notes(cli, "bench_optim");
-  cli.set_epilogue(options_help(OptimOptions()) +
-                   "without small_fc_lopt.weights / velo.weights, the learned optimizers run on random meta-weights of "
-                   "the published shapes.\n");
+  cli.set_epilogue(
+      options_help(OptimOptions()) +
+      "without small_fc_lopt.weights / velo.weights / elo.weights, the learned optimizers run on random meta-weights "
+      "of the published shapes.\n");
   try {
     if (!cli.parse(argc, argv)) return 0;
     // The model names first, so that any later mistake shows that they were taken.
@@ -163,11 +171,11 @@ int main(int argc, char** argv) {
       const std::string name = o.substr(0, o.find(':')),
                         mode = o.find(':') == std::string::npos ? "" : o.substr(o.find(':') + 1);
       const bool ok =
-          mode.empty() || (name == "small_fc_lopt" && mode == "fast") ||
+          mode.empty() || ((name == "small_fc_lopt" || name == "elo") && mode == "fast") ||
           ((name == "celo2" || name == "elo_celo2") && (mode == "fp32" || mode == "tf32" || mode == "bf16"));
       if (!ok)
         user_error("unknown optimizer mode '", o,
-                   "'; modes are small_fc_lopt:fast and celo2:/elo_celo2: fp32, tf32 or bf16.");
+                   "'; modes are small_fc_lopt:fast, elo:fast and celo2:/elo_celo2: fp32, tf32 or bf16.");
       names.push_back(name);
     }
     if (names.empty() || split(models).empty()) user_error("--optimizer and --model each need at least one name.");
@@ -179,6 +187,7 @@ int main(int argc, char** argv) {
     // Weights given with --set are read now, so a wrong path fails before the GPU check.
     if (!oo.small_fc.weights.empty()) check_lopt_weights("small_fc_lopt", oo);
     if (!oo.velo.weights.empty()) check_lopt_weights("velo", oo);
+    if (!oo.elo.weights.empty()) check_lopt_weights("elo", oo);
     for (const auto& name : names)
       if (name == "celo2" || (name == "elo_celo2" && !oo.elo_celo2.weights.empty())) check_lopt_weights(name, oo);
     if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");

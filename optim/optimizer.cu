@@ -86,13 +86,13 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOp
   if (name == "adafactor") return std::make_unique<Adafactor>(arena, opts, owned);
   if (name == "muon") return std::make_unique<Muon>(arena, opts, owned);
   if (name == "small_fc_lopt")
-    return std::make_unique<SmallFcLopt>(arena, opts, load_small_fc_weights(opts.small_fc.weights), owned);
+    return std::make_unique<SmallFcLopt>(arena, opts, load_small_fc_weights(opts.small_fc.weights), false, owned);
   if (name == "velo") return std::make_unique<Velo>(arena, opts, load_velo_weights(opts.velo.weights), owned);
   if (name == "celo2")
     return std::make_unique<Celo2>(arena, opts, load_celo2_weights(opts.celo2.weights), false, owned);
   if (name == "elo_celo2")
     return std::make_unique<Celo2>(arena, opts, load_elo_celo2_weights(opts.elo_celo2.weights), true, owned);
-  if (name == "elo")
-    user_error("optimizer 'elo' has only its CPU reference so far (optim/ref); its GPU kernels are not written yet.");
+  if (name == "elo")  // small_fc_lopt's network and passes in ELO's mode (small_fc_lopt.h)
+    return std::make_unique<SmallFcLopt>(arena, opts, load_elo_weights(opts.elo.weights), true, owned);
   user_error("unknown optimizer '", name, "'.");  // unreachable: validate_options checked the name
 }

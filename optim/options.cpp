@@ -156,6 +156,7 @@ std::vector<Entry> table(OptimOptions& o) {
   num("elo.exp_mult", &o.elo.exp_mult, "magnitude exponent multiplier");
   boolean("elo.clip_grad", &o.elo.clip_grad, "clip all gradients to a global norm of elo.clip_norm (optax)");
   num("elo.clip_norm", &o.elo.clip_norm, "global norm for elo.clip_grad");
+  boolean("elo.fast", &o.elo.fast, "MLP on tensor cores (bf16 mma) instead of exact fp32");
   text("elo.weights", &o.elo.weights, "folder with model.safetensors, MetaMLP layout (default weights/elo)");
   text("elo.tie", &o.elo.tie, "factored dims of tied axes: pylo (PyLO ELO = argsort), argsort, swapped");
   return t;

@@ -28,11 +28,11 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   cli.add(0, "dropout", &f->dropout,
           "dropout probability in training (embeddings, attention, residual branches; 0 = off)");
   cli.add(0, "lopt-weights", &f->lopt_weights,
-          "learned-optimizer weights folder or file (velo, small_fc_lopt, celo2, elo_celo2; no effect on the others)");
+          "learned-optimizer weights folder or file (velo, small_fc_lopt, celo2, elo, elo_celo2; no effect on the "
+          "others)");
   cli.add(0, "lopt-random", &f->lopt_random,
-          "random meta-weights of the published shapes for velo / small_fc_lopt / celo2 / elo_celo2 (throughput tests "
-          "only: they do not "
-          "train well)");
+          "random meta-weights of the published shapes for velo / small_fc_lopt / celo2 / elo / elo_celo2 (throughput "
+          "tests only: they do not train well)");
   cli.add(0, "cuda-graph", &f->cuda_graph,
           "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
   cli.add(0, "seed", &f->seed, "initialisation and sampling seed");
@@ -88,7 +88,8 @@ OptimOptions train_optimizer_options(const TrainFlags& f, OptimOptions o) {
 }
 
 bool is_learned(const std::string& optimizer) {
-  return optimizer == "velo" || optimizer == "small_fc_lopt" || optimizer == "celo2" || optimizer == "elo_celo2";
+  return optimizer == "velo" || optimizer == "small_fc_lopt" || optimizer == "celo2" || optimizer == "elo" ||
+         optimizer == "elo_celo2";
 }
 
 // The weights option of a learned optimizer (what --lopt-weights sets).
@@ -96,6 +97,7 @@ static const std::string& lopt_weights_of(const std::string& optimizer, const Op
   if (optimizer == "velo") return o.velo.weights;
   if (optimizer == "celo2") return o.celo2.weights;
   if (optimizer == "elo_celo2") return o.elo_celo2.weights;
+  if (optimizer == "elo") return o.elo.weights;
   return o.small_fc.weights;
 }
 

@@ -10,7 +10,11 @@ constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kPassACols = 1024, kTileElems = 32768;  // pass A tiles: Adafactor's (a lane owns 32 columns)
 constexpr int kFlatChunk = 256;  // fast pass C's exact blocks: short chunks (few elements, a long MLP each)
 
-__device__ __forceinline__ float lo_grad(float g, float scale, float clip) {
+// The gradient passes A and F1 see: g * scale clamped to +-clip where clip > 0 (small_fc_lopt, VeLO,
+// CELO2), or ELO's nan_to_num((g * scale) * scale2).
+template <bool kNanToNum>
+__device__ __forceinline__ float lo_grad(float g, float scale, float scale2, float clip) {
+  if (kNanToNum) return lo_nan_to_num(g * scale * scale2);
   g *= scale;
   return clip > 0 ? fminf(clip, fmaxf(-clip, g)) : g;
 }
@@ -24,11 +28,13 @@ struct LoPassA {
   const Tile* tiles;  // one block each
   const LoTensor* ts;
   const float* g;
-  float* rowpart;       // per column tile and row: sum of g^2
-  float* colpart;       // per row tile and column: sum of g^2
-  const float* gscale;  // clip coefficient, or null
-  float clip;           // > 0: g clamped to [-clip, clip]
+  float* rowpart;        // per column tile and row: sum of g^2
+  float* colpart;        // per row tile and column: sum of g^2
+  const float* gscale;   // clip coefficient, or null
+  float clip;            // > 0: g clamped to [-clip, clip]
+  const float* gscale2;  // kNanToNum: the second factor (ELO's global clip)
 };
+template <bool kNanToNum>
 __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
   // __restrict__ copies of the pointers (lo_core.h: kernel arguments)
   const Tile* __restrict__ tiles = a.tiles;
@@ -41,7 +47,7 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
   __shared__ __align__(16) float cols[kWarps][kPassACols];
   const Tile tl = tiles[blockIdx.x];
   const LoTensor t = ts[tl.slot];
-  const float gs = read_grad_scale(gscale);
+  const float gs = read_grad_scale(gscale), gs2 = kNanToNum ? *a.gscale2 : 1.0f;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t C = t.nb;
   const float* G = g + t.p_off;
@@ -63,7 +69,7 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
         const float x[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-          float y = lo_grad(x[k], gs, clip);
+          float y = lo_grad<kNanToNum>(x[k], gs, gs2, clip);
           y *= y;
           rs += y;
           acc[4 * j + k] += y;
@@ -84,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
       for (int j = 0; j < 32; j++) {
         int cc = lane + 32 * j;
         if (cc < tl.nc) {
-          float v = lo_grad(row[cc], gs, clip);
+          float v = lo_grad<kNanToNum>(row[cc], gs, gs2, clip);
           v *= v;
           rs += v;
           acc[j] += v;
@@ -123,7 +129,9 @@ struct LoF1 {
   const float* gscale;
   float clip;
   LoDecays d;
+  const float* gscale2;  // kNanToNum: the second factor
 };
+template <bool kNanToNum>
 __global__ void __launch_bounds__(kThreads) lo_f1(const LoF1 a) {
   const LoItem* __restrict__ items = a.items;
   const LoTensor* __restrict__ ts = a.ts;
@@ -172,7 +180,7 @@ __global__ void __launch_bounds__(kThreads) lo_f1(const LoF1 a) {
     if (e >= (is_r ? t.r_len : t.c_len)) return;
     // Entries drop either axis A (layout o, m, b, in) or axis B (layout o, a, m, in).
     const bool drop_a = is_r == bool(t.d0_is_a);
-    const float gs = read_grad_scale(gscale);
+    const float gs = read_grad_scale(gscale), gs2 = kNanToNum ? *a.gscale2 : 1.0f;
     const float* G = g + t.p_off;
     int64_t in = e % t.inner, x = e / t.inner, base, stride, n;
     if (drop_a) {
@@ -188,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) lo_f1(const LoF1 a) {
     }
     float s = 0.0f;
     for (int64_t j = 0; j < n; j++) {
-      float v = lo_grad(G[base + j * stride], gs, clip);
+      float v = lo_grad<kNanToNum>(G[base + j * stride], gs, gs2, clip);
       s += v * v;
     }
     const float mean = float(double(s) / double(n) + 1e-30);
@@ -380,9 +388,22 @@ LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool 
 }
 
 void LoCore::factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s) {
+  launch_factor_passes<false>(grad_scale, nullptr, clip, d, s);
+}
+
+void LoCore::factor_passes_nan_to_num(const float* grad_scale, const float* clip_factor, const LoDecays& d,
+                                      cudaStream_t s) {
+  CHECK(grad_scale && clip_factor);
+  launch_factor_passes<true>(grad_scale, clip_factor, 0.0f, d, s);
+}
+
+template <bool kNanToNum>
+void LoCore::launch_factor_passes(const float* grad_scale, const float* scale2, float clip, const LoDecays& d,
+                                  cudaStream_t s) {
   if (tiles_.size()) {
-    const LoPassA a{tiles_.get(), tensors.get(), arena.grads(), rowpart_.get(), colpart_.get(), grad_scale, clip};
-    lo_pass_a<<<unsigned(tiles_.size()), kThreads, 0, s>>>(a);
+    const LoPassA a{tiles_.get(),   tensors.get(), arena.grads(), rowpart_.get(),
+                    colpart_.get(), grad_scale,    clip,          scale2};
+    lo_pass_a<kNanToNum><<<unsigned(tiles_.size()), kThreads, 0, s>>>(a);
     CUDA_CHECK_LAUNCH();
   }
   if (items_.size()) {
@@ -396,8 +417,9 @@ void LoCore::factor_passes(const float* grad_scale, float clip, const LoDecays& 
                  cfac.get(),
                  grad_scale,
                  clip,
-                 d};
-    lo_f1<<<unsigned(items_.size()), kThreads, 0, s>>>(a);
+                 d,
+                 scale2};
+    lo_f1<kNanToNum><<<unsigned(items_.size()), kThreads, 0, s>>>(a);
     CUDA_CHECK_LAUNCH();
   }
   if (groups_.size()) {

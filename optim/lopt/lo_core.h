@@ -25,6 +25,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cfloat>
 #include <vector>
 
 #include "common/device_buffer.h"
@@ -89,6 +90,9 @@ class LoCore {
 
   // Launches pass A, F1 and F1b. grad_scale: device pointer or null; clip > 0 clamps g to [-clip, clip].
   void factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);
+  // The same with ELO's gradient (celo2.md 8, E2): nan_to_num((g * *grad_scale) * *clip_factor), no clamp.
+  // Both pointers on the device, non-null.
+  void factor_passes_nan_to_num(const float* grad_scale, const float* clip_factor, const LoDecays& d, cudaStream_t s);
 
   const Arena& arena;
   int n_tensors = 0;
@@ -110,7 +114,17 @@ class LoCore {
   DeviceBuffer<LoItem> items_;
   DeviceBuffer<int2> groups_;  // F1b: (slot, group)
   DeviceBuffer<float> rowpart_, colpart_;
+  template <bool kNanToNum>
+  void launch_factor_passes(const float* grad_scale, const float* scale2, float clip, const LoDecays& d,
+                            cudaStream_t s);
 };
+
+// torch.nan_to_num: NaN -> 0, +-inf -> +-FLT_MAX (fminf / fmaxf alone would turn NaN into a bound). In this
+// form ELO's passes need no more registers than small_fc_lopt's (testing isnan first made them spill).
+__device__ __forceinline__ float lo_nan_to_num(float x) {
+  const float y = fminf(fmaxf(x, -FLT_MAX), FLT_MAX);
+  return x == x ? y : 0.0f;
+}
 
 // Element i of tensor t -> its entries in R and C.
 __host__ __device__ inline void lo_rc_index(const LoTensor& t, int64_t i, int64_t& ri, int64_t& ci) {

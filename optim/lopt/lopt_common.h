@@ -90,6 +90,7 @@ struct EloOptions {  // PyLO ELO_naive (celo2.md 8)
   double lr = 1e-3, weight_decay = 0.0, exp_mult = 0.001;
   bool clip_grad = false;  // optax clip_by_global_norm(clip_norm) over every tensor, then nan_to_num
   double clip_norm = 1.0;
+  bool fast = false;    // GPU: MLP on tensor cores (small_fc_lopt's fast pass C) instead of exact fp32
   std::string weights;  // folder or model.safetensors (MetaMLP layout); empty = weights/elo
   std::string tie = "pylo";
 };

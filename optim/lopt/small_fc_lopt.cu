@@ -12,6 +12,9 @@
 //   fast:  tensor cores (mma.sync: layer 1 bf16, layers 2-3 fp16, fp32 accumulate), see sf_pass_c_fast;
 //          tensors that are not tile2d (vectors, N-D; a tiny share) take the exact MLP in the first blocks
 //          of the same launch.
+// ELO (celo2.md 8) runs these passes with the template flag kElo: its gradient (SfGrad) and its step
+// (sf_store, the end of sf_pass_c_fast) differ; everything else is small_fc_lopt's, instruction for
+// instruction, and small_fc_lopt's kernels (kElo false) compile to what they were without the flag.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -38,7 +41,7 @@ constexpr int kMlpFloats = kB2 + 2;
 
 // Counter, schedule, and this step's folded weights (one block).
 __global__ void sf_begin(int64_t* step, double lr, LrSchedule sched, const float* gscale, const float* w, float* mlp,
-                         LoStepScalars* scalars) {
+                         SfScalars* scalars) {
   const int64_t t = *step;
   __shared__ float tau[11];
   if (threadIdx.x < 11) {
@@ -65,6 +68,18 @@ __global__ void sf_begin(int64_t* step, double lr, LrSchedule sched, const float
     scalars->lr = float(lr * sched.factor(t));
     *step = t + 1;
   }
+}
+
+// The gradient the element passes see: small_fc_lopt g * scale; ELO nan_to_num((g * scale) * clip)
+// (celo2.md 8, E2), as LoCore::factor_passes_nan_to_num.
+template <bool kElo>
+struct SfGrad {
+  float gs, clip;
+  __device__ __forceinline__ float operator()(float g) const { return kElo ? lo_nan_to_num(g * gs * clip) : g * gs; }
+};
+template <bool kElo>
+__device__ __forceinline__ SfGrad<kElo> sf_grad(const SfScalars* sc) {
+  return {sc->grad_scale, kElo ? sc->clip : 1.0f};
 }
 
 // The 28 normalisable features (small_fc_lopt.md 3.5).
@@ -124,9 +139,10 @@ struct SfPassB {
   const float4* rfac;
   const float4* cfac;
   double* partial;  // per work item: kF sums of squares
-  const LoStepScalars* sc;
+  const SfScalars* sc;
   LoDecays d;
 };
+template <bool kElo>
 __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const SfPassB a) {
   // __restrict__ copies of the pointers (lo_core.h: kernel arguments)
   const LoWork* __restrict__ works = a.works;
@@ -140,11 +156,11 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const SfPassB a) {
   const float4* __restrict__ rfac = a.rfac;
   const float4* __restrict__ cfac = a.cfac;
   double* __restrict__ partial = a.partial;
-  const LoStepScalars* __restrict__ sc = a.sc;
+  const SfScalars* __restrict__ sc = a.sc;
   const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
-  const float gs = sc->grad_scale;
+  const SfGrad<kElo> gr = sf_grad<kElo>(sc);
   float acc[kF];
 #pragma unroll
   for (int k = 0; k < kF; k++) acc[k] = 0.0f;
@@ -155,7 +171,7 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const SfPassB a) {
     lo_tile_column<4>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 st) {
       float sg[3];
       lo_tile_sg(sd.fac_a[row], fb, sg);
-      const float gg = gv * gs;
+      const float gg = gr(gv);
       st = lo_step_record(state, t.s_off + at, st, gg, d);
       float x[16];
       sf_elem16(gg, pv, st, rsqrtf(st.w + 1e-6f), sg, x);
@@ -167,7 +183,7 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const SfPassB a) {
     auto body = [&](int e, float gv, float pv, float4 st) {
       const int64_t i = w.row0 + e;
       LoElem el;
-      lo_flat_step<false>(t, i, gv * gs, pv, st, state, c.s_begin + e, diag, fv, d, el);
+      lo_flat_step<false>(t, i, gr(gv), pv, st, state, c.s_begin + e, diag, fv, d, el);
       float x[kF];
       sf_features(el, x);
       lo_add_squares_flat<kLead, kF>(x, t.factored, acc);
@@ -294,12 +310,13 @@ __global__ void __launch_bounds__(256) sf_side(const SfSide a) {
 struct SfElem {
   float p, x[kF];
 };
+template <bool kElo>
 __device__ __forceinline__ void sf_load(const Chunk& c, const LoTensor& t, int e, const float* __restrict__ g,
                                         const float* __restrict__ p, const float4* __restrict__ state,
                                         const float4* __restrict__ diag, const float4* __restrict__ rrec,
                                         const float4* __restrict__ crec, const float4* __restrict__ rfac,
-                                        const float4* __restrict__ cfac, float gs, SfElem& out) {
-  const float gv = g[c.p_begin + e] * gs;
+                                        const float4* __restrict__ cfac, const SfGrad<kElo>& gr, SfElem& out) {
+  const float gv = gr(g[c.p_begin + e]);
   const float pv = p[c.p_begin + e];
   const float4 st = state[c.s_begin + e];
   LoElem el;
@@ -308,11 +325,19 @@ __device__ __forceinline__ void sf_load(const Chunk& c, const LoTensor& t, int e
   sf_features(el, out.x);
 }
 
+// small_fc_lopt: p -= lr dir exp(exp_mult mag) step_mult, then p -= wd lr p (PyLO MuLO); ELO: p -= lr (dir
+// exp(exp_mult mag) + wd p), p the value before the step (PyLO ELO; step_mult unused).
+template <bool kElo>
 __device__ __forceinline__ void sf_store(float* __restrict__ p, __nv_bfloat16* __restrict__ pb, int64_t at, float p0,
                                          float dir, float mag, float lr, float wd, float exp_mult, float step_mult) {
-  const float u = dir * expf(mag * exp_mult) * step_mult;
-  float pn = p0 - lr * u;
-  if (wd > 0) pn -= wd * lr * pn;
+  float pn;
+  if (kElo) {
+    pn = p0 - lr * (dir * expf(mag * exp_mult) + wd * p0);
+  } else {
+    const float u = dir * expf(mag * exp_mult) * step_mult;
+    pn = p0 - lr * u;
+    if (wd > 0) pn -= wd * lr * pn;
+  }
   lo_store_param(p, pb, at, pn);
 }
 
@@ -340,14 +365,14 @@ struct SfExactSmem {
   float b0[32], b1[32], w2[66];
   float xs[32][kT];  // per thread: inputs, then hidden units
 };
-template <int kT>
+template <int kT, bool kElo>
 __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* __restrict__ ts,
                                                const float* __restrict__ g, float* __restrict__ p,
                                                __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
                                                const float4* __restrict__ diag, const float4* __restrict__ rrec,
                                                const float4* __restrict__ crec, const float4* __restrict__ rfac,
                                                const float4* __restrict__ cfac, const float* __restrict__ norm,
-                                               const float* __restrict__ mlp, const LoStepScalars* __restrict__ sc,
+                                               const float* __restrict__ mlp, const SfScalars* __restrict__ sc,
                                                float exp_mult, float step_mult, float wd, SfExactSmem<kT>& sm) {
   const LoTensor t = ts[c.tensor];
   for (int idx = threadIdx.x; idx < 28 * 32; idx += kT)
@@ -359,11 +384,12 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
   }
   for (int idx = threadIdx.x; idx < 66; idx += kT) sm.w2[idx] = mlp[kW2 + idx];
   __syncthreads();
-  const float gs = sc->grad_scale, lr = sc->lr * t.scale, wdf = t.decay ? wd : 0.0f;
+  const SfGrad<kElo> gr = sf_grad<kElo>(sc);
+  const float lr = sc->lr * t.scale, wdf = t.decay ? wd : 0.0f;
   float* x = &sm.xs[0][threadIdx.x];  // x[k * kT]
   for (int e = threadIdx.x; e < c.n; e += kT) {
     SfElem el;
-    sf_load(c, t, e, g, p, state, diag, rrec, crec, rfac, cfac, gs, el);
+    sf_load<kElo>(c, t, e, g, p, state, diag, rrec, crec, rfac, cfac, gr, el);
 #pragma unroll
     for (int k = 0; k < kF; k++) x[k * kT] = el.x[k];
     float h[32];
@@ -383,21 +409,22 @@ __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* _
       dir = fmaf(sm.w2[k], a, dir);
       mag = fmaf(sm.w2[32 + k], a, mag);
     }
-    sf_store(p, pb, c.p_begin + e, el.p, dir, mag, lr, wdf, exp_mult, step_mult);
+    sf_store<kElo>(p, pb, c.p_begin + e, el.p, dir, mag, lr, wdf, exp_mult, step_mult);
   }
 }
 
 // Parameters rather than a struct, like sf_pass_c_fast with which it shares sf_exact_chunk (lo_core.h).
+template <bool kElo>
 __global__ void __launch_bounds__(kThreads, 2)
     sf_pass_c_exact(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts, const float* __restrict__ g,
                     float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
                     const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec,
                     const float4* __restrict__ rfac, const float4* __restrict__ cfac, const float* __restrict__ norm,
-                    const float* __restrict__ mlp, const LoStepScalars* __restrict__ sc, float exp_mult,
-                    float step_mult, float wd) {
+                    const float* __restrict__ mlp, const SfScalars* __restrict__ sc, float exp_mult, float step_mult,
+                    float wd) {
   __shared__ SfExactSmem<kThreads> sm;
-  sf_exact_chunk<kThreads>(chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm, mlp, sc,
-                           exp_mult, step_mult, wd, sm);
+  sf_exact_chunk<kThreads, kElo>(chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm, mlp, sc,
+                                 exp_mult, step_mult, wd, sm);
 }
 
 // ---- fast pass C: the MLP on tensor cores -----------------------------------------------------------------
@@ -580,12 +607,13 @@ struct SfRowIn {
 // tiles. kMinBlocksC = 2: up to 255 registers, none spilled (on the H100, GPT-2 355M, whole fast steps
 // with 2, 3 or 4 blocks an SM were within 0.4%, 2 the fastest). __restrict__ parameters rather than a
 // struct: beside inline asm, nvcc reads pointers from a struct without the read-only path (lo_core.h).
+template <bool kElo>
 __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
     sf_pass_c_fast(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
                    float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
                    const float4* __restrict__ rfac, const float4* __restrict__ cfac,
                    const uint32_t* __restrict__ side_a, const uint32_t* __restrict__ side_b,
-                   const float* __restrict__ norm, const float* __restrict__ mlp, const LoStepScalars* __restrict__ sc,
+                   const float* __restrict__ norm, const float* __restrict__ mlp, const SfScalars* __restrict__ sc,
                    float exp_mult, float step_mult, float wd, const Chunk* __restrict__ exact_chunks, int n_exact,
                    const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec) {
   // Shared memory: either an exact chunk's or the tile's.
@@ -593,8 +621,8 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
   constexpr int kExactBytes = int(sizeof(SfExactSmem<kThreadsC>));
   __shared__ __align__(16) unsigned char smem[kTileBytes > kExactBytes ? kTileBytes : kExactBytes];
   if (int(blockIdx.x) < n_exact) {  // the first blocks: the tensors that are not tile2d, exact
-    sf_exact_chunk<kThreadsC>(exact_chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm, mlp,
-                              sc, exp_mult, step_mult, wd, *reinterpret_cast<SfExactSmem<kThreadsC>*>(smem));
+    sf_exact_chunk<kThreadsC, kElo>(exact_chunks[blockIdx.x], ts, g, p, pb, state, diag, rrec, crec, rfac, cfac, norm,
+                                    mlp, sc, exp_mult, step_mult, wd, *reinterpret_cast<SfExactSmem<kThreadsC>*>(smem));
     return;
   }
   auto& frag = *reinterpret_cast<uint32_t(*)[32][kLdFrag]>(smem);
@@ -625,7 +653,8 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
     b1c[nt] = make_float4(lo, hi, lo, hi);
   }
   const float4 b2c = make_float4(mlp[kB2], mlp[kB2 + 1], mlp[kB2], mlp[kB2 + 1]);
-  const float gs = sc->grad_scale, lr = sc->lr * t.scale, wdf = t.decay ? wd : 0.0f;
+  const SfGrad<kElo> gr = sf_grad<kElo>(sc);
+  const float lr = sc->lr * t.scale, wdf = t.decay ? wd : 0.0f;
   const float mag2 = exp_mult * 1.44269504f;                 // exp(m * exp_mult) = exp2(m * mag2)
   const float lrs = lr * step_mult, keep = 1.0f - wdf * lr;  // p' = (p - lrs * dir * exp(..)) * keep
   const LoSides sd = lo_sides(t, rfac, cfac);
@@ -673,7 +702,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
     // Feature step of row i (its stage complete and visible): features -> staging tile xi, side operand, old p.
     auto features = [&](int i, int xi, SfRowIn& in) {
       const SfStage& st = ws.stage[i % kStages];
-      const float gv = st.g[lane] * gs, pv = st.p[lane];
+      const float gv = gr(st.g[lane]), pv = st.p[lane];
       in.po = st.p[eo];
       const float4 rec = st.st[lane], fa = st.fa;
       if (q == 3) {  // k = 6, 7 of the side mma: this row's share of layer 1 (hi, lo)
@@ -718,9 +747,11 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
         dm = mma16816<true>(a2[0], wf[28 + 4 * mt], wf[29 + 4 * mt], dm);
         dm = mma16816<true>(a2[1], wf[30 + 4 * mt], wf[31 + 4 * mt], dm);
       }
-      // p -= lr * dir * exp(exp_mult * mag) * step_mult, then decoupled weight decay
+      // small_fc_lopt: p -= lr * dir * exp(exp_mult * mag) * step_mult, then decoupled weight decay; ELO:
+      // p -= lr * (dir * exp(exp_mult * mag) + wd * p) (sf_store)
       const float dir = q % 2 ? dm.z : dm.x, mag = q % 2 ? dm.w : dm.y;
-      const float pn = (in.po - lrs * (dir * exp2_approx(mag * mag2))) * keep;
+      const float pn = kElo ? in.po - lr * (dir * exp2_approx(mag * mag2) + wdf * in.po)
+                            : (in.po - lrs * (dir * exp2_approx(mag * mag2))) * keep;
       const uint32_t e = base + uint32_t(eo) + uint32_t(i) * nb;
       st_global_if(pbase + size_t(e) * 4, pn, live_o);
       st_global_bf16_if(bbase + size_t(e) * 2, pn, live_o && bbase);
@@ -787,66 +818,123 @@ void SmallFcLopt::make_passes() {
                    side_b_.get()};
 }
 
-SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, const std::vector<int>& owned)
-    : Optimizer(arena, opts, owned),
-      core_(arena, owned_, parse_tie_rule(opts.small_fc.tie, kSmallFcPyloTie), opts.small_fc.mup, kChunk) {
-  SmallFcDecays sd = small_fc_decays();
-  for (int k = 0; k < 3; k++) {
-    dec_.m[k] = sd.m[k];
-    dec_.f[k] = sd.f[k];
+// The two optimizers' settings in one form (the kernels read these).
+SmallFcLopt::Rule SmallFcLopt::rule_of(const OptimOptions& o, bool elo) {
+  Rule r;
+  if (elo) {  // celo2.md 8: no step_mult (E3), no MuLO scale
+    const EloOptions& h = o.elo;
+    r.lr = h.lr;
+    r.wd = float(h.weight_decay);
+    r.exp_mult = float(h.exp_mult);
+    r.step_mult = 1.0f;  // unused
+    r.fast = h.fast;
+    r.tie = parse_tie_rule(h.tie, kEloPyloTie);
+    r.mup = false;
+    return r;
   }
-  dec_.v = sd.v;
+  const SmallFcOptions& h = o.small_fc;
+  r.lr = h.lr;
+  r.wd = float(h.weight_decay);
+  r.exp_mult = float(h.exp_mult);
+  r.step_mult = float(h.step_mult);
+  r.fast = h.fast;
+  r.tie = parse_tie_rule(h.tie, kSmallFcPyloTie);
+  r.mup = h.mup;
+  return r;
+}
+
+// small_fc_lopt: the meta-learned decays (small_fc_lopt.md 1); ELO: the nominal ones as float32 (celo2.md 8, E1).
+LoDecays SmallFcLopt::decays_of(bool elo) {
+  LoDecays d;
+  if (elo) {
+    const float nominal[3] = {0.9f, 0.99f, 0.999f};
+    for (int k = 0; k < 3; k++) d.m[k] = d.f[k] = nominal[k];
+    d.v = 0.999f;
+    return d;
+  }
+  const SmallFcDecays sd = small_fc_decays();
+  for (int k = 0; k < 3; k++) {
+    d.m[k] = sd.m[k];
+    d.f[k] = sd.f[k];
+  }
+  d.v = sd.v;
+  return d;
+}
+
+SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, bool elo,
+                         const std::vector<int>& owned)
+    : Optimizer(arena, opts, owned),
+      elo_(elo),
+      rule_(rule_of(opts, elo)),
+      core_(arena, owned_, rule_.tie, rule_.mup, kChunk),
+      dec_(decays_of(elo)) {
+  const char* what = elo ? "elo" : "small_fc_lopt";
   std::vector<float> all;
   for (const auto* v : {&w.w0, &w.b0, &w.w1, &w.b1, &w.w2, &w.b2}) all.insert(all.end(), v->begin(), v->end());
   CHECK(all.size() == 2402);
-  weights_.alloc(all.size(), "small_fc_lopt weights");
+  weights_.alloc(all.size(), str_cat(what, " weights").c_str());
   weights_.upload(all);
-  mlp_.alloc(kMlpFloats, "small_fc_lopt folded weights");
-  partial_.alloc(core_.work.size() * kF, "small_fc_lopt partial sums");
-  norm_.alloc(size_t(core_.n_tensors) * kNormLd, "small_fc_lopt normalisers");
-  scalars_.alloc(1, "small_fc_lopt scalars");
-  if (opts.small_fc.fast) {
-    side_a_.alloc(size_t(core_.side_a_len) * kSideWords, "small_fc_lopt row-side layer-1 shares");
-    side_b_.alloc(size_t(core_.side_b_len), "small_fc_lopt column-side features");
+  mlp_.alloc(kMlpFloats, str_cat(what, " folded weights").c_str());
+  partial_.alloc(core_.work.size() * kF, str_cat(what, " partial sums").c_str());
+  norm_.alloc(size_t(core_.n_tensors) * kNormLd, str_cat(what, " normalisers").c_str());
+  scalars_.alloc(1, str_cat(what, " scalars").c_str());
+  const SfScalars one{1.0f, 1.0f, 1.0f};  // clip stays 1 unless ELO's global clip writes it
+  scalars_.upload(&one, 1);
+  if (rule_.fast) {
+    side_a_.alloc(size_t(core_.side_a_len) * kSideWords, str_cat(what, " row-side layer-1 shares").c_str());
+    side_b_.alloc(size_t(core_.side_b_len), str_cat(what, " column-side features").c_str());
   }
+  if (elo && opts.elo.clip_grad) clip_ = std::make_unique<LoGlobalClip>(arena, owned_, opts.elo.clip_norm);
   make_passes();
 }
 
 SmallFcLopt::~SmallFcLopt() = default;
 
 void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
-  const SmallFcOptions& h = opts_.small_fc;
-  sf_begin<<<1, 256, 0, s>>>(d_step_.get(), h.lr, opts_.schedule, info.d_grad_scale, weights_.get(), mlp_.get(),
+  sf_begin<<<1, 256, 0, s>>>(d_step_.get(), rule_.lr, opts_.schedule, info.d_grad_scale, weights_.get(), mlp_.get(),
                              scalars_.get());
   CUDA_CHECK_LAUNCH();
-  core_.factor_passes(&scalars_.get()->grad_scale, 0.0f, dec_, s);
+  if (clip_) clip_->run(info.d_grad_scale, &scalars_.get()->clip, s);
+  if (elo_)
+    passes<true>(s);
+  else
+    passes<false>(s);
+}
+
+template <bool kElo>
+void SmallFcLopt::passes(cudaStream_t s) {
+  SfScalars* sc = scalars_.get();
+  if (kElo)
+    core_.factor_passes_nan_to_num(&sc->grad_scale, &sc->clip, dec_, s);
+  else
+    core_.factor_passes(&sc->grad_scale, 0.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
-  sf_pass_b<<<nw, kLoThreads, 0, s>>>(passes_->b);
+  sf_pass_b<kElo><<<nw, kLoThreads, 0, s>>>(passes_->b);
   CUDA_CHECK_LAUNCH();
   sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(),
                                                       core_.crec.get(), norm_.get());
   CUDA_CHECK_LAUNCH();
   // Exact: every tensor per element. Fast: one launch, tile2d tensors on tensor cores and, in its first
   // blocks, the rest (vectors, N-D) exact.
-  const Chunk* exact_chunks = h.fast ? core_.flat_chunks.get() : core_.chunks.get();
-  const unsigned n_exact = unsigned(h.fast ? core_.flat_chunks.size() : core_.chunks.size());
-  if (h.fast && core_.side_items.size()) {
+  const bool fast = rule_.fast;
+  const Chunk* exact_chunks = fast ? core_.flat_chunks.get() : core_.chunks.get();
+  const unsigned n_exact = unsigned(fast ? core_.flat_chunks.size() : core_.chunks.size());
+  if (fast && core_.side_items.size()) {
     sf_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(passes_->side);
     CUDA_CHECK_LAUNCH();
-    sf_pass_c_fast<<<unsigned(n_exact) + nw, kThreadsC, 0, s>>>(
+    sf_pass_c_fast<kElo><<<unsigned(n_exact) + nw, kThreadsC, 0, s>>>(
         core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
         core_.rfac.get(), core_.cfac.get(), reinterpret_cast<const uint32_t*>(side_a_.get()),
-        reinterpret_cast<const uint32_t*>(side_b_.get()), norm_.get(), mlp_.get(), scalars_.get(), float(h.exp_mult),
-        float(h.step_mult), float(h.weight_decay), exact_chunks, int(n_exact), core_.diag.get(), core_.rrec.get(),
-        core_.crec.get());
+        reinterpret_cast<const uint32_t*>(side_b_.get()), norm_.get(), mlp_.get(), sc, rule_.exp_mult, rule_.step_mult,
+        rule_.wd, exact_chunks, int(n_exact), core_.diag.get(), core_.rrec.get(), core_.crec.get());
     CUDA_CHECK_LAUNCH();
     return;
   }
   if (n_exact) {
-    sf_pass_c_exact<<<n_exact, kThreads, 0, s>>>(
+    sf_pass_c_exact<kElo><<<n_exact, kThreads, 0, s>>>(
         exact_chunks, core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
         core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(), norm_.get(),
-        mlp_.get(), scalars_.get(), float(h.exp_mult), float(h.step_mult), float(h.weight_decay));
+        mlp_.get(), sc, rule_.exp_mult, rule_.step_mult, rule_.wd);
     CUDA_CHECK_LAUNCH();
   }
 }

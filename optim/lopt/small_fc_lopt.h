@@ -1,25 +1,53 @@
-// small_fc_lopt / μLO (small_fc_lopt.md): Adafactor-style accumulators, 39 features (28 normalised per
-// tensor, 11 time features), a 39-32-32-2 MLP per element, PyLO's lr and decoupled weight decay, and
-// MuLO's 1/fan_in step scale for hidden matrices. Launches per step: setup, pass A, F1, F1b, pass B,
-// F2, pass C (exact fp32, or fast: side tables + bf16 tensor cores + exact for the few non-matrix tensors).
+// small_fc_lopt / μLO (small_fc_lopt.md) and ELO (celo2.md 8), which runs small_fc_lopt's network:
+// Adafactor-style accumulators, 39 features (28 normalised per tensor, 11 time features) and a
+// 39-32-32-2 MLP per element. They differ in
+//   small_fc_lopt: meta-learned decays; g * the trainer's scale; p -= lr 0.01 dir exp(exp_mult mag), then
+//                  p -= wd lr p; MuLO's 1/fan_in step scale for hidden matrices (PyLO AdafacLO / MuLO);
+//   ELO:           fixed decays (0.9, 0.99, 0.999; v 0.999); g = nan_to_num((g * scale) * global clip);
+//                  p -= lr (dir exp(exp_mult mag) + wd p) with p before the step (PyLO ELO_naive),
+// which the kernels take as a compile-time flag. Launches per step: setup, [ELO with elo.clip_grad: global
+// norm partials, clip factor], pass A, F1, F1b, pass B, F2, pass C (exact fp32, or fast: side tables +
+// bf16 tensor cores + exact for the few non-matrix tensors).
 #pragma once
 #include <memory>
 
 #include "optim/lopt/lo_core.h"
+#include "optim/lopt/lo_global_clip.h"
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
 
+// Written on the device each step (no host round trip).
+struct SfScalars {
+  float grad_scale;  // the trainer's clip coefficient (1 without clipping)
+  float lr;          // lr times the schedule's factor for this step
+  float clip;        // ELO: its own global clip factor (1 when elo.clip_grad is off); unused by small_fc_lopt
+};
+
 class SmallFcLopt : public Optimizer {
  public:
-  SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, const std::vector<int>& owned = {});
+  // elo: ELO with the options opts.elo; else small_fc_lopt with opts.small_fc. w: MetaMLP weights.
+  SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, bool elo,
+              const std::vector<int>& owned = {});
   ~SmallFcLopt() override;
-  std::string name() const override { return "small_fc_lopt"; }
+  std::string name() const override { return elo_ ? "elo" : "small_fc_lopt"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
 
  private:
+  struct Rule {  // the settings the passes read, from either optimizer's options
+    double lr;
+    float wd, exp_mult, step_mult;
+    bool fast;
+    TieRule tie;
+    bool mup;
+  };
+  static Rule rule_of(const OptimOptions& o, bool elo);
+  static LoDecays decays_of(bool elo);
+
+  bool elo_;
+  Rule rule_;
   LoCore core_;
   LoDecays dec_;
   DeviceBuffer<float> weights_;   // w0 (32x39) | b0 | w1 | b1 | w2 | b2, torch layout
@@ -30,8 +58,11 @@ class SmallFcLopt : public Optimizer {
   DeviceBuffer<float> side_a_;
   DeviceBuffer<uint4> side_b_;  // fast mode: per column of tile2d tensors, its 6 features in bf16
   DeviceBuffer<float> norm_;    // per tensor: 28 normalisers
-  DeviceBuffer<LoStepScalars> scalars_;
-  struct Passes;  // the kernels' argument structs, set once (the .cu)
+  DeviceBuffer<SfScalars> scalars_;
+  std::unique_ptr<LoGlobalClip> clip_;  // ELO with elo.clip_grad
+  struct Passes;                        // the kernels' argument structs, set once (the .cu)
   std::unique_ptr<Passes> passes_;
   void make_passes();
+  template <bool kElo>
+  void passes(cudaStream_t s);
 };

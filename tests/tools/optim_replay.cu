@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
           "Replays gradients from files through one optimizer (for the PyTorch and PyLO cross-checks).");
   cli.add('d', "dir", &r.dir, "folder with manifest.txt, init.bin, grads.bin (and losses.bin)");
   cli.add('o', "optimizer", &r.opt,
-          "adamw | adafactor | muon | small_fc_lopt | velo (GPU); also celo2 | elo | elo_celo2 (--ref)");
+          "adamw | adafactor | muon | small_fc_lopt | velo | celo2 | elo | elo_celo2 (GPU; --ref: the CPU reference)");
   cli.add('s', "set", &r.sets, "optimizer option key=value (repeatable)");
   cli.add(0, "out", &r.out, "output file name inside the folder (default out_<optimizer>.bin)");
   cli.add(0, "ref", &r.ref, "run the CPU reference instead of the GPU optimizer");

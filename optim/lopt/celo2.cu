@@ -253,38 +253,59 @@ __global__ void c2_sigma(const C2Slice* __restrict__ slices, const double* __res
   sigma[int64_t(blockIdx.x) * kPart + c] = 1.0f / sqrtf(1e-9f + float(s / double(sl.elems)));
 }
 
-// The MLP's weights in constant memory: with every index known at compile time, the FMAs take them as
-// constant-bank operands. (From shared memory nvcc hoisted all 338 into registers and spilled; as a kernel
-// parameter struct it loaded each through an extra ULDC instruction per element: a third of pass C's
-// instructions.) One copy per process: each step copies its optimizer's weights in first, on its stream.
+// The MLP's weights in constant memory, every index known at compile time. (From shared memory nvcc hoisted
+// all 338 into registers and spilled.) ptxas still loads each into a uniform register (ULDC) for its FMAs, a
+// third of pass C's instructions at one element per weight load: c2_mlp2 feeds each load to two elements'
+// FMAs and lets neighbouring weights load in pairs. One copy per process: each step copies its optimizer's
+// weights in first, on its stream.
 __constant__ float c2_mlp_w[kWeights];
 
-// The MLP's two first outputs (5.8) from the normalised inputs. ReLU keeps NaN.
-__device__ __forceinline__ void c2_mlp(const float* x, float& dir, float& mag) {
+// The MLP's two first outputs (5.8) from the normalised inputs, for two elements at once (x and y). Each
+// unit's sum is as for one element, s = b[j] then fmaf over the inputs in order; only the order among
+// independent sums differs: the two elements interleaved, so that each weight's constant load feeds two
+// FMAs, and a layer's units side by side, input by input, so that neighbouring weights (W[c][j], W[c][j+1])
+// load in pairs. ReLU keeps NaN.
+__device__ __forceinline__ void c2_mlp2(const float* x, const float* y, float& dir_x, float& mag_x, float& dir_y,
+                                        float& mag_y) {
   const float* w = c2_mlp_w;
-  float h1[kH], h2[kH];
+  float h1x[kH], h1y[kH], h2x[kH], h2y[kH];
 #pragma unroll
-  for (int j = 0; j < kH; j++) {
-    float s = w[kB0 + j];
+  for (int j = 0; j < kH; j++) h1x[j] = h1y[j] = w[kB0 + j];
 #pragma unroll
-    for (int c = 0; c < kCh; c++) s = fmaf(x[c], w[kW0 + c * kH + j], s);
-    h1[j] = s < 0.0f ? 0.0f : s;
+  for (int c = 0; c < kCh; c++) {
+#pragma unroll
+    for (int j = 0; j < kH; j++) {
+      h1x[j] = fmaf(x[c], w[kW0 + c * kH + j], h1x[j]);
+      h1y[j] = fmaf(y[c], w[kW0 + c * kH + j], h1y[j]);
+    }
   }
 #pragma unroll
   for (int j = 0; j < kH; j++) {
-    float s = w[kB1 + j];
-#pragma unroll
-    for (int k = 0; k < kH; k++) s = fmaf(h1[k], w[kW1 + k * kH + j], s);
-    h2[j] = s < 0.0f ? 0.0f : s;
+    h1x[j] = h1x[j] < 0.0f ? 0.0f : h1x[j];
+    h1y[j] = h1y[j] < 0.0f ? 0.0f : h1y[j];
+    h2x[j] = h2y[j] = w[kB1 + j];
   }
-  float o0 = w[kB2], o1 = w[kB2 + 1];
 #pragma unroll
   for (int k = 0; k < kH; k++) {
-    o0 = fmaf(h2[k], w[kW2 + 2 * k], o0);
-    o1 = fmaf(h2[k], w[kW2 + 2 * k + 1], o1);
+#pragma unroll
+    for (int j = 0; j < kH; j++) {
+      h2x[j] = fmaf(h1x[k], w[kW1 + k * kH + j], h2x[j]);
+      h2y[j] = fmaf(h1y[k], w[kW1 + k * kH + j], h2y[j]);
+    }
   }
-  dir = o0;
-  mag = o1;
+  float o0 = w[kB2], o1 = w[kB2 + 1], q0 = w[kB2], q1 = w[kB2 + 1];
+#pragma unroll
+  for (int k = 0; k < kH; k++) {
+    const float hx = h2x[k] < 0.0f ? 0.0f : h2x[k], hy = h2y[k] < 0.0f ? 0.0f : h2y[k];
+    o0 = fmaf(hx, w[kW2 + 2 * k], o0);
+    o1 = fmaf(hx, w[kW2 + 2 * k + 1], o1);
+    q0 = fmaf(hy, w[kW2 + 2 * k], q0);
+    q1 = fmaf(hy, w[kW2 + 2 * k + 1], q1);
+  }
+  dir_x = o0;
+  mag_x = o1;
+  dir_y = q0;
+  mag_y = q1;
 }
 
 struct C2PassC {
@@ -298,7 +319,7 @@ struct C2PassC {
 // Pass C: normalised features, the MLP, D = dir exp(exp_mult mag) (x rms(p) with param_scale_mult) into
 // dx, and per item the sum of D^2 (Newton-Schulz's Frobenius norm, or the final RMS without NS).
 template <typename T>
-__global__ void __launch_bounds__(kThreads) c2_pass_c(const C2Pass a, const C2PassC c, T* __restrict__ dx) {
+__global__ void __launch_bounds__(kThreads, 2) c2_pass_c(const C2Pass a, const C2PassC c, T* __restrict__ dx) {
   __shared__ float ps;
   const C2Item it = a.items[blockIdx.x];
   const LoTensor t = a.ts[it.slot];
@@ -317,17 +338,30 @@ __global__ void __launch_bounds__(kThreads) c2_pass_c(const C2Pass a, const C2Pa
 #pragma unroll
   for (int k = 0; k < kCh; k++) sg[k] = c.sigma[int64_t(it.slice) * kPart + k];
   double acc = 0;
-  for (int e = threadIdx.x; e < it.n; e += kThreads) {
-    float x[kCh];
+  // Two elements per iteration, e and e + kThreads, so that each MLP weight is loaded once for both. When
+  // the second is past the item's end the first is computed twice and the copy dropped. D^2 is added in
+  // the order of the one-element loop (e, e + kThreads, e + 2 kThreads, ...).
+  for (int e = threadIdx.x; e < it.n; e += 2 * kThreads) {
+    const bool two = e + kThreads < it.n;
+    const int f = two ? e + kThreads : e;
+    float x[kCh], y[kCh];
     c2_element(a, t, it.begin + e, false, sc, x);
+    c2_element(a, t, it.begin + f, false, sc, y);
 #pragma unroll
-    for (int k = 0; k < kCh; k++) x[k] *= sg[k];
-    float dir, mag;
-    c2_mlp(x, dir, mag);
-    const float em = expf(mag * c.exp_mult);
-    const float D = c.param_scale_mult ? dir * (ps * em) : dir * em;
-    dx_store(dx + it.dx + e, D);
-    acc += double(D) * D;
+    for (int k = 0; k < kCh; k++) {
+      x[k] *= sg[k];
+      y[k] *= sg[k];
+    }
+    float dir[2], mag[2];
+    c2_mlp2(x, y, dir[0], mag[0], dir[1], mag[1]);
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+      if (u == 1 && !two) break;
+      const float em = expf(mag[u] * c.exp_mult);
+      const float D = c.param_scale_mult ? dir[u] * (ps * em) : dir[u] * em;
+      dx_store(dx + it.dx + (u ? f : e), D);
+      acc += double(D) * D;
+    }
   }
   acc = block_sum_d(acc);
   if (threadIdx.x == 0) c.partial1[blockIdx.x] = acc;

@@ -4,8 +4,8 @@
 # log under $OUT (or ./.out). Expects binaries built beforehand (`make all`); pass --build to build here first.
 # pylo: the PyLO parity check (tests/pylo_crosscheck.py) of the optimizers with GPU kernels against a PyLO
 # source checkout at $PYLO_SRC (default .deps/pylo; carry it along, it is not part of this repository);
-# pylorefs: the same for the CPU references of CELO2, ELO and ELO_CELO2 (apart: with its float64 noise
-# floors it runs for minutes on the CPU).
+# pylorefs: the same for CELO2, ELO and ELO_CELO2, their GPU kernels and CPU references (apart: with its
+# float64 noise floors it runs for minutes on the CPU; PYLO_QUICK=1 leaves out the 1024 x 1100 matrix).
 # vitcrosscheck (not in the default list: it needs timm): our ViT against timm (tests/timm_vit_crosscheck.py).
 # Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|vitcrosscheck|pylo|pylorefs|bench|ops]...
 set -uo pipefail
@@ -44,10 +44,11 @@ for w in $what; do
       only=small_fc_lopt,mulo,velo
       [ "$w" = pylorefs ] && only=celo2,elo,elo_celo2
       PYTHONUNBUFFERED=1 python3 tests/pylo_crosscheck.py --pylo "${PYLO_SRC:-.deps/pylo}" --only "$only" \
-        --json "$OUT/$w.jsonl" > "$OUT/$w.log" 2>&1 || status=1
+        ${PYLO_QUICK:+--quick} --json "$OUT/$w.jsonl" > "$OUT/$w.log" 2>&1 || status=1
       tail -n 1 "$OUT/$w.log" ;;
     bench)
-      ./bench_optim -o adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo 2>&1 | tee "$OUT/bench_optim.jsonl" || status=1 ;;
+      ./bench_optim -o adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo,elo,elo:fast,celo2,elo_celo2 2>&1 |
+        tee "$OUT/bench_optim.jsonl" || status=1 ;;
     ops)
       ./bench_gpt2_ops -e gpt2-124m:64,gpt2-355m:32,gpt2-774m:16,gpt2-1558m:8 2>&1 | tee "$OUT/bench_gpt2_ops.jsonl" | grep step_ms || status=1 ;;
     *) echo "unknown step $w"; status=1 ;;

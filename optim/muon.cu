@@ -116,7 +116,7 @@ Muon::Muon(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned
   std::vector<NsGroup> groups;
   int64_t off = 0;
   for (auto& [shape, ids] : by_shape) {
-    int64_t stride = (shape.first * shape.second + 31) / 32 * 32;
+    int64_t stride = ns_matrix_stride(shape.first, shape.second);
     groups.push_back({shape.first, shape.second, off, stride, int(ids.size())});
     off += stride * int64_t(ids.size());
     order.insert(order.end(), ids.begin(), ids.end());

@@ -10,8 +10,6 @@
 namespace {
 constexpr size_t kLtWorkspace = size_t(32) << 20;
 
-int64_t align32(int64_t n) { return (n + 31) / 32 * 32; }
-
 cudaDataType_t data_type(NsPrecision p) { return p == NsPrecision::Bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 cublasComputeType_t compute_type(NsPrecision p) {
@@ -101,7 +99,7 @@ NewtonSchulz::NewtonSchulz(std::vector<NsGroup> groups, int steps, double a, dou
   };
   std::vector<Pending> pend;
   for (const auto& g : groups_) {
-    int64_t m = std::min(g.rows, g.cols), xs = align32(g.rows * g.cols), gs = align32(m * m);
+    int64_t m = std::min(g.rows, g.cols), xs = ns_matrix_stride(g.rows, g.cols), gs = ns_matrix_stride(m, m);
     size_t per = size_t(2 * xs + 2 * gs) * eb;
     int cap = int(std::max<size_t>(1, workspace_bytes / per));
     for (int i = 0; i < g.count; i += cap) {
@@ -117,12 +115,12 @@ NewtonSchulz::NewtonSchulz(std::vector<NsGroup> groups, int steps, double a, dou
     auto plan = std::make_unique<Plan>();
     plan->first = p.first;
     plan->count = p.count;
-    plan->xs = align32(R * C);
-    plan->gs = align32(m * m);
+    plan->xs = ns_matrix_stride(R, C);
+    plan->gs = ns_matrix_stride(m, m);
     plan->wide = R <= C;
     const int64_t xs = plan->xs, gs = plan->gs;
     const int nb = p.count;
-    // One layout serves x and scratch: the caller stores x matrices at the same stride, align32(R*C).
+    // One layout serves x and scratch: the caller stores x matrices at the same stride, ns_matrix_stride.
     CHECK(g.stride == xs);
     if (plan->wide) {  // wide: stored (n x m, ld n)
       plan->gram = std::make_unique<Gemm>(lt_, precision_, true, false, n, m, n, xs, n, m, n, xs, m, m, m, gs, nb);

@@ -21,6 +21,10 @@ NsPrecision parse_ns_precision(const std::string& s, const std::string& key);
 // Bytes of one element of X in that precision.
 size_t ns_elem_bytes(NsPrecision p);
 
+// Elements between consecutive matrices of a group (rows x cols each): NewtonSchulz requires exactly this
+// stride (128-byte aligned starts), so callers lay their groups out with it.
+inline int64_t ns_matrix_stride(int64_t rows, int64_t cols) { return (rows * cols + 31) / 32 * 32; }
+
 struct NsGroup {
   int64_t rows, cols;  // shape of every matrix in the group (row-major)
   int64_t first;       // element offset of the first matrix in the X buffer

@@ -420,7 +420,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-int64_t align32(int64_t n) { return (n + 31) / 32 * 32; }  // NewtonSchulz's stride between matrices
 }  // namespace
 
 Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, bool elo, const std::vector<int>& owned)
@@ -491,7 +490,7 @@ void Celo2::plan_learned(const std::vector<int>& learned) {
   std::vector<NsGroup> groups;
   int64_t dx_elems = 0;
   for (const auto& [shape, n] : count) {
-    const int64_t stride = align32(shape.first * shape.second);
+    const int64_t stride = ns_matrix_stride(shape.first, shape.second);
     groups.push_back({shape.first, shape.second, dx_elems, stride, n});
     next[shape] = dx_elems;
     dx_elems += stride * n;
@@ -508,7 +507,7 @@ void Celo2::plan_learned(const std::vector<int>& learned) {
       C2Slice sl{k, int32_t(items.size()), 0, rc};
       for (int64_t e = 0; e < rc; e += kRun)
         items.push_back({k, int32_t(slices.size()), b * rc + e, dx + e, int32_t(std::min<int64_t>(kRun, rc - e))});
-      dx += align32(rc);
+      dx += ns_matrix_stride(m.rows, m.cols);
       sl.n_items = int32_t(items.size()) - sl.first_item;
       slices.push_back(sl);
     }

@@ -31,7 +31,7 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt 
 HOST_SRC := common/crc32.cpp common/atomic_file.cpp common/sections.cpp common/cli.cpp common/json.cpp \
             optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/celo2_weights.cpp \
             optim/lopt/safetensors.cpp optim/lopt/msgpack.cpp \
-            core/param_table.cpp core/shard_plan.cpp optim/schedule.cpp optim/options.cpp core/chunks.cpp \
+            core/param_table.cpp core/shard_plan.cpp optim/step_cost.cpp optim/schedule.cpp optim/options.cpp core/chunks.cpp \
             optim/ref/ref_adamw.cpp optim/ref/ref_adafactor.cpp optim/ref/ref_muon.cpp optim/ref/ref_factory.cpp \
             optim/ref/ref_small_fc.cpp optim/ref/ref_velo.cpp optim/ref/ref_lo_tensor.cpp optim/ref/ref_state.cpp \
             optim/ref/ref_celo2.cpp optim/ref/ref_celo2_parts.cpp optim/ref/ref_elo_celo2.cpp optim/ref/ref_elo.cpp \

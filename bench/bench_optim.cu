@@ -18,6 +18,7 @@
 #include "optim/grad_clip.h"
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
+#include "optim/step_cost.h"
 #include "train/flags.h"
 
 namespace {
@@ -38,49 +39,17 @@ double copy_bandwidth() {
   return 2.0 * double(n) / (median_event_ms(copy, 0, 20, 3) * 1e-3);
 }
 
-// Bytes one step must move through HBM, by tensor and owner (optimizers.md D; GEMM traffic of
-// Newton-Schulz is excluded: it is compute-bound).
-// own_clip: the optimizer's own global-norm clip (elo.clip_grad) reads g once more; dx_bf16: CELO2's direction
-// buffer in bf16 (Newton-Schulz in bf16).
-double step_bytes(const std::string& opt, const ParamTable& t, bool bf16, bool clip, bool own_clip, bool dx_bf16) {
+// Bytes one step must move through HBM and its Newton-Schulz FLOPs, summed over the tensors
+// (optim/step_cost.h).
+double step_bytes(const std::string& opt, const ParamTable& t, const StepBytesFlags& f) {
   double b = 0;
-  for (const auto& ti : t.tensors()) {
-    double n = double(ti.numel), per = 0;
-    if (opt == "adamw")
-      per = 28;
-    else if (opt == "adafactor")
-      per = ti.ndim() > 1 ? 24 : 40;
-    // Muon matrices: momentum (R g, buf; W buf, bf16 x: 14) + normalise (R/W x: 4) + apply (R p, x; W p:
-    // 10) = 28; the other tensors go through AdamW (28).
-    else if (opt == "muon")
-      per = 28;
-    // Learned optimizers: pass A (R g: 4, matrices), pass B (R g, p, {m0,m1,m2,v}; W record: 40), pass C
-    // (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2). ELO
-    // runs small_fc_lopt's passes.
-    else if (opt == "velo" || opt == "small_fc_lopt" || opt == "elo")
-      per = ti.ndim() > 1 ? 72 : 100;
-    // CELO2 (celo2.md 11.1), learned matrices: pass A (R g: 4), B (R g, p, record; W record: 40), C (R g, p,
-    // record; W D: 24 + |D|), the NS input scaling (R/W D: 2 |D|), the sum of O^2 (|D|) and apply (R O, p;
-    // W p: 8 + |D|), where |D| = 2 with bf16 Newton-Schulz, else 4: 86 or 96 (NS GEMMs excluded); the
-    // AdamW side path (vectors, embeddings, heads) 28.
-    else if (opt == "celo2" || opt == "elo_celo2")
-      per = ti.ndim() > 1 && ti.role == Role::Hidden ? (dx_bf16 ? 86 : 96) : 28;
-    if (bf16) per += 2;
-    if (clip) per += 4;
-    if (own_clip) per += 4;
-    b += per * n;
-  }
+  for (const auto& ti : t.tensors()) b += step_bytes_per_elem(opt, ti, f) * double(ti.numel);
   return b;
 }
 
-// Newton-Schulz FLOPs of Muon's matrices, or (celo2) of CELO2's learned matrices.
-double ns_flops(const ParamTable& t, int steps, bool celo2) {
+double ns_flops(const std::string& opt, const ParamTable& t, int steps) {
   double f = 0;
-  for (const auto& ti : t.tensors())
-    if (celo2 ? ti.ndim() == 2 && ti.role == Role::Hidden : ti.resolved_owner() == Owner::Muon) {
-      double m = double(std::min(ti.mat_rows(), ti.mat_cols())), n = double(std::max(ti.mat_rows(), ti.mat_cols()));
-      f += steps * (4 * m * m * n + 2 * m * m * m);
-    }
+  for (const auto& ti : t.tensors()) f += ns_step_flops(opt, ti, steps);
   return f;
 }
 // One optimizer's step on one model: untimed steps, then the median of `steps` timed ones, the bytes
@@ -117,9 +86,12 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   };
   const std::vector<float> ms = event_times_ms(one_step, stream, m.steps, m.untimed);
   const size_t nodes = CudaGraph::capture(stream, one_step).nodes();
-  const double bytes = step_bytes(name, table, m.bf16, m.clip > 0, name == "elo" && eo.elo.clip_grad,
-                                  c2.ns == "bf16" && c2.orthogonalize),
-               floor_ms = bytes / m.bandwidth * 1e3, med = median_ms(ms);
+  StepBytesFlags bf;
+  bf.bf16_copy = m.bf16;
+  bf.trainer_clip = m.clip > 0;
+  bf.own_clip = name == "elo" && eo.elo.clip_grad;
+  bf.dx_bf16 = c2.ns == "bf16" && c2.orthogonalize;
+  const double bytes = step_bytes(name, table, bf), floor_ms = bytes / m.bandwidth * 1e3, med = median_ms(ms);
   std::printf(
       "{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
       "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
@@ -127,11 +99,11 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
       m.gpu, m.model.c_str(), (long long)table.num_params(), name.c_str(), int(m.bf16), int(m.clip > 0), med,
       *std::min_element(ms.begin(), ms.end()), bytes / double(table.num_params()), floor_ms, 100.0 * floor_ms / med,
       nodes, double(opt->state_bytes()) / 1048576.0);
-  if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(table, oo.muon.ns_steps, false) / 1e12);
+  if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(name, table, oo.muon.ns_steps) / 1e12);
   if (name == "small_fc_lopt") std::printf(",\"mode\":\"%s\"", eo.small_fc.fast ? "fast" : "exact");
   if (name == "elo") std::printf(",\"mode\":\"%s\"", eo.elo.fast ? "fast" : "exact");
   if (name == "celo2" || name == "elo_celo2")
-    std::printf(",\"ns\":\"%s\",\"ns_tflop\":%.3f", c2.ns.c_str(), ns_flops(table, c2.ns_steps, true) / 1e12);
+    std::printf(",\"ns\":\"%s\",\"ns_tflop\":%.3f", c2.ns.c_str(), ns_flops(name, table, c2.ns_steps) / 1e12);
   std::printf("}\n");
   std::fflush(stdout);
 }

@@ -4,17 +4,12 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "optim/step_cost.h"
 
 namespace {
 constexpr double kBandwidth = 3.0e12;  // bytes/s: the H100's measured copy rate
 constexpr double kNsRate = 5.0e14;     // FLOP/s: our batched bf16 Newton-Schulz GEMMs on the H100
 constexpr int kNsSteps = 5;
-
-// Newton-Schulz FLOPs of `batch` m x n matrices (m <= n): A = X X^T, B = b A + c A A, X' = a X + B X.
-double ns_flops(int64_t rows, int64_t cols, int64_t batch) {
-  const double m = double(std::min(rows, cols)), n = double(std::max(rows, cols));
-  return double(batch) * kNsSteps * (4 * m * m * n + 2 * m * m * m);
-}
 
 int64_t align(int64_t n) {
   return (n + ParamTable::kAlignElems - 1) / ParamTable::kAlignElems * ParamTable::kAlignElems;
@@ -66,21 +61,6 @@ ShardPlan plan_shards(const ParamTable& table, int world, const std::function<do
 }
 
 double shard_step_cost(const std::string& optimizer, const TensorInfo& t) {
-  const bool matrix = t.ndim() >= 2;
-  double bytes = 28, flops = 0;  // AdamW, and the AdamW side paths of Muon and CELO2
-  if (optimizer == "adafactor") {
-    bytes = matrix ? 24 : 40;
-  } else if (optimizer == "muon") {
-    if (t.resolved_owner() == Owner::Muon) flops = ns_flops(t.mat_rows(), t.mat_cols(), 1);
-  } else if (optimizer == "velo" || optimizer == "small_fc_lopt" || optimizer == "elo") {
-    bytes = matrix ? 72 : 100;
-  } else if (optimizer == "celo2" || optimizer == "elo_celo2") {
-    if (matrix && t.role == Role::Hidden) {
-      bytes = 86;
-      flops = ns_flops(t.rows(), t.cols(), t.batch());
-    }
-  } else if (optimizer != "adamw") {
-    user_error("no step cost is known for optimizer '", optimizer, "'.");
-  }
-  return bytes * double(t.numel) / kBandwidth + flops / kNsRate;
+  return step_bytes_per_elem(optimizer, t) * double(t.numel) / kBandwidth +
+         ns_step_flops(optimizer, t, kNsSteps) / kNsRate;
 }

@@ -34,6 +34,6 @@ int64_t shard_slot_elems(const TensorInfo& t);
 ShardPlan plan_shards(const ParamTable& table, int world, const std::function<double(const TensorInfo&)>& cost);
 
 // An estimate of one optimizer's time to step tensor t, in seconds on an H100: the bytes its kernels move
-// per element (bench_optim's accounting) at 3.0 TB/s, plus Newton-Schulz FLOPs (Muon's and CELO2's
-// matrices) at the ~500 TFLOP/s our batched bf16 GEMMs reach. Only the ratios matter to the plan.
+// (optim/step_cost.h, bench_optim's accounting) at 3.0 TB/s, plus its Newton-Schulz FLOPs (5 iterations)
+// at the ~500 TFLOP/s our batched bf16 GEMMs reach. Only the ratios matter to the plan.
 double shard_step_cost(const std::string& optimizer, const TensorInfo& t);

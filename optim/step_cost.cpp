@@ -1,0 +1,44 @@
+#include "optim/step_cost.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace {
+bool celo2_family(const std::string& o) { return o == "celo2" || o == "elo_celo2"; }
+// CELO2's learned path (the rest takes its AdamW side path): the Hidden matrices of the tables.
+bool celo2_learned(const TensorInfo& t) { return t.ndim() > 1 && t.role == Role::Hidden; }
+
+// A X X^T, B = c A A + b A, X' = a X + B X per iteration on m x n (m <= n) matrices.
+double ns_flops(int64_t rows, int64_t cols, int64_t batch, int steps) {
+  const double m = double(std::min(rows, cols)), n = double(std::max(rows, cols));
+  return double(batch) * steps * (4 * m * m * n + 2 * m * m * m);
+}
+}  // namespace
+
+// AdamW and Muon's elementwise part (optimizers.md D): 28. Adafactor: 24, vectors 40. Learned optimizers
+// (small_fc_lopt, VeLO, ELO): pass A (R g: 4, matrices), pass B (R g, p, {m0,m1,m2,v}; W record: 40), pass
+// C (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2).
+// CELO2's learned matrices: pass A (4), B (40), C (R g, p, record; W D: 24 + |D|), the NS input scaling
+// (R/W D: 2 |D|), the sum of O^2 (|D|) and apply (R O, p; W p: 8 + |D|), |D| = 2 in bf16, else 4: 86 or
+// 96; its AdamW side path 28.
+double step_bytes_per_elem(const std::string& o, const TensorInfo& t, const StepBytesFlags& f) {
+  double per;
+  if (o == "adamw" || o == "muon")
+    per = 28;
+  else if (o == "adafactor")
+    per = t.ndim() > 1 ? 24 : 40;
+  else if (o == "velo" || o == "small_fc_lopt" || o == "elo")
+    per = t.ndim() > 1 ? 72 : 100;
+  else if (celo2_family(o))
+    per = celo2_learned(t) ? (f.dx_bf16 ? 86 : 96) : 28;
+  else
+    user_error("no step cost is known for optimizer '", o, "'.");
+  return per + (f.bf16_copy ? 2 : 0) + (f.trainer_clip ? 4 : 0) + (f.own_clip ? 4 : 0);
+}
+
+double ns_step_flops(const std::string& o, const TensorInfo& t, int steps) {
+  if (o == "muon" && t.resolved_owner() == Owner::Muon) return ns_flops(t.mat_rows(), t.mat_cols(), 1, steps);
+  if (celo2_family(o) && celo2_learned(t)) return ns_flops(t.rows(), t.cols(), t.batch(), steps);
+  return 0;
+}

@@ -1,0 +1,22 @@
+// What one optimizer step costs per tensor, by optimizer name: the bytes its kernels move per element and
+// the Newton-Schulz FLOPs it runs. bench_optim turns them into its bandwidth floor and ns_tflop; the
+// shard plan (core/shard_plan) balances ranks by them. Newton-Schulz GEMM traffic is not in the bytes: it
+// is compute-bound.
+#pragma once
+#include <string>
+
+#include "core/param_table.h"
+
+struct StepBytesFlags {
+  bool bf16_copy = false;     // the step also refreshes the bf16 copy of the parameters (+2)
+  bool trainer_clip = false;  // the trainer's grad-norm clip reads g once more (+4)
+  bool own_clip = false;      // the optimizer's own global clip (elo.clip_grad) reads g once more (+4)
+  bool dx_bf16 = true;        // CELO2's direction buffer in bf16 (its Newton-Schulz in bf16, the default)
+};
+
+// Bytes per element of t that `optimizer` reads and writes in one step; UserError for an unknown name.
+double step_bytes_per_elem(const std::string& optimizer, const TensorInfo& t, const StepBytesFlags& f = {});
+
+// FLOPs of `steps` Newton-Schulz iterations on t: Muon's matrices (as (shape[0], rest)), CELO2's learned
+// matrices (per slice of the last two axes); 0 for every other tensor and optimizer.
+double ns_step_flops(const std::string& optimizer, const TensorInfo& t, int steps);

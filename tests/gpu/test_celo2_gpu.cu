@@ -22,9 +22,12 @@
 #include "optim/lopt/celo2_weights.h"
 #include "optim/optimizer.h"
 #include "optim/ref/ref_optim.h"
+#include "tests/gpu/optimizer_test_util.h"
 #include "tests/test_util.h"
 
 namespace {
+using namespace optim_test;
+
 class Celo2Gpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -33,57 +36,6 @@ class Celo2Gpu : public ::testing::Test {
 };
 
 constexpr double kTol = 1e-4;
-
-ParamTable celo2_table() {
-  ParamTable t;
-  auto add = [&](const char* name, std::vector<int64_t> shape, Role role, bool decay = true) {
-    t.add(tensor_spec(name, std::move(shape), role, decay));
-  };
-  add("w_sq", {64, 64}, Role::Hidden);
-  add("w_tall", {96, 48}, Role::Hidden);
-  add("w_wide", {48, 96}, Role::Hidden);
-  add("w_odd", {33, 65}, Role::Hidden);
-  add("w_3d", {4, 6, 10}, Role::Hidden);
-  add("w_4d", {8, 3, 5, 5}, Role::Hidden);
-  add("w_row", {1, 7}, Role::Hidden);
-  add("w_col", {7, 1}, Role::Hidden);
-  add("w_longrows", {3, 2500}, Role::Hidden);
-  add("w_big", {256, 1024}, Role::Hidden);
-  add("w_nodecay", {16, 24}, Role::Hidden, false);
-  add("emb_odd", {5, 2051}, Role::Embedding);
-  add("head", {10, 48}, Role::Head);
-  add("bias", {37}, Role::Bias, false);
-  add("gain", {50}, Role::NormGain, false);
-  add("scalar", {}, Role::Bias, false);
-  return t;
-}
-
-std::vector<float> random_params(const ParamTable& t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> z(0.0f, 0.05f);
-  std::vector<float> p(size_t(t.total_elems()), 0.0f);
-  for (auto& x : p) x = z(rng);
-  return p;
-}
-
-std::vector<float> make_grads(const ParamTable& t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<float> g(size_t(t.total_elems()), 0.0f);
-  for (const auto& ti : t.tensors()) {
-    auto v = hetero_grad(ti.numel / ti.cols(), ti.cols(), rng, 0.01f);
-    std::copy(v.begin(), v.end(), g.begin() + ti.offset);
-  }
-  return g;
-}
-
-void upload(Arena& a, const std::vector<float>& flat, bool grads) {
-  for (const auto& ti : a.table().tensors()) {
-    if (grads)
-      a.set_grad(ti.index, &flat[size_t(ti.offset)]);
-    else
-      a.set_param(ti.index, &flat[size_t(ti.offset)]);
-  }
-}
 
 // Random CELO2MLP weights (J's scale), written once per test binary run.
 const std::string& random_weights_dir() {
@@ -95,25 +47,10 @@ const std::string& random_weights_dir() {
   return dir;
 }
 
-// Error of one tensor relative to the distance travelled, less one ulp of p per element (grows with s).
-double tensor_error(const TensorInfo& ti, const std::vector<float>& pg, const std::vector<float>& p_ref,
-                    const std::vector<float>& p0, int s) {
-  double num = 0, den = 0, pn = 0;
-  for (int64_t i = 0; i < ti.numel; i++) {
-    const double r = p_ref[size_t(ti.offset + i)], d = pg[size_t(i)] - r, t = r - p0[size_t(ti.offset + i)];
-    num += d * d;
-    den += t * t;
-    pn += r * r;
-  }
-  if (!(den > 0)) return INFINITY;
-  const double ulps = std::ldexp(std::sqrt(pn), -23) * std::sqrt(double(s + 1));
-  return std::max(0.0, std::sqrt(num) - ulps) / std::sqrt(den);
-}
-
 // GPU and CPU side by side; clip > 0: the trainer's grad-norm clipper feeds StepInfo::d_grad_scale.
 void compare_with_reference(const std::string& name, const OptimOptions& o, float clip, bool bf16, int steps = 22,
                             double tol = kTol) {
-  ParamTable table = celo2_table();
+  ParamTable table = lopt_mixed_table();
   Arena arena(table, bf16);
   const std::vector<float> p0 = random_params(table, 11);
   upload(arena, p0, false);
@@ -217,7 +154,7 @@ TEST_F(Celo2Gpu, SaveLoadContinuesBitForBit) {
   const std::string dir = make_temp_dir();
   for (const std::string name : {"celo2", "elo_celo2"}) {
     SCOPED_TRACE(name);
-    ParamTable table = celo2_table();
+    ParamTable table = lopt_mixed_table();
     OptimOptions o = celo2_options();
     o.celo2.ns = o.elo_celo2.ns = "bf16";  // the default
     Arena a(table, false);
@@ -248,7 +185,7 @@ TEST_F(Celo2Gpu, SaveLoadContinuesBitForBit) {
 TEST_F(Celo2Gpu, GraphReplayEqualsEagerSteps) {
   for (const std::string name : {"celo2", "elo_celo2"}) {
     SCOPED_TRACE(name);
-    ParamTable table = celo2_table();
+    ParamTable table = lopt_mixed_table();
     OptimOptions o = celo2_options();
     o.celo2.ns = o.elo_celo2.ns = "bf16";  // the default
     const std::vector<float> p0 = random_params(table, 9), g = make_grads(table, 77);
@@ -286,7 +223,7 @@ TEST_F(Celo2Gpu, GraphReplayEqualsEagerSteps) {
 // As OwnedSubsetStepsLikeAnArenaOfThoseTensors (test_optim_gpu.cu): a subset steps bit for bit like an arena of
 // only those tensors (CELO2's global clip then covers the subset alike), and leaves the others untouched.
 TEST_F(Celo2Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
-  const ParamTable full = celo2_table();
+  const ParamTable full = lopt_mixed_table();
   ParamTable sub;
   std::vector<int> owned;
   for (const auto& ti : full.tensors())
@@ -335,7 +272,7 @@ TEST_F(Celo2Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
 
 TEST_F(Celo2Gpu, StaysFiniteOnHostileInput) {
   // Zero gradients (the step still moves p by lr, celo2.md 10.1) and huge ones (the +-1000 clamp).
-  ParamTable table = celo2_table();
+  ParamTable table = lopt_mixed_table();
   for (const char* ns : {"fp32", "bf16"}) {
     SCOPED_TRACE(ns);
     OptimOptions o = celo2_options();
@@ -356,7 +293,7 @@ TEST_F(Celo2Gpu, StaysFiniteOnHostileInput) {
 }
 
 TEST_F(Celo2Gpu, VectorsThroughTheMlpAreRefused) {
-  ParamTable table = celo2_table();
+  ParamTable table = lopt_mixed_table();
   Arena a(table, false);
   OptimOptions o = celo2_options();
   o.celo2.adamw_1d = false;

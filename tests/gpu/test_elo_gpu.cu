@@ -25,9 +25,12 @@
 #include "optim/optimizer.h"
 #include "optim/ref/ref_lopt.h"
 #include "optim/ref/ref_optim.h"
+#include "tests/gpu/optimizer_test_util.h"
 #include "tests/test_util.h"
 
 namespace {
+using namespace optim_test;
+
 class EloGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -36,57 +39,6 @@ class EloGpu : public ::testing::Test {
 };
 
 constexpr double kExactTol = 1e-5, kFastTol = 2e-2;
-
-ParamTable elo_table() {
-  ParamTable t;
-  auto add = [&](const char* name, std::vector<int64_t> shape, Role role, bool decay = true) {
-    t.add(tensor_spec(name, std::move(shape), role, decay));
-  };
-  add("w_sq", {64, 64}, Role::Hidden);
-  add("w_tall", {96, 48}, Role::Hidden);
-  add("w_wide", {48, 96}, Role::Hidden);
-  add("w_odd", {33, 65}, Role::Hidden);
-  add("w_3d", {4, 6, 10}, Role::Hidden);
-  add("w_4d", {8, 3, 5, 5}, Role::Hidden);
-  add("w_row", {1, 7}, Role::Hidden);
-  add("w_col", {7, 1}, Role::Hidden);
-  add("w_longrows", {3, 2500}, Role::Hidden);
-  add("w_big", {256, 1024}, Role::Hidden);
-  add("w_nodecay", {16, 24}, Role::Hidden, false);
-  add("emb_odd", {5, 2051}, Role::Embedding);
-  add("head", {10, 48}, Role::Head);
-  add("bias", {37}, Role::Bias, false);
-  add("gain", {50}, Role::NormGain, false);
-  add("scalar", {}, Role::Bias, false);
-  return t;
-}
-
-std::vector<float> random_params(const ParamTable& t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> z(0.0f, 0.05f);
-  std::vector<float> p(size_t(t.total_elems()), 0.0f);
-  for (auto& x : p) x = z(rng);
-  return p;
-}
-
-std::vector<float> make_grads(const ParamTable& t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<float> g(size_t(t.total_elems()), 0.0f);
-  for (const auto& ti : t.tensors()) {
-    auto v = hetero_grad(ti.numel / ti.cols(), ti.cols(), rng, 0.01f);
-    std::copy(v.begin(), v.end(), g.begin() + ti.offset);
-  }
-  return g;
-}
-
-void upload(Arena& a, const std::vector<float>& flat, bool grads) {
-  for (const auto& ti : a.table().tensors()) {
-    if (grads)
-      a.set_grad(ti.index, &flat[size_t(ti.offset)]);
-    else
-      a.set_param(ti.index, &flat[size_t(ti.offset)]);
-  }
-}
 
 // Random weights in ELO's published layout (MetaMLP, as DiamondXL/elo), written once per test binary run.
 const std::string& elo_weights_dir() {
@@ -107,27 +59,12 @@ OptimOptions elo_options() {
   return o;
 }
 
-// Error of one tensor relative to the distance travelled, less one ulp of p per element (grows with s).
-double tensor_error(const TensorInfo& ti, const std::vector<float>& pg, const std::vector<float>& p_ref,
-                    const std::vector<float>& p0, int s) {
-  double num = 0, den = 0, pn = 0;
-  for (int64_t i = 0; i < ti.numel; i++) {
-    const double r = p_ref[size_t(ti.offset + i)], d = pg[size_t(i)] - r, t = r - p0[size_t(ti.offset + i)];
-    num += d * d;
-    den += t * t;
-    pn += r * r;
-  }
-  if (!(den > 0)) return INFINITY;
-  const double ulps = std::ldexp(std::sqrt(pn), -23) * std::sqrt(double(s + 1));
-  return std::max(0.0, std::sqrt(num) - ulps) / std::sqrt(den);
-}
-
 // The GPU optimizer and the CPU reference side by side, from the same parameters. trainer_clip > 0: the
 // trainer's grad-norm clipper feeds StepInfo::d_grad_scale (and the reference gets its scale).
 class SideBySide {
  public:
   SideBySide(const OptimOptions& o, float trainer_clip, bool bf16)
-      : table_(elo_table()), arena_(table_, bf16), clipper_(arena_, trainer_clip), trainer_clip_(trainer_clip) {
+      : table_(lopt_mixed_table()), arena_(table_, bf16), clipper_(arena_, trainer_clip), trainer_clip_(trainer_clip) {
     p0_ = random_params(table_, 11);
     upload(arena_, p0_, false);
     gpu_ = make_optimizer("elo", o, arena_);
@@ -313,7 +250,7 @@ TEST_F(EloGpu, SaveLoadContinuesBitForBit) {
   const std::string dir = make_temp_dir();
   for (const bool fast : {false, true}) {
     SCOPED_TRACE(fast ? "fast" : "exact");
-    const ParamTable table = elo_table();
+    const ParamTable table = lopt_mixed_table();
     OptimOptions o = elo_options();
     o.elo.clip_grad = true;
     o.elo.fast = fast;
@@ -350,7 +287,7 @@ TEST_F(EloGpu, SaveLoadContinuesBitForBit) {
 TEST_F(EloGpu, GraphReplayEqualsEagerSteps) {
   for (const bool fast : {false, true}) {
     SCOPED_TRACE(fast ? "fast" : "exact");
-    const ParamTable table = elo_table();
+    const ParamTable table = lopt_mixed_table();
     OptimOptions o = elo_options();
     o.elo.clip_grad = true;
     o.elo.fast = fast;
@@ -389,7 +326,7 @@ TEST_F(EloGpu, GraphReplayEqualsEagerSteps) {
 // As OwnedSubsetStepsLikeAnArenaOfThoseTensors (test_optim_gpu.cu): a subset steps bit for bit like an arena of
 // only those tensors (ELO's global clip then covers the subset alike), and leaves the others untouched.
 TEST_F(EloGpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
-  const ParamTable full = elo_table();
+  const ParamTable full = lopt_mixed_table();
   ParamTable sub;
   std::vector<int> owned;
   for (const auto& ti : full.tensors())
@@ -439,7 +376,7 @@ TEST_F(EloGpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
 }
 
 TEST_F(EloGpu, MissingWeightsAreRefused) {
-  const ParamTable table = elo_table();
+  const ParamTable table = lopt_mixed_table();
   Arena a(table, false);
   OptimOptions o = elo_options();
   o.elo.weights = make_temp_dir() + "/nothing_here";

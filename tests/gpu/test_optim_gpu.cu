@@ -13,6 +13,7 @@
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
 #include "optim/ref/ref_optim.h"
+#include "tests/gpu/optimizer_test_util.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -55,24 +56,8 @@ std::vector<float> random_params(const ParamTable& t, uint32_t seed) {
   return p;
 }
 
-std::vector<float> make_grads(const ParamTable& t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<float> g(size_t(t.total_elems()), 0.0f);
-  for (const auto& ti : t.tensors()) {
-    auto v = hetero_grad(ti.numel / ti.cols(), ti.cols(), rng, 0.01f);
-    std::copy(v.begin(), v.end(), g.begin() + ti.offset);
-  }
-  return g;
-}
-
-void upload(Arena& a, const std::vector<float>& flat, bool grads) {
-  for (const auto& ti : a.table().tensors()) {
-    if (grads)
-      a.set_grad(ti.index, &flat[size_t(ti.offset)]);
-    else
-      a.set_param(ti.index, &flat[size_t(ti.offset)]);
-  }
-}
+using optim_test::make_grads;
+using optim_test::upload;
 
 struct Tolerance {
   double muon = 1e-2, other = 1e-5;

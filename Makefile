@@ -42,7 +42,7 @@ HOST_SRC := common/crc32.cpp common/atomic_file.cpp common/sections.cpp common/c
 HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cpp data/image_encode.cpp \
             data/rng.cpp data/resample.cpp data/augment.cpp data/randaugment.cpp data/mixup.cpp data/image_loader.cpp
 # CUDA code: the arena, the optimizers and their kernels.
-CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grad_clip.cu optim/adamw.cu \
+CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grouped_optimizer.cu optim/grad_clip.cu optim/adamw.cu \
             optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu optim/lopt/lo_core.cu optim/lopt/lo_global_clip.cu \
             optim/lopt/small_fc_lopt.cu optim/lopt/velo.cu optim/lopt/celo2.cu kernels/gpt2_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/layernorm.cu kernels/column_sums.cu \
             kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \

@@ -184,7 +184,9 @@ void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const
   if (!model.kernel_choices().empty()) std::printf("kernels: %s\n", model.kernel_choices().c_str());
   if (a.dropout > 0) std::printf("dropout: %g in training\n", a.dropout);
   if (a.cuda_graph)
-    std::printf("each step replays two CUDA graphs, gradients and optimizer (captured at the second step)\n");
+    std::printf("each step replays %s (captured at the second step)\n",
+                a.overlap ? "one CUDA graph, gradients with the optimizer" : "two CUDA graphs, gradients and optimizer");
+  if (a.overlap) std::printf("optimizer: each block's tensors step during backward (--overlap)\n");
 }
 
 int run(Args& a) {
@@ -202,7 +204,7 @@ int run(Args& a) {
   const std::vector<float> init = init_params(table, uint64_t(a.seed));
   for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
   std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, arena, a.B, a.T);
-  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, oo, arena);
+  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, oo, arena, hook_groups(table, gpt2_tensors(table, shape).blocks));
   GradClipper clipper(arena, float(a.clip));
   if (in.resume) {
     load_checkpoint(*in.resume, arena, *model, *opt);
@@ -217,7 +219,7 @@ int run(Args& a) {
                              return Batch{b.x, b.y};
                            },
                            [&](cudaStream_t s) { batches.release(s); }};
-  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph);
+  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap);
   DeviceBuffer<float> val_loss(1, "loss");
   std::unique_ptr<Gpt2Net> sampler;
   const Checkpointer ckpt(a.ckpt_dir, arena, *model, *opt);

@@ -287,6 +287,7 @@ void print_header(const Args& a, const Inputs& in, const DevicePeak& peak) {
   std::printf("MFU against %.0f TFLOP/s bf16 (%s)\n", peak.flops / 1e12, peak.how.c_str());
   std::printf("augmentation: crop scale >= %g, flip %g, mixup %g, cutmix %g, smoothing %g%s%s\n", a.scale_min, a.hflip,
               a.mixup, a.cutmix, a.smoothing, a.randaugment.empty() ? "" : ", ", a.randaugment.c_str());
+  if (a.overlap) std::printf("optimizer: each block's tensors step during backward (--overlap)\n");
 }
 
 int run(Args& a) {
@@ -299,7 +300,7 @@ int run(Args& a) {
   const std::vector<float> init = init_params(in.table, uint64_t(a.seed));
   for (const auto& t : in.table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
   VitBf16 model(in.shape, arena, a.B, in.norm);
-  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, in.options, arena);
+  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, in.options, arena, hook_groups(in.table, vit_tensors(in.table, in.shape).blocks));
   GradClipper clipper(arena, float(a.clip));
   if (in.resume) {
     load_checkpoint(*in.resume, arena, model, *opt);
@@ -327,7 +328,7 @@ int run(Args& a) {
   const BatchSource source{next_batch, [&](cudaStream_t s) {
                              if (batches) batches->release(s);
                            }};
-  StepRunner runner(model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph);
+  StepRunner runner(model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap);
   const Checkpointer ckpt(a.ckpt_dir, arena, model, *opt);
   auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
   const int64_t step0 = state.step;

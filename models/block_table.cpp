@@ -1,5 +1,7 @@
 #include "models/block_table.h"
 
+#include <algorithm>
+
 const BlockNames kGpt2BlockNames = {"ln_1", "q", "k", "v", "qkv", "attn.proj", "ln_2", "mlp.fc", "mlp.proj"};
 const BlockNames kTimmBlockNames = {"norm1", "q", "k", "v", "qkv", "attn.proj", "norm2", "mlp.fc1", "mlp.fc2"};
 
@@ -38,4 +40,25 @@ BlockTensors add_block(ParamTable& t, const std::string& prefix, const BlockShap
   b.fcprojw = add(t, p + n.fc_proj + ".weight", {C, H}, Role::Hidden, true, init.proj_std);
   b.fcprojb = add(t, p + n.fc_proj + ".bias", {C}, Role::Bias, false);
   return b;
+}
+
+std::vector<int> block_tensor_list(const BlockTensors& b) {
+  std::vector<int> v = {b.ln1w, b.ln1b, b.ln2w, b.ln2b, b.qkvw[0], b.qkvw[1], b.qkvw[2], b.qkvb[0], b.qkvb[1],
+                        b.qkvb[2], b.projw, b.projb, b.fcw, b.fcb, b.fcprojw, b.fcprojb};
+  v.erase(std::remove(v.begin(), v.end(), -1), v.end());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::vector<std::vector<int>> hook_groups(const ParamTable& t, const std::vector<BlockTensors>& blocks) {
+  std::vector<std::vector<int>> groups;
+  std::vector<char> in_block(size_t(t.size()), 0);
+  for (const BlockTensors& b : blocks) {
+    groups.push_back(block_tensor_list(b));
+    for (int i : groups.back()) in_block[size_t(i)] = 1;
+  }
+  groups.emplace_back();
+  for (int i = 0; i < t.size(); i++)
+    if (!in_block[size_t(i)]) groups.back().push_back(i);
+  return groups;
 }

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/param_table.h"
 #include "kernels/gelu_kind.h"
@@ -36,6 +37,12 @@ struct BlockTensors {
   int qkvw[3], qkvb[3];  // q, k, v (separate) or [0] = the fused (3C, C) matrix and (3C) bias, [1..2] = -1
   int projw, projb, fcw, fcb, fcprojw, fcprojb;
 };
+
+// Every table index of the block's tensors (the unused q/k/v slots of a fused block left out), ascending.
+std::vector<int> block_tensor_list(const BlockTensors& b);
+// The tensors each call of a model's backward hook (model.h) makes final: group l holds block l's tensors
+// (the hook's block l), group L = blocks.size() every other tensor of the table (the hook's -1).
+std::vector<std::vector<int>> hook_groups(const ParamTable& t, const std::vector<BlockTensors>& blocks);
 
 // The dropout sites (kernels/dropout.h) of one block's three places: the attention probabilities, the
 // attention projection's output and the MLP projection's output.

@@ -30,12 +30,19 @@ size_t Optimizer::state_bytes() const {
 
 int64_t Optimizer::steps_done() const { return d_step_.download(1)[0]; }
 
+std::vector<Optimizer::StateBuffer> Optimizer::saved_buffers() const {
+  std::vector<StateBuffer> bufs = state_buffers();
+  bufs.insert(bufs.begin(), StateBuffer{"counter", d_step_.get(), sizeof(int64_t)});
+  return bufs;
+}
+
 void Optimizer::save_state(SectionWriter& w) const {
   CUDA_CHECK(cudaDeviceSynchronize());
   w.put_string("optim.name", name());
   uint64_t fp = arena_.table().fingerprint();
   w.put("optim.fingerprint", &fp, sizeof fp);
   w.put_vector("optim.owned", owned_);
+  if (groups() > 1) w.put_i64("optim.groups", groups());  // absent: one group, as in files written before
   const size_t piece = size_t(64) << 20;
   std::vector<char> host(piece);
   auto dump = [&](const std::string& name, const void* dptr, size_t bytes) {
@@ -47,8 +54,7 @@ void Optimizer::save_state(SectionWriter& w) const {
     }
     w.end();
   };
-  dump("optim.counter", d_step_.get(), sizeof(int64_t));
-  for (const auto& b : state_buffers()) dump("optim." + b.name, b.ptr, b.bytes);
+  for (const auto& b : saved_buffers()) dump("optim." + b.name, b.ptr, b.bytes);
 }
 
 void Optimizer::load_state(const SectionReader& r) {
@@ -66,8 +72,13 @@ void Optimizer::load_state(const SectionReader& r) {
   if (saved_owned != owned_)
     user_error("'", r.path(), "' holds optimizer state for ", saved_owned.size(), " tensors, not the ", owned_.size(),
                " this run steps; resume with the same number of GPUs and sharding.");
-  auto bufs = state_buffers();
-  bufs.insert(bufs.begin(), StateBuffer{"counter", d_step_.get(), sizeof(int64_t)});
+  const int64_t saved_groups = r.has("optim.groups") ? r.get_i64("optim.groups") : 1;
+  if (saved_groups != groups())
+    user_error("'", r.path(), "' holds optimizer state stepped ",
+               saved_groups > 1 ? "block by block (--overlap)" : "over the whole model at once", ", and this run steps ",
+               groups() > 1 ? "block by block (--overlap)" : "it at once",
+               "; resume with the --overlap setting of the run that wrote it.");
+  const auto bufs = saved_buffers();
   for (const auto& b : bufs)  // check everything before overwriting anything
     if (r.size("optim." + b.name) != b.bytes)
       r.fail("optim." + b.name, str_cat("holds ", r.size("optim." + b.name), " bytes but this optimizer needs ",

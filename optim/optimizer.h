@@ -33,23 +33,28 @@ class Optimizer {
   virtual std::string name() const = 0;
   virtual void step(const StepInfo& info, cudaStream_t stream) = 0;
   virtual size_t state_bytes() const;  // device bytes of optimizer state (saved buffers)
+  // Groups of tensors that step as one optimizer each (GroupedOptimizer); 1 for a whole-set optimizer.
+  virtual int groups() const { return 1; }
 
   // Sections "optim.*"; load checks optimizer name, model fingerprint and every size before it
   // overwrites anything, so a refused file leaves the optimizer as it was.
   void save_state(SectionWriter& w) const;
   void load_state(const SectionReader& r);
-  int64_t steps_done() const;  // synchronous; for logging and tests, not for the step itself
+  virtual int64_t steps_done() const;  // synchronous; for logging and tests, not for the step itself
 
   const OptimOptions& options() const { return opts_; }
   const std::vector<int>& owned() const { return owned_; }  // table indices, ascending
   Arena& arena() const { return arena_; }
 
- protected:
   struct StateBuffer {
     std::string name;
     void* ptr;
     size_t bytes;
   };
+  // What save_state writes after the name and the tensors: the step counter, then state_buffers().
+  std::vector<StateBuffer> saved_buffers() const;
+
+ protected:
   virtual std::vector<StateBuffer> state_buffers() const = 0;
 
   Arena& arena_;

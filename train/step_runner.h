@@ -4,6 +4,12 @@
 // step, after an eager one did the lazy set-ups - and replayed; a capture needs fixed host buffers, so
 // each step's batches are then staged through pinned memory. Only the step's loss and grad norm come
 // back to the host, after everything is enqueued.
+//
+// With overlap, the optimizer (a GroupedOptimizer over the model's hook groups, block_table.h) steps each
+// block's tensors on a second, high-priority stream as soon as backward has made their gradients final
+// (the model's block hook, on the last micro-batch), while backward goes on through the blocks below;
+// the step ends when both streams have. Same kernels on the same data as without overlap, so the same
+// bits; it needs clipping off (a global clip needs every gradient before any tensor moves).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,6 +20,7 @@
 #include "common/device_buffer.h"
 #include "models/model.h"
 #include "optim/grad_clip.h"
+#include "optim/grouped_optimizer.h"
 #include "optim/optimizer.h"
 
 // Where a step's micro-batches come from: next() returns one (on the host, its fields sized as the model's
@@ -25,20 +32,22 @@ struct BatchSource {
 
 class StepRunner {
  public:
-  StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph);
+  StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph,
+             bool overlap = false);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
 
   struct Result {
     float loss, grad_norm;  // the step's mean training loss and global gradient norm (before clipping)
-    float ms, opt_ms;       // the whole step, and its clipping + optimizer part
+    float ms, opt_ms;       // the whole step, and its clipping + optimizer part (0 with overlap: in backward)
   };
   Result run(const BatchSource& batches);  // waits for the step to finish
 
  private:
   void enqueue_grads(const BatchSource* batches);  // null: from the staged copies
   void enqueue_optimizer();
+  void step_group_early(int block, cudaStream_t s);  // overlap: the block hook
   void stage(const BatchSource& batches);
   Batch staged(int micro) const;  // micro-batch `micro`'s fields in the staging buffer
   void free_resources();
@@ -46,13 +55,17 @@ class StepRunner {
   Model& model_;
   Optimizer& opt_;
   GradClipper& clipper_;
+  GroupedOptimizer* grouped_ = nullptr;  // overlap only
   bool clip_, graphs_;
   int accum_;
   BatchShape shape_;
   size_t micro_bytes_ = 0;  // one staged micro-batch: its fields and the mix draw
   bool soft_ = false;       // the batches carry soft targets (seen in the eager step before a capture)
   int steps_run_ = 0;
-  cudaStream_t stream_ = nullptr;  // the legacy default stream, or with graphs a blocking stream of its own
+  // The legacy default stream, or with graphs or overlap a blocking stream of its own; side_: overlap's
+  // optimizer stream, non-blocking, of the highest priority.
+  cudaStream_t stream_ = nullptr, side_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
   CudaGraph graph_grads_, graph_opt_;
   char* staged_ = nullptr;  // pinned: accum micro-batches
   float* host_ = nullptr;   // pinned: loss, norm

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/error.h"
+#include "optim/groupable.h"
 #include "optim/options.h"
 
 void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
@@ -35,6 +36,9 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
           "tests only: they do not train well)");
   cli.add(0, "cuda-graph", &f->cuda_graph,
           "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
+  cli.add(0, "overlap", &f->overlap,
+          "step each block's tensors during backward, as soon as their gradients are final (needs --clip 0; "
+          "adamw, adafactor, small_fc_lopt, elo; same results)");
   cli.add(0, "seed", &f->seed, "initialisation and sampling seed");
   flags::add_set(cli, &f->sets);
 }
@@ -67,6 +71,9 @@ void check_train_flags(const TrainFlags& f) {
     user_error("-q ", f.final_frac, " has no effect with -k ", f.schedule,
                ", which does not decay; use -k cosine or wsd, or leave out -q.");
   if (!(f.dropout >= 0 && f.dropout < 1)) user_error("--dropout must be at least 0 and below 1 (got ", f.dropout, ").");
+  if (f.overlap && f.clip > 0)
+    user_error("--overlap steps each block during backward, but --clip ", f.clip,
+               " needs the norm of every gradient before any tensor moves; add --clip 0 or leave out --overlap.");
 }
 
 int resolve_batching(TrainFlags* f, int64_t micro_tokens) {
@@ -105,6 +112,10 @@ void check_train_optimizer(const TrainFlags& f, const OptimOptions& o) {
   check_optimizer_name(f.optimizer);
   check_options_apply(f.sets, {f.optimizer});
   validate_options(f.optimizer, o);
+  const std::string why = f.overlap ? why_not_groupable(f.optimizer, o) : "";
+  if (!why.empty())
+    user_error("--overlap cannot step ", f.optimizer, " block by block: ", why,
+               "; leave out --overlap (adamw, adafactor, small_fc_lopt and elo can).");
   if (!is_learned(f.optimizer)) return;
   const std::string& given = lopt_weights_of(f.optimizer, o);
   if (f.lopt_random && !given.empty())

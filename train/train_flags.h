@@ -17,7 +17,7 @@ struct TrainFlags {
   int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
   double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0, dropout = 0.0;
   bool lr_given = false;  // -l was given: the learned optimizers take it as their multiplier only then
-  bool lopt_random = false, cuda_graph = false;
+  bool lopt_random = false, cuda_graph = false, overlap = false;
   std::vector<std::string> sets;
   // What -d counts and what makes one micro-batch, for the help and the messages: GPT-2's tokens of -b * -t
   // sequences, ViT's images of -b.
@@ -26,7 +26,7 @@ struct TrainFlags {
 };
 
 // Adds the shared flags to cli (-o, -l, -c, -k, -u, -q, -x, -b, -d, --clip, -v, -m, -n, --ckpt-dir,
-// --resume, --log, --dropout, --lopt-weights, --lopt-random, --cuda-graph, --seed, --set); `optimizers`
+// --resume, --log, --dropout, --lopt-weights, --lopt-random, --cuda-graph, --overlap, --seed, --set); `optimizers`
 // is the -o help.
 void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers);
 // Every shared flag's range, before any file or GPU work: one sentence per mistake. A flag that the
@@ -43,6 +43,8 @@ bool is_learned(const std::string& optimizer);
 
 class Arena;
 class Optimizer;
-// The optimizer of the flags over the whole arena. --lopt-random: random meta-weights written to a
-// temporary folder only now, after every check, and removed as soon as the optimizer has read them.
-std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& o, Arena& arena);
+// The optimizer of the flags over the whole arena; with --overlap a GroupedOptimizer over `hook_groups` (the
+// model's, models/block_table.h). --lopt-random: random meta-weights written to a temporary folder only
+// now, after every check, and removed as soon as the optimizer has read them.
+std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& o, Arena& arena,
+                                                const std::vector<std::vector<int>>& hook_groups);

@@ -1,9 +1,11 @@
 #include "common/temp_dir.h"
 #include "optim/lopt/celo2_weights.h"
+#include "optim/grouped_optimizer.h"
 #include "optim/optimizer.h"
 #include "train/train_flags.h"
 
-std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& oo, Arena& arena) {
+std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& oo, Arena& arena,
+                                                const std::vector<std::vector<int>>& hook_groups) {
   OptimOptions o = oo;
   std::unique_ptr<TempDir> random_weights;
   if (f.lopt_random && is_learned(f.optimizer))
@@ -13,5 +15,6 @@ std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const Optim
     o.celo2.weights = random_weights->path() + "/celo2";
     save_celo2_weights(o.celo2.weights, random_celo2_weights(uint64_t(f.seed)));
   }
+  if (f.overlap) return std::make_unique<GroupedOptimizer>(f.optimizer, o, arena, hook_groups);
   return make_optimizer(f.optimizer, o, arena);
 }

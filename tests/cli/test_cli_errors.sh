@@ -150,6 +150,10 @@ case_ train_total_batch_negative  "-d must be 0 (one micro-batch of -b * -t toke
 case_ train_total_batch_huge      "-d (9000000000000000000) asks for more than 2147483647 micro-batches per step" \
   train_gpt2 -b 1 -t 2 -d 9000000000000000000
 case_ train_clip_negative         "--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got -1)" train_gpt2 --clip -1
+case_ train_overlap_clip          "--overlap steps each block during backward, but --clip 1 needs the norm of every gradient before any tensor moves; add --clip 0" train_gpt2 --overlap 1
+case_ train_overlap_velo          "--overlap cannot step velo block by block: its LSTM reads the statistics of every tensor" train_gpt2 --overlap 1 --clip 0 -o velo
+case_ train_overlap_muon          "--overlap cannot step muon block by block" train_gpt2 --overlap 1 --clip 0 -o muon
+case_ vit_overlap_elo_clip        "--overlap cannot step elo block by block: elo.clip_grad=1" train_vit --overlap 1 --clip 0 -o elo --set elo.clip_grad=1
 case_ train_wd_negative           "-c (weight decay) must be >= 0 (got -1)" train_gpt2 -c -1
 case_ train_val_every_negative    "-v (validate every N steps) must be >= 0" train_gpt2 -v -1
 case_ train_val_batches_zero      "-m (validation batches) must be >= 1 (got 0)" train_gpt2 -m 0

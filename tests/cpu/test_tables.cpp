@@ -150,6 +150,36 @@ TEST(Tables, Gpt2IndicesAndInitialisation) {
   }
 }
 
+// The backward hook's groups: block l's tensors by name, the rest (embeddings, final norm, head) last, and
+// every tensor of the table in exactly one group.
+TEST(Tables, HookGroupsPartitionTheTableByBlock) {
+  for (bool separate : {true, false}) {
+    Gpt2Shape s = gpt2_shape("d12");
+    s.separate_qkv = separate;
+    const ParamTable t = gpt2_param_table(s);
+    const auto groups = hook_groups(t, gpt2_tensors(t, s).blocks);
+    ASSERT_EQ(groups.size(), 13u);
+    std::vector<int> seen(size_t(t.size()), 0);
+    for (size_t g = 0; g < groups.size(); g++)
+      for (int i : groups[g]) {
+        seen[size_t(i)]++;
+        const std::string prefix = "h." + std::to_string(g) + ".";
+        if (g < 12)
+          EXPECT_EQ(t[i].name.rfind(prefix, 0), 0u) << t[i].name << " in group " << g;
+        else
+          EXPECT_NE(t[i].name.rfind("h.", 0), 0u) << t[i].name << " in the last group";
+      }
+    for (int i = 0; i < t.size(); i++) EXPECT_EQ(seen[size_t(i)], 1) << t[i].name;
+    EXPECT_EQ(groups[3].size(), separate ? 16u : 12u);
+    EXPECT_EQ(groups[12].size(), 4u);  // wte, wpe, ln_f weight and bias
+  }
+  const VitShape v = vit_shape("vit-b16");
+  const ParamTable t = vit_param_table(v);
+  const auto groups = hook_groups(t, vit_tensors(t, v).blocks);
+  ASSERT_EQ(groups.size(), 13u);
+  EXPECT_EQ(groups[12].size(), 8u);  // cls, pos, patch weight and bias, norm weight and bias, head weight and bias
+}
+
 TEST(Tables, InitParamsFollowsTheRows) {
   ParamTable t;
   TensorSpec a = tensor_spec("a", {4, 8}, Role::Hidden);

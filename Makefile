@@ -25,7 +25,7 @@ CXXFLAGS  += -std=c++17 $(COMMON_FLAGS) -Wall -Wextra -I$(CUDA_HOME)/include
 NVCCFLAGS += -std=c++17 $(COMMON_FLAGS) -gencode arch=compute_$(GPU_ARCH),code=[sm_$(GPU_ARCH),compute_$(GPU_ARCH)] \
              --expt-relaxed-constexpr -Xcompiler -Wall -diag-suppress 177
 # libnvjpeg is not linked: data/nvjpeg_decoder opens it at run time (dlopen), where the toolkit has it.
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -ldl
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -ldl
 
 # Plain C++ (no CUDA runtime): the CPU references and everything the CPU suite tests.
 HOST_SRC := common/crc32.cpp common/atomic_file.cpp common/sections.cpp common/cli.cpp common/json.cpp \
@@ -37,7 +37,7 @@ HOST_SRC := common/crc32.cpp common/atomic_file.cpp common/sections.cpp common/c
             optim/ref/ref_celo2.cpp optim/ref/ref_celo2_parts.cpp optim/ref/ref_elo_celo2.cpp optim/ref/ref_elo.cpp \
             models/model_tables.cpp models/block_table.cpp models/ref_ops.cpp models/ref_block.cpp models/gpt2_ref.cpp models/vit_ref.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp \
             data/tar_reader.cpp data/tar_writer.cpp data/wds_samples.cpp data/wds_stream.cpp \
-            train/train_flags.cpp train/checkpoint_read.cpp
+            train/train_flags.cpp train/checkpoint_read.cpp train/process_group.cpp
 # Images (train_vit): decoding (stb_image, implementation compiled once here), augmentations, Mixup/CutMix.
 HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cpp data/image_encode.cpp \
             data/rng.cpp data/resample.cpp data/augment.cpp data/randaugment.cpp data/mixup.cpp data/image_loader.cpp
@@ -48,7 +48,7 @@ CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/group
             kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
             models/transformer_block.cu models/vit_bf16.cu models/gpt2_model.cu models/gpt2_bf16.cu models/gpt2_net.cu data/prefetcher.cu data/image_prefetcher.cu \
             data/gpu_resize.cu data/nvjpeg_decoder.cu \
-            train/checkpoint.cu train/program.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu
+            train/checkpoint.cu train/program.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu train/nccl_comm.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
 # The GPU resize rounds each product and sum as the CPU's resampler does (data/gpu_resize.h).

@@ -24,6 +24,8 @@
 #include "train/program.h"
 #include "train/step_runner.h"
 #include "train/train_flags.h"
+#include "train/nccl_comm.h"
+#include "train/process_group.h"
 #include "train/train_log.h"
 
 namespace {
@@ -136,6 +138,7 @@ float validation_loss(Gpt2Net& model, TokenLoader& val, int batches, DeviceBuffe
 // What run() reads and checks before it touches the GPU: a mistake costs no GPU time and shows on any
 // machine.
 struct Inputs {
+  ProcessGroup group;  // data parallel: this process among the others (one process without a launcher)
   int accum = 1;
   Gpt2Shape shape;
   OptimOptions options;
@@ -149,12 +152,23 @@ struct Inputs {
 Inputs prepare(Args& a) {
   Inputs in;
   check_flags(a);
-  in.accum = resolve_batching(&a, int64_t(a.B) * a.T);
+  in.group = process_group_from_env();
+  const ProcessGroup& g = in.group;
+  if (g.world > 1 && a.nccl_id_file.empty())
+    user_error(g.world, " processes need --nccl-id-file, a fresh path on a folder that every process sees.");
+  if (g.rank > 0) {  // rank 0 alone logs, validates, samples and checkpoints (all-reduce: every rank holds the same)
+    a.log.clear();
+    a.ckpt_dir.clear();
+    a.val_every = a.sample_every = 0;
+  }
+  if (g.world > 1) a.micro_batch = "-b * -t * " + std::to_string(g.world) + " processes";
+  in.accum = resolve_batching(&a, int64_t(a.B) * a.T * g.world);
   in.shape = model_shape(a);
   in.options = train_optimizer_options(a, gpt2_optimizer_defaults(a));
   check_train_optimizer(a, in.options);
   in.table = gpt2_param_table(in.shape);
-  in.train = std::make_unique<TokenLoader>(glob_files(a.train), a.B, a.T, 0, 1, in.shape.vocab, true, uint64_t(a.seed));
+  in.train = std::make_unique<TokenLoader>(glob_files(a.train), a.B, a.T, g.rank, g.world, in.shape.vocab, true,
+                                           uint64_t(a.seed));
   if (!a.val.empty() && a.val_every > 0)
     in.val = std::make_unique<TokenLoader>(glob_files(a.val), a.B, a.T, 0, 1, in.shape.vocab, false, 0);
   if (std::FILE* f = std::fopen(a.tokenizer.c_str(), "r")) {
@@ -187,6 +201,9 @@ void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const
     std::printf("each step replays %s (captured at the second step)\n",
                 a.overlap ? "one CUDA graph, gradients with the optimizer" : "two CUDA graphs, gradients and optimizer");
   if (a.overlap) std::printf("optimizer: each block's tensors step during backward (--overlap)\n");
+  if (in.group.world > 1 || a.nccl)
+    std::printf("data parallel: %d process%s (%s), gradients summed through NCCL during backward\n", in.group.world,
+                in.group.world > 1 ? "es" : "", in.group.launcher.c_str());
 }
 
 int run(Args& a) {
@@ -200,11 +217,18 @@ int run(Args& a) {
                "tok");
   if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
 
+  std::unique_ptr<NcclComm> comm;
+  if (in.group.world > 1 || a.nccl) {
+    CUDA_CHECK(cudaSetDevice(in.group.local_rank));
+    comm = std::make_unique<NcclComm>(in.group, a.nccl_id_file);
+    if (in.group.rank > 0 && !std::freopen("/dev/null", "w", stdout)) user_error("cannot silence rank ", in.group.rank, ".");
+  }
   Arena arena(table, a.precision == "bf16");
   const std::vector<float> init = init_params(table, uint64_t(a.seed));
   for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
   std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, arena, a.B, a.T);
-  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, oo, arena, hook_groups(table, gpt2_tensors(table, shape).blocks));
+  const std::vector<std::vector<int>> groups = hook_groups(table, gpt2_tensors(table, shape).blocks);
+  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, oo, arena, groups);
   GradClipper clipper(arena, float(a.clip));
   if (in.resume) {
     load_checkpoint(*in.resume, arena, *model, *opt);
@@ -219,7 +243,7 @@ int run(Args& a) {
                              return Batch{b.x, b.y};
                            },
                            [&](cudaStream_t s) { batches.release(s); }};
-  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap);
+  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, comm.get(), groups);
   DeviceBuffer<float> val_loss(1, "loss");
   std::unique_ptr<Gpt2Net> sampler;
   const Checkpointer ckpt(a.ckpt_dir, arena, *model, *opt);

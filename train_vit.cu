@@ -22,6 +22,7 @@
 #include "train/program.h"
 #include "train/step_runner.h"
 #include "train/train_flags.h"
+#include "train/process_group.h"
 #include "train/train_log.h"
 
 namespace {
@@ -251,6 +252,9 @@ Inputs prepare(Args& a) {
   check_train_flags(a);
   if (a.threads < 0 || a.shuffle < 0) user_error("--threads and --shuffle must be >= 0.");
   check_decoder_option(a.decoder);
+  if (a.nccl || !a.nccl_id_file.empty() || process_group_from_env().world > 1)
+    user_error("this ViT trainer runs as one process on one GPU for now (data parallel is GPT-2's so far); launch "
+               "one process, without --nccl or --nccl-id-file.");
   if (a.dropout > 0) user_error("this ViT has no dropout (timm's ViT defaults have none); leave out --dropout.");
   if (a.mixup < 0 || a.cutmix < 0 || !(a.smoothing >= 0 && a.smoothing < 1))
     user_error("--mixup and --cutmix must be >= 0 and --smoothing in [0, 1).");

@@ -4,7 +4,7 @@
 // backward, while backward goes on through the blocks below it.
 //
 // Only an optimizer whose step of a tensor reads nothing of any other tensor can be split so
-// (groupable): then every tensor moves exactly as in the whole-set step, bit for bit, whatever the groups
+// (optim/groupable.h): then every tensor moves exactly as in the whole-set step, bit for bit, whatever the groups
 // and whatever order they step in. VeLO (its LSTM reads every tensor's statistics), ELO with its global
 // clip, and Muon and CELO2 (Newton-Schulz batched over every matrix of a shape) cannot.
 #pragma once

@@ -10,7 +10,7 @@ size_t padded(int64_t n, size_t elem) { return (size_t(n) * elem + 15) / 16 * 16
 }  // namespace
 
 StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph,
-                       bool overlap)
+                       bool overlap, NcclComm* comm, const std::vector<std::vector<int>>& hook_groups)
     : model_(model),
       opt_(opt),
       clipper_(clipper),
@@ -25,10 +25,24 @@ StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool 
     grouped_ = dynamic_cast<GroupedOptimizer*>(&opt);
     CHECK(grouped_ && !clip);
   }
+  comm_ = comm;
+  if (comm_) {  // consecutive tensors of a group are one run (padding between them holds zeros everywhere)
+    const ParamTable& t = opt.arena().table();
+    for (const auto& g : hook_groups) {
+      ranges_.emplace_back();
+      for (size_t k = 0; k < g.size(); k++) {
+        if (k > 0 && g[k] == g[k - 1] + 1)
+          ranges_.back().back().n = t[g[k]].offset + t[g[k]].numel - ranges_.back().back().begin;
+        else
+          ranges_.back().push_back({t[g[k]].offset, t[g[k]].numel});
+      }
+    }
+    CHECK(!ranges_.empty() && (!grouped_ || int(ranges_.size()) == grouped_->groups()));
+  }
   try {  // the destructor frees what was made if a later call throws
-    if (overlap) {
-      // The optimizer's stream first: measured on the H100 (README, "Overlap"), it left GPT-2 124M's step
-      // at 4 x 1024 tokens 2% shorter than a low-priority optimizer stream.
+    if (overlap || comm_) {
+      // The optimizer's stream first: on the H100 this made GPT-2 124M's step at 4 x 1024 tokens 2% shorter
+      // than a low-priority optimizer stream did (README, "The step at the PyLO paper's batch").
       int least = 0, greatest = 0;
       CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
       CUDA_CHECK(cudaStreamCreate(&stream_));  // blocking, as below
@@ -93,29 +107,43 @@ void StepRunner::enqueue_grads(const BatchSource* batches) {
       model_.set_batch(staged(mi), stream_);
     }
     model_.forward(stream_);
-    model_.loss_and_dlogits(1.0f / float(accum_), stream_);
+    model_.loss_and_dlogits(1.0f / float(accum_ * (comm_ ? comm_->world() : 1)), stream_);
     scale_add(loss_.get(), model_.d_loss(), 1.0f / float(accum_), mi > 0, stream_);  // final before any step
-    const bool early = grouped_ && mi == accum_ - 1;  // the last micro-batch makes the gradients final
-    if (early) model_.set_block_hook([this](int block, cudaStream_t s) { step_group_early(block, s); });
+    const bool early = (grouped_ || comm_) && mi == accum_ - 1;  // the last micro-batch makes them final
+    if (early) model_.set_block_hook([this](int block, cudaStream_t s) { block_ready(block, s); });
     model_.backward(stream_);
     if (early) model_.set_block_hook(nullptr);
   }
-  if (grouped_) {  // the norm (for the log; clipping is off) beside the last groups' steps, then the join
-    clipper_.run(stream_);
-    CUDA_CHECK(cudaEventRecord(join_, side_));
-    CUDA_CHECK(cudaStreamWaitEvent(stream_, join_, 0));
+  if (grouped_ || comm_) finish_side_work();
+}
+
+// Group `block` (block -1: the last group, every tensor outside the blocks), after the work on s so far:
+// its gradients summed over the processes, then its step.
+void StepRunner::block_ready(int block, cudaStream_t s) {
+  const int last = grouped_ ? grouped_->groups() - 1 : int(ranges_.size()) - 1;
+  CHECK(block >= -1 && block < last);
+  const int g = block >= 0 ? block : last;
+  CUDA_CHECK(cudaEventRecord(fork_, s));
+  CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+  if (comm_)
+    for (const Range& r : ranges_[size_t(g)]) comm_->all_reduce_sum(opt_.arena().grads() + r.begin, size_t(r.n), side_);
+  if (grouped_) {
+    StepInfo info;
+    info.d_loss = loss_.get();
+    grouped_->step_group(g, info, side_);
   }
 }
 
-// Group `block` (block -1: the last group, every tensor outside the blocks) after the work on s so far.
-void StepRunner::step_group_early(int block, cudaStream_t s) {
-  const int last = grouped_->groups() - 1;
-  CHECK(block >= -1 && block < last);
-  StepInfo info;
-  info.d_loss = loss_.get();
-  CUDA_CHECK(cudaEventRecord(fork_, s));
-  CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
-  grouped_->step_group(block >= 0 ? block : last, info, side_);
+// The loss summed over the processes (on the second stream, after the gradients: one order of NCCL calls
+// on every process), the join, the mean loss; the norm (for the log when grouped: clipping is then off)
+// beside the last groups' steps when nothing was summed, else of the summed gradients.
+void StepRunner::finish_side_work() {
+  if (comm_) comm_->all_reduce_sum(loss_.get(), 1, side_);
+  if (grouped_ && !comm_) clipper_.run(stream_);
+  CUDA_CHECK(cudaEventRecord(join_, side_));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, join_, 0));
+  if (comm_ && comm_->world() > 1) scale_add(loss_.get(), loss_.get(), 1.0f / float(comm_->world()), false, stream_);
+  if (grouped_ && comm_) clipper_.run(stream_);
 }
 
 void StepRunner::enqueue_optimizer() {

@@ -10,11 +10,17 @@
 // (the model's block hook, on the last micro-batch), while backward goes on through the blocks below;
 // the step ends when both streams have. Same kernels on the same data as without overlap, so the same
 // bits; it needs clipping off (a global clip needs every gradient before any tensor moves).
+//
+// With a communicator (data parallel, all-reduce mode) the same hook sums each block's gradients over
+// the processes on the second stream while backward goes on, then (with overlap) steps them; the loss
+// gradient is scaled by 1 / world, the step's loss is averaged, and the norm is taken of the summed
+// gradients, so every process steps the same. World size 1 changes no bit.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "common/cuda_graph.h"
 #include "common/device_buffer.h"
@@ -22,6 +28,7 @@
 #include "optim/grad_clip.h"
 #include "optim/grouped_optimizer.h"
 #include "optim/optimizer.h"
+#include "train/nccl_comm.h"
 
 // Where a step's micro-batches come from: next() returns one (on the host, its fields sized as the model's
 // batch_shape says); release(s) is called once the copies out of it are enqueued on s.
@@ -32,8 +39,10 @@ struct BatchSource {
 
 class StepRunner {
  public:
+  // comm: null for one process; then hook_groups (models/block_table.h) says which tensors each hook call
+  // makes final.
   StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph,
-             bool overlap = false);
+             bool overlap = false, NcclComm* comm = nullptr, const std::vector<std::vector<int>>& hook_groups = {});
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -47,7 +56,8 @@ class StepRunner {
  private:
   void enqueue_grads(const BatchSource* batches);  // null: from the staged copies
   void enqueue_optimizer();
-  void step_group_early(int block, cudaStream_t s);  // overlap: the block hook
+  void block_ready(int block, cudaStream_t s);  // overlap or comm: the block hook
+  void finish_side_work();                      // overlap or comm: after the last micro-batch
   void stage(const BatchSource& batches);
   Batch staged(int micro) const;  // micro-batch `micro`'s fields in the staging buffer
   void free_resources();
@@ -56,14 +66,19 @@ class StepRunner {
   Optimizer& opt_;
   GradClipper& clipper_;
   GroupedOptimizer* grouped_ = nullptr;  // overlap only
+  NcclComm* comm_ = nullptr;
+  struct Range {
+    int64_t begin, n;  // arena elements
+  };
+  std::vector<std::vector<Range>> ranges_;  // comm: each hook group's gradients as contiguous runs
   bool clip_, graphs_;
   int accum_;
   BatchShape shape_;
   size_t micro_bytes_ = 0;  // one staged micro-batch: its fields and the mix draw
   bool soft_ = false;       // the batches carry soft targets (seen in the eager step before a capture)
   int steps_run_ = 0;
-  // The legacy default stream, or with graphs or overlap a blocking stream of its own; side_: overlap's
-  // optimizer stream, non-blocking, of the highest priority.
+  // The legacy default stream, or with graphs, overlap or comm a blocking stream of its own; side_: the
+  // second stream of overlap's steps and comm's sums, non-blocking, of the highest priority.
   cudaStream_t stream_ = nullptr, side_ = nullptr;
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
   CudaGraph graph_grads_, graph_opt_;

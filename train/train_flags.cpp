@@ -39,6 +39,10 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   cli.add(0, "overlap", &f->overlap,
           "step each block's tensors during backward, as soon as their gradients are final (needs --clip 0; "
           "adamw, adafactor, small_fc_lopt, elo; same results)");
+  cli.add(0, "nccl-id-file", &f->nccl_id_file,
+          "data parallel: the file through which the processes share NCCL's id (a fresh path each run, on a "
+          "folder every process sees); the processes come from mpirun or RANK / WORLD_SIZE / LOCAL_RANK");
+  cli.add(0, "nccl", &f->nccl, "sum gradients through NCCL even as one process (a check of that path)");
   cli.add(0, "seed", &f->seed, "initialisation and sampling seed");
   flags::add_set(cli, &f->sets);
 }

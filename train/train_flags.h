@@ -12,12 +12,12 @@
 #include "train/flags.h"
 
 struct TrainFlags {
-  std::string optimizer = "adamw", schedule = "cosine", log, ckpt_dir, resume, lopt_weights;
+  std::string optimizer = "adamw", schedule = "cosine", log, ckpt_dir, resume, lopt_weights, nccl_id_file;
   int B = 8, val_every = 100, val_batches = 10, ckpt_every = 0;
   int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
   double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0, dropout = 0.0;
   bool lr_given = false;  // -l was given: the learned optimizers take it as their multiplier only then
-  bool lopt_random = false, cuda_graph = false, overlap = false;
+  bool lopt_random = false, cuda_graph = false, overlap = false, nccl = false;
   std::vector<std::string> sets;
   // What -d counts and what makes one micro-batch, for the help and the messages: GPT-2's tokens of -b * -t
   // sequences, ViT's images of -b.

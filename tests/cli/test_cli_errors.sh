@@ -154,6 +154,9 @@ case_ train_overlap_clip          "--overlap steps each block during backward, b
 case_ train_overlap_velo          "--overlap cannot step velo block by block: its LSTM reads the statistics of every tensor" train_gpt2 --overlap 1 --clip 0 -o velo
 case_ train_overlap_muon          "--overlap cannot step muon block by block" train_gpt2 --overlap 1 --clip 0 -o muon
 case_ vit_overlap_elo_clip        "--overlap cannot step elo block by block: elo.clip_grad=1" train_vit --overlap 1 --clip 0 -o elo --set elo.clip_grad=1
+WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 case_ train_world_no_id_file "2 processes need --nccl-id-file" train_gpt2
+WORLD_SIZE=2 RANK=2 LOCAL_RANK=0 case_ train_world_bad_rank "RANK=2 is not below WORLD_SIZE=2" train_gpt2
+case_ vit_nccl                    "this ViT trainer runs as one process on one GPU for now" train_vit --nccl 1
 case_ train_wd_negative           "-c (weight decay) must be >= 0 (got -1)" train_gpt2 -c -1
 case_ train_val_every_negative    "-v (validate every N steps) must be >= 0" train_gpt2 -v -1
 case_ train_val_batches_zero      "-m (validation batches) must be >= 1 (got 0)" train_gpt2 -m 0

@@ -1,0 +1,38 @@
+#include <algorithm>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "common/error.h"
+#include "train/nccl_comm.h"
+
+namespace {
+void nccl_check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess)
+    user_error("NCCL failed in ", what, ": ", ncclGetErrorString(r),
+               " (NCCL_DEBUG=WARN tells more; check that every process was launched with the same world size).");
+}
+}  // namespace
+
+NcclComm::NcclComm(const ProcessGroup& g, const std::string& id_file, double timeout_s)
+    : rank_(g.rank), world_(g.world) {
+  ncclUniqueId id;
+  if (rank_ == 0) {
+    nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (world_ > 1) {
+      if (id_file.empty()) user_error("several processes need an NCCL id file that all of them can read.");
+      publish_unique_id(id_file, std::vector<char>(id.internal, id.internal + sizeof id.internal));
+    }
+  } else {
+    const std::vector<char> got = wait_for_unique_id(id_file, sizeof id.internal, timeout_s);
+    std::copy(got.begin(), got.end(), id.internal);
+  }
+  nccl_check(ncclCommInitRank(&comm_, world_, id, rank_), "ncclCommInitRank");
+}
+
+NcclComm::~NcclComm() {
+  if (comm_) ncclCommDestroy(comm_);  // no checks: nothing may throw from here
+}
+
+void NcclComm::all_reduce_sum(float* data, size_t n, cudaStream_t s) {
+  nccl_check(ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, s), "ncclAllReduce");
+}

@@ -21,11 +21,11 @@
 #include "optim/grad_clip.h"
 #include "train/checkpoint.h"
 #include "train/data_error.h"
+#include "train/nccl_comm.h"
+#include "train/process_group.h"
 #include "train/program.h"
 #include "train/step_runner.h"
 #include "train/train_flags.h"
-#include "train/nccl_comm.h"
-#include "train/process_group.h"
 #include "train/train_log.h"
 
 namespace {
@@ -198,8 +198,9 @@ void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const
   if (!model.kernel_choices().empty()) std::printf("kernels: %s\n", model.kernel_choices().c_str());
   if (a.dropout > 0) std::printf("dropout: %g in training\n", a.dropout);
   if (a.cuda_graph)
-    std::printf("each step replays %s (captured at the second step)\n",
-                a.overlap ? "one CUDA graph, gradients with the optimizer" : "two CUDA graphs, gradients and optimizer");
+    std::printf(
+        "each step replays %s (captured at the second step)\n",
+        a.overlap ? "one CUDA graph, gradients with the optimizer" : "two CUDA graphs, gradients and optimizer");
   if (a.overlap) std::printf("optimizer: each block's tensors step during backward (--overlap)\n");
   if (in.group.world > 1 || a.nccl)
     std::printf("data parallel: %d process%s (%s), gradients summed through NCCL during backward\n", in.group.world,
@@ -208,6 +209,8 @@ void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const
 
 int run(Args& a) {
   Inputs in = prepare(a);
+  const bool parallel = in.group.world > 1 || a.nccl;
+  if (parallel) select_gpu(in.group.local_rank);  // before anything makes a context on another GPU
   const Gpt2Shape& shape = in.shape;
   const ParamTable& table = in.table;
   const OptimOptions& oo = in.options;
@@ -218,10 +221,10 @@ int run(Args& a) {
   if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
 
   std::unique_ptr<NcclComm> comm;
-  if (in.group.world > 1 || a.nccl) {
-    CUDA_CHECK(cudaSetDevice(in.group.local_rank));
+  if (parallel) {
     comm = std::make_unique<NcclComm>(in.group, a.nccl_id_file);
-    if (in.group.rank > 0 && !std::freopen("/dev/null", "w", stdout)) user_error("cannot silence rank ", in.group.rank, ".");
+    if (in.group.rank > 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
+      user_error("cannot send rank ", in.group.rank, "'s output to /dev/null.");
   }
   Arena arena(table, a.precision == "bf16");
   const std::vector<float> init = init_params(table, uint64_t(a.seed));

@@ -19,10 +19,10 @@
 #include "optim/grad_clip.h"
 #include "train/checkpoint.h"
 #include "train/data_error.h"
+#include "train/process_group.h"
 #include "train/program.h"
 #include "train/step_runner.h"
 #include "train/train_flags.h"
-#include "train/process_group.h"
 #include "train/train_log.h"
 
 namespace {
@@ -253,8 +253,9 @@ Inputs prepare(Args& a) {
   if (a.threads < 0 || a.shuffle < 0) user_error("--threads and --shuffle must be >= 0.");
   check_decoder_option(a.decoder);
   if (a.nccl || !a.nccl_id_file.empty() || process_group_from_env().world > 1)
-    user_error("this ViT trainer runs as one process on one GPU for now (data parallel is GPT-2's so far); launch "
-               "one process, without --nccl or --nccl-id-file.");
+    user_error(
+        "this ViT trainer runs as one process on one GPU for now (data parallel is GPT-2's so far); launch "
+        "one process, without --nccl or --nccl-id-file.");
   if (a.dropout > 0) user_error("this ViT has no dropout (timm's ViT defaults have none); leave out --dropout.");
   if (a.mixup < 0 || a.cutmix < 0 || !(a.smoothing >= 0 && a.smoothing < 1))
     user_error("--mixup and --cutmix must be >= 0 and --smoothing in [0, 1).");
@@ -304,7 +305,8 @@ int run(Args& a) {
   const std::vector<float> init = init_params(in.table, uint64_t(a.seed));
   for (const auto& t : in.table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
   VitBf16 model(in.shape, arena, a.B, in.norm);
-  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, in.options, arena, hook_groups(in.table, vit_tensors(in.table, in.shape).blocks));
+  std::unique_ptr<Optimizer> opt =
+      make_train_optimizer(a, in.options, arena, hook_groups(in.table, vit_tensors(in.table, in.shape).blocks));
   GradClipper clipper(arena, float(a.clip));
   if (in.resume) {
     load_checkpoint(*in.resume, arena, model, *opt);

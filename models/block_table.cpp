@@ -43,8 +43,8 @@ BlockTensors add_block(ParamTable& t, const std::string& prefix, const BlockShap
 }
 
 std::vector<int> block_tensor_list(const BlockTensors& b) {
-  std::vector<int> v = {b.ln1w, b.ln1b, b.ln2w, b.ln2b, b.qkvw[0], b.qkvw[1], b.qkvw[2], b.qkvb[0], b.qkvb[1],
-                        b.qkvb[2], b.projw, b.projb, b.fcw, b.fcb, b.fcprojw, b.fcprojb};
+  std::vector<int> v = {b.ln1w,    b.ln1b,    b.ln2w,  b.ln2b,  b.qkvw[0], b.qkvw[1], b.qkvw[2], b.qkvb[0],
+                        b.qkvb[1], b.qkvb[2], b.projw, b.projb, b.fcw,     b.fcb,     b.fcprojw, b.fcprojb};
   v.erase(std::remove(v.begin(), v.end(), -1), v.end());
   std::sort(v.begin(), v.end());
   return v;

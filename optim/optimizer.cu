@@ -75,8 +75,8 @@ void Optimizer::load_state(const SectionReader& r) {
   const int64_t saved_groups = r.has("optim.groups") ? r.get_i64("optim.groups") : 1;
   if (saved_groups != groups())
     user_error("'", r.path(), "' holds optimizer state stepped ",
-               saved_groups > 1 ? "block by block (--overlap)" : "over the whole model at once", ", and this run steps ",
-               groups() > 1 ? "block by block (--overlap)" : "it at once",
+               saved_groups > 1 ? "block by block (--overlap)" : "over the whole model at once",
+               ", and this run steps ", groups() > 1 ? "block by block (--overlap)" : "it at once",
                "; resume with the --overlap setting of the run that wrote it.");
   const auto bufs = saved_buffers();
   for (const auto& b : bufs)  // check everything before overwriting anything

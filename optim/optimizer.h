@@ -63,8 +63,8 @@ class Optimizer {
   DeviceBuffer<int64_t> d_step_;  // updates applied so far; advanced on the device by each step
 };
 
-// adamw | adafactor | muon | small_fc_lopt | velo | celo2 | elo | elo_celo2 over the tensors `owned` (table indices; empty = all).
-// Validates the name and the hyperparameters first (UserError).
+// adamw | adafactor | muon | small_fc_lopt | velo | celo2 | elo | elo_celo2 over the tensors `owned` (table indices;
+// empty = all). Validates the name and the hyperparameters first (UserError).
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena,
                                           const std::vector<int>& owned = {});
 // The tensors of `owned`, checked (in range, no repeats) and sorted; empty = every tensor of the table.

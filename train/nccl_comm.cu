@@ -13,6 +13,14 @@ void nccl_check(ncclResult_t r, const char* what) {
 }
 }  // namespace
 
+void select_gpu(int local_rank) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || local_rank >= n)
+    user_error("this process's local rank is ", local_rank, " but the machine shows ", n,
+               " GPUs; launch at most one process per GPU on each machine.");
+  CUDA_CHECK(cudaSetDevice(local_rank));
+}
+
 NcclComm::NcclComm(const ProcessGroup& g, const std::string& id_file, double timeout_s)
     : rank_(g.rank), world_(g.world) {
   ncclUniqueId id;

@@ -11,6 +11,10 @@
 
 #include "train/process_group.h"
 
+// Makes GPU `local_rank` this process's device, before anything makes a context on another one; UserError
+// when the machine has no such GPU.
+void select_gpu(int local_rank);
+
 class NcclComm {
  public:
   // The caller has selected the process's GPU (cudaSetDevice(local_rank)). UserError when the id cannot be

@@ -38,8 +38,7 @@ ProcessGroup process_group_from_env(const EnvLookup& getenv) {
   g.world = env_int(getenv, size, 1, 1);
   g.rank = env_int(getenv, rank, -1, 0);
   if (g.rank < 0) user_error("the environment sets ", size, " but not ", rank, "; set both for every process.");
-  if (g.rank >= g.world)
-    user_error("the environment's ", rank, "=", g.rank, " is not below ", size, "=", g.world, ".");
+  if (g.rank >= g.world) user_error("the environment's ", rank, "=", g.rank, " is not below ", size, "=", g.world, ".");
   g.local_rank = env_int(getenv, local, g.world == 1 ? 0 : -1, 0);
   if (g.local_rank < 0)
     user_error("the environment sets ", size, "=", g.world, " but not ", local,

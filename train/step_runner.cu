@@ -129,7 +129,7 @@ void StepRunner::block_ready(int block, cudaStream_t s) {
     for (const Range& r : ranges_[size_t(g)]) comm_->all_reduce_sum(opt_.arena().grads() + r.begin, size_t(r.n), side_);
   if (grouped_) {
     StepInfo info;
-    info.d_loss = loss_.get();
+    info.d_loss = loss_.get();  // this process's loss; only VeLO reads it, and VeLO is never grouped
     grouped_->step_group(g, info, side_);
   }
 }

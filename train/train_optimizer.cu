@@ -1,6 +1,6 @@
 #include "common/temp_dir.h"
-#include "optim/lopt/celo2_weights.h"
 #include "optim/grouped_optimizer.h"
+#include "optim/lopt/celo2_weights.h"
 #include "optim/optimizer.h"
 #include "train/train_flags.h"
 

@@ -28,7 +28,9 @@ TEST(ProcessGroup, ReadsMpirunEnvOrNothing) {
   EXPECT_EQ(g.world, 1);
   EXPECT_EQ(g.rank, 0);
   EXPECT_EQ(g.launcher, "none");
-  g = from({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+  g = from({{"OMPI_COMM_WORLD_SIZE", "4"},
+            {"OMPI_COMM_WORLD_RANK", "3"},
+            {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
             {"WORLD_SIZE", "9"}});  // mpirun's variables win
   EXPECT_EQ(g.world, 4);
   EXPECT_EQ(g.rank, 3);

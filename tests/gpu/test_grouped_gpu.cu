@@ -43,8 +43,8 @@ std::vector<std::pair<std::string, OptimOptions>> groupable_cases() {
   o.schedule = make_schedule("cosine", 2, 12, 0.1, 0.2);
   o.adamw.weight_decay = 0.1;
   o.small_fc.weights = o.elo.weights = grouped_weight_dir();
-  std::vector<std::pair<std::string, OptimOptions>> cases = {{"adamw", o}, {"adafactor", o}, {"small_fc_lopt", o},
-                                                               {"elo", o}};
+  std::vector<std::pair<std::string, OptimOptions>> cases = {
+      {"adamw", o}, {"adafactor", o}, {"small_fc_lopt", o}, {"elo", o}};
   OptimOptions fast = o;
   fast.small_fc.fast = fast.elo.fast = true;
   cases.push_back({"small_fc_lopt", fast});
@@ -200,8 +200,8 @@ TEST_F(GroupedGpu, OverlappedTrainingStepEqualsTheStepAfterBackward) {
         auto model = make_gpt2("bf16", m.s, arena, B, T);
         if (kernels.empty()) kernels = model->kernel_choices();
         if (!kernels.empty()) model->set_kernel_choices(kernels);
-        std::unique_ptr<Optimizer> opt = overlap ? std::make_unique<GroupedOptimizer>(name, o, arena, m.groups)
-                                                 : make_optimizer(name, o, arena);
+        std::unique_ptr<Optimizer> opt =
+            overlap ? std::make_unique<GroupedOptimizer>(name, o, arena, m.groups) : make_optimizer(name, o, arena);
         GradClipper clipper(arena, 0.0f);
         StepRunner runner(*model, *opt, clipper, false, accum, graph, overlap);
         int next = 0;

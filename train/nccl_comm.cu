@@ -16,8 +16,8 @@ void nccl_check(ncclResult_t r, const char* what) {
 void select_gpu(int local_rank) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || local_rank >= n)
-    user_error("this process's local rank is ", local_rank, " but the machine shows ", n,
-               " GPUs; launch at most one process per GPU on each machine.");
+    user_error("this process's local rank is ", local_rank, " but the machine shows ", n, n == 1 ? " GPU" : " GPUs",
+               "; launch at most one process per GPU on each machine.");
   CUDA_CHECK(cudaSetDevice(local_rank));
 }
 

@@ -48,7 +48,8 @@ CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/group
             kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
             models/transformer_block.cu models/vit_bf16.cu models/gpt2_model.cu models/gpt2_bf16.cu models/gpt2_net.cu data/prefetcher.cu data/image_prefetcher.cu \
             data/gpu_resize.cu data/nvjpeg_decoder.cu \
-            train/checkpoint.cu train/program.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu train/nccl_comm.cu
+            train/checkpoint.cu train/program.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu train/nccl_comm.cu \
+            train/data_parallel.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
 # The GPU resize rounds each product and sum as the CPU's resampler does (data/gpu_resize.h).

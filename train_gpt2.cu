@@ -21,8 +21,7 @@
 #include "optim/grad_clip.h"
 #include "train/checkpoint.h"
 #include "train/data_error.h"
-#include "train/nccl_comm.h"
-#include "train/process_group.h"
+#include "train/data_parallel.h"
 #include "train/program.h"
 #include "train/step_runner.h"
 #include "train/train_flags.h"
@@ -138,27 +137,24 @@ float validation_loss(Gpt2Net& model, TokenLoader& val, int batches, DeviceBuffe
 // What run() reads and checks before it touches the GPU: a mistake costs no GPU time and shows on any
 // machine.
 struct Inputs {
-  ProcessGroup group;  // data parallel: this process among the others (one process without a launcher)
+  std::unique_ptr<DataParallel> dp;  // this process among the others (one process without a launcher)
   int accum = 1;
   Gpt2Shape shape;
   OptimOptions options;
-  ParamTable table;
+  ParamTable table;  // in its natural layout (the arena's is dp->layout(table))
   std::unique_ptr<TokenLoader> train, val;
   std::unique_ptr<Gpt2Tokenizer> tok;
-  std::unique_ptr<SectionReader> resume;  // opened, checksums verified, model and data position checked
+  std::unique_ptr<SectionReader> resume;       // opened, checksums verified, model and data position checked
+  std::unique_ptr<SectionReader> rank_resume;  // data parallel, ranks > 0: the rank's own file
   TrainState state;
 };
 
 Inputs prepare(Args& a) {
   Inputs in;
   check_flags(a);
-  in.group = process_group_from_env();
-  const ProcessGroup& g = in.group;
-  if (g.world > 1 && a.nccl_id_file.empty())
-    user_error(g.world, " processes need --nccl-id-file, a fresh path on a folder that every process sees.");
-  if (g.rank > 0) {  // rank 0 alone logs, validates, samples and checkpoints (all-reduce: every rank holds the same)
+  const ProcessGroup g = process_group_from_env();
+  if (g.rank > 0) {  // rank 0 alone logs, validates and samples; every rank writes its part of a checkpoint
     a.log.clear();
-    a.ckpt_dir.clear();
     a.val_every = a.sample_every = 0;
   }
   if (g.world > 1) a.micro_batch = "-b * -t * " + std::to_string(g.world) + " processes";
@@ -167,6 +163,7 @@ Inputs prepare(Args& a) {
   in.options = train_optimizer_options(a, gpt2_optimizer_defaults(a));
   check_train_optimizer(a, in.options);
   in.table = gpt2_param_table(in.shape);
+  in.dp = std::make_unique<DataParallel>(a, in.table);
   in.train = std::make_unique<TokenLoader>(glob_files(a.train), a.B, a.T, g.rank, g.world, in.shape.vocab, true,
                                            uint64_t(a.seed));
   if (!a.val.empty() && a.val_every > 0)
@@ -179,7 +176,12 @@ Inputs prepare(Args& a) {
   if (!a.resume.empty()) {
     in.resume = std::make_unique<SectionReader>(a.resume);
     check_checkpoint_params(*in.resume, in.table, "-e and --qkv");
+    check_checkpoint_dp(*in.resume, in.dp->record());
     in.state = read_train_state(*in.resume);
+    if (g.rank > 0) {
+      in.rank_resume = std::make_unique<SectionReader>(rank_checkpoint_path(a.resume, g.rank));
+      in.state.data = read_rank_position(*in.rank_resume, in.table, in.dp->record(), in.state.step);
+    }
     const std::vector<int64_t>& d = in.state.data;
     if (d.size() != 3) user_error("'", a.resume, "' holds no token-loader position; is it a train_vit checkpoint?");
     in.train->seek({d[0], d[1], d[2]});
@@ -202,17 +204,15 @@ void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const
         "each step replays %s (captured at the second step)\n",
         a.overlap ? "one CUDA graph, gradients with the optimizer" : "two CUDA graphs, gradients and optimizer");
   if (a.overlap) std::printf("optimizer: each block's tensors step during backward (--overlap)\n");
-  if (in.group.world > 1 || a.nccl)
-    std::printf("data parallel: %d process%s (%s), gradients summed through NCCL during backward\n", in.group.world,
-                in.group.world > 1 ? "es" : "", in.group.launcher.c_str());
+  if (in.dp->on()) std::printf("data parallel: %s\n", in.dp->describe().c_str());
 }
 
 int run(Args& a) {
   Inputs in = prepare(a);
-  const bool parallel = in.group.world > 1 || a.nccl;
-  if (parallel) select_gpu(in.group.local_rank);  // before anything makes a context on another GPU
+  DataParallel& dp = *in.dp;
+  dp.connect(a.nccl_id_file);  // before anything makes a context on another GPU
   const Gpt2Shape& shape = in.shape;
-  const ParamTable& table = in.table;
+  const ParamTable table = dp.layout(in.table);
   const OptimOptions& oo = in.options;
   TrainState& state = in.state;
   const DevicePeak peak = cuda_device_available() ? device_peak_bf16() : DevicePeak{};
@@ -220,21 +220,16 @@ int run(Args& a) {
                "tok");
   if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
 
-  std::unique_ptr<NcclComm> comm;
-  if (parallel) {
-    comm = std::make_unique<NcclComm>(in.group, a.nccl_id_file);
-    if (in.group.rank > 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
-      user_error("cannot send rank ", in.group.rank, "'s output to /dev/null.");
-  }
   Arena arena(table, a.precision == "bf16");
   const std::vector<float> init = init_params(table, uint64_t(a.seed));
   for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
   std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, arena, a.B, a.T);
   const std::vector<std::vector<int>> groups = hook_groups(table, gpt2_tensors(table, shape).blocks);
-  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, oo, arena, groups);
-  GradClipper clipper(arena, float(a.clip));
+  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, oo, arena, groups, dp.owned());
+  if (dp.sharded()) opt->set_cross_rank(dp.comm());
+  GradClipper clipper(arena, float(a.clip), dp.owned(), dp.sharded() ? dp.comm() : nullptr);
   if (in.resume) {
-    load_checkpoint(*in.resume, arena, *model, *opt);
+    load_checkpoint(*in.resume, arena, *model, *opt, dp.sharded() ? in.rank_resume.get() : nullptr);
     std::printf("resumed from %s at step %lld\n", a.resume.c_str(), (long long)state.step);
   }
   catch_stop_signals();
@@ -246,10 +241,10 @@ int run(Args& a) {
                              return Batch{b.x, b.y};
                            },
                            [&](cudaStream_t s) { batches.release(s); }};
-  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, comm.get(), groups);
+  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, dp.comm(), groups, dp.plan());
   DeviceBuffer<float> val_loss(1, "loss");
   std::unique_ptr<Gpt2Net> sampler;
-  const Checkpointer ckpt(a.ckpt_dir, arena, *model, *opt);
+  const Checkpointer ckpt(a.ckpt_dir, arena, *model, *opt, &dp);
   auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
   const uint64_t dropout_seed = uint64_t(a.seed) + 2;
   const int64_t step0 = state.step;
@@ -280,7 +275,7 @@ int run(Args& a) {
     state.data = {at.epoch, at.shard, at.sample};
     if (a.dropout > 0) state.dropout_counter = model->dropout_counter();  // it advances only with dropout on
     if (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0) checkpoint(step + 1);
-    if (stop_requested()) {
+    if (dp.any(stop_requested())) {  // every process stops after the same step
       std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
       checkpoint(step + 1);
       return 0;

@@ -19,7 +19,7 @@
 #include "optim/grad_clip.h"
 #include "train/checkpoint.h"
 #include "train/data_error.h"
-#include "train/process_group.h"
+#include "train/data_parallel.h"
 #include "train/program.h"
 #include "train/step_runner.h"
 #include "train/train_flags.h"
@@ -112,14 +112,17 @@ ImageNorm image_norm(const Args& a) {
   return n;
 }
 
-ImageLoaderOptions loader_options(const Args& a, bool train) {
+// rank, world: data parallel, the training loader of process `rank` among `world` (its own shards and draws).
+ImageLoaderOptions loader_options(const Args& a, bool train, int rank = 0, int world = 1) {
   ImageLoaderOptions o;
+  o.rank = rank;
+  o.world = world;
   o.batch = a.B;
   o.size = a.image;
   o.channels = a.channels;
   o.classes = a.classes;
   o.train = train;
-  o.seed = uint64_t(a.seed);
+  o.seed = uint64_t(a.seed) + uint64_t(rank) * 1000003u;  // rank 0's as one process's
   o.threads = a.threads;
   o.decoder = a.decoder;
   o.shuffle_buffer = a.shuffle;
@@ -235,6 +238,7 @@ class SyntheticBatches {
 };
 
 struct Inputs {
+  std::unique_ptr<DataParallel> dp;  // this process among the others (one process without a launcher)
   int accum = 1;
   VitShape shape;
   ImageNorm norm;
@@ -242,6 +246,7 @@ struct Inputs {
   ParamTable table;
   std::unique_ptr<ImageLoader> train;
   std::unique_ptr<SectionReader> resume;
+  std::unique_ptr<SectionReader> rank_resume;  // data parallel, ranks > 0: the rank's own file
   TrainState state;
 };
 
@@ -252,31 +257,39 @@ Inputs prepare(Args& a) {
   check_train_flags(a);
   if (a.threads < 0 || a.shuffle < 0) user_error("--threads and --shuffle must be >= 0.");
   check_decoder_option(a.decoder);
-  if (a.nccl || !a.nccl_id_file.empty() || process_group_from_env().world > 1)
-    user_error(
-        "this ViT trainer runs as one process on one GPU for now (data parallel is GPT-2's so far); launch "
-        "one process, without --nccl or --nccl-id-file.");
+  const ProcessGroup g = process_group_from_env();
+  if (g.rank > 0) {  // rank 0 alone logs and evaluates; every rank writes its part of a checkpoint
+    a.log.clear();
+    a.val_every = 0;
+  }
+  if (g.world > 1) a.micro_batch = "-b * " + std::to_string(g.world) + " processes";
   if (a.dropout > 0) user_error("this ViT has no dropout (timm's ViT defaults have none); leave out --dropout.");
   if (a.mixup < 0 || a.cutmix < 0 || !(a.smoothing >= 0 && a.smoothing < 1))
     user_error("--mixup and --cutmix must be >= 0 and --smoothing in [0, 1).");
-  in.accum = resolve_batching(&a, a.B);
+  in.accum = resolve_batching(&a, int64_t(a.B) * g.world);
   in.shape = model_shape(a);
   in.norm = image_norm(a);
   in.options = train_optimizer_options(a, vit_optimizer_defaults(a));
   check_train_optimizer(a, in.options);
   in.table = vit_param_table(in.shape);
+  in.dp = std::make_unique<DataParallel>(a, in.table);
   if (a.synthetic) {
     if (!a.resume.empty()) user_error("--synthetic runs cannot be resumed; leave out --resume.");
     a.val.clear();
     return in;
   }
-  const ImageLoaderOptions train_options = loader_options(a, true);
+  const ImageLoaderOptions train_options = loader_options(a, true, g.rank, g.world);
   in.train = std::make_unique<ImageLoader>(list_shards(a.train), train_options, make_batch_decoder(train_options));
   if (!a.val.empty() && a.val_every > 0) list_shards(a.val);  // the shards exist
   if (!a.resume.empty()) {
     in.resume = std::make_unique<SectionReader>(a.resume);
     check_checkpoint_params(*in.resume, in.table, "-e, --image, --channels, --classes and --qkv");
+    check_checkpoint_dp(*in.resume, in.dp->record());
     in.state = read_train_state(*in.resume);
+    if (g.rank > 0) {
+      in.rank_resume = std::make_unique<SectionReader>(rank_checkpoint_path(a.resume, g.rank));
+      in.state.data = read_rank_position(*in.rank_resume, in.table, in.dp->record(), in.state.step);
+    }
     in.train->seek(ImageLoader::Position::from_ints(in.state.data));
   }
   if (!a.ckpt_dir.empty()) prepare_ckpt_dir(a.ckpt_dir);
@@ -293,23 +306,28 @@ void print_header(const Args& a, const Inputs& in, const DevicePeak& peak) {
   std::printf("augmentation: crop scale >= %g, flip %g, mixup %g, cutmix %g, smoothing %g%s%s\n", a.scale_min, a.hflip,
               a.mixup, a.cutmix, a.smoothing, a.randaugment.empty() ? "" : ", ", a.randaugment.c_str());
   if (a.overlap) std::printf("optimizer: each block's tensors step during backward (--overlap)\n");
+  if (in.dp->on()) std::printf("data parallel: %s\n", in.dp->describe().c_str());
 }
 
 int run(Args& a) {
   Inputs in = prepare(a);
+  DataParallel& dp = *in.dp;
+  dp.connect(a.nccl_id_file);  // before anything makes a context on another GPU
   TrainState& state = in.state;
   const DevicePeak peak = cuda_device_available() ? device_peak_bf16() : DevicePeak{};
   TrainLog log(a.log, peak.flops, flops_per_image(in.shape) * double(a.total_batch), double(a.total_batch), "img");
   if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
-  Arena arena(in.table, true);
-  const std::vector<float> init = init_params(in.table, uint64_t(a.seed));
-  for (const auto& t : in.table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
+  const ParamTable table = dp.layout(in.table);
+  Arena arena(table, true);
+  const std::vector<float> init = init_params(table, uint64_t(a.seed));
+  for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
   VitBf16 model(in.shape, arena, a.B, in.norm);
-  std::unique_ptr<Optimizer> opt =
-      make_train_optimizer(a, in.options, arena, hook_groups(in.table, vit_tensors(in.table, in.shape).blocks));
-  GradClipper clipper(arena, float(a.clip));
+  const std::vector<std::vector<int>> groups = hook_groups(table, vit_tensors(table, in.shape).blocks);
+  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, in.options, arena, groups, dp.owned());
+  if (dp.sharded()) opt->set_cross_rank(dp.comm());
+  GradClipper clipper(arena, float(a.clip), dp.owned(), dp.sharded() ? dp.comm() : nullptr);
   if (in.resume) {
-    load_checkpoint(*in.resume, arena, model, *opt);
+    load_checkpoint(*in.resume, arena, model, *opt, dp.sharded() ? in.rank_resume.get() : nullptr);
     std::printf("resumed from %s at step %lld\n", a.resume.c_str(), (long long)state.step);
   }
   catch_stop_signals();
@@ -334,8 +352,8 @@ int run(Args& a) {
   const BatchSource source{next_batch, [&](cudaStream_t s) {
                              if (batches) batches->release(s);
                            }};
-  StepRunner runner(model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap);
-  const Checkpointer ckpt(a.ckpt_dir, arena, model, *opt);
+  StepRunner runner(model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, dp.comm(), groups, dp.plan());
+  const Checkpointer ckpt(a.ckpt_dir, arena, model, *opt, &dp);
   auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
   const int64_t step0 = state.step;
   for (int64_t step = step0; step < a.steps; step++) {
@@ -356,7 +374,7 @@ int run(Args& a) {
     }
     if (batches) state.data = batches->position().to_ints();
     if (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0) checkpoint(step + 1);
-    if (stop_requested()) {
+    if (dp.any(stop_requested())) {  // every process stops after the same step
       std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
       checkpoint(step + 1);
       return 0;

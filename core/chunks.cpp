@@ -33,6 +33,17 @@ std::vector<Chunk> plan_chunks(const ParamTable& t, const std::vector<int>& subs
   return out;
 }
 
+std::vector<Chunk> plan_table_chunks(const ParamTable& t, const std::vector<int>& owned, int chunk_elems) {
+  std::vector<int64_t> at;
+  for (const auto& ti : t.tensors()) at.push_back(ti.offset);
+  std::vector<Chunk> c = plan_chunks(t, all_tensors(t), at, chunk_elems);
+  std::vector<char> mine(size_t(t.size()), owned.empty());
+  for (int i : owned) mine[size_t(i)] = 1;
+  for (Chunk& k : c)
+    if (!mine[size_t(k.tensor)]) k.n = 0;
+  return c;
+}
+
 TileGrid plan_tile_grid(int64_t rows, int64_t cols, int max_cols, int64_t target_elems) {
   CHECK(rows > 0 && cols > 0 && rows < (1ll << 31) && cols < (1ll << 31));
   TileGrid g;

@@ -24,6 +24,10 @@ int64_t plan_state_offsets(const ParamTable& t, const std::vector<int>& subset, 
 // Chunks of at most chunk_elems (a multiple of 4) over the subset, in table order.
 std::vector<Chunk> plan_chunks(const ParamTable& t, const std::vector<int>& subset,
                                const std::vector<int64_t>& state_offsets, int chunk_elems);
+// The chunks of every tensor of the table at arena offsets, those outside `owned` with n = 0: one partition
+// on every rank of a sharded step, so that each rank's partial sums (zero where it owns nothing) add up
+// across ranks to the whole table's, chunk by chunk and in the same order as on one GPU.
+std::vector<Chunk> plan_table_chunks(const ParamTable& t, const std::vector<int>& owned, int chunk_elems);
 
 struct Tile {
   int32_t slot;    // index into the optimizer's own per-tensor table

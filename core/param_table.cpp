@@ -61,8 +61,9 @@ int ParamTable::add(TensorSpec spec) {
     user_error("parameter '", t.name, "' is ", t.ndim(), "-D; only matrices can be owned by Muon.");
   if (t.fan_in == 0) t.fan_in = t.ndim() >= 2 ? t.numel / t.shape[0] : 1;
   t.index = int(tensors_.size());
-  t.offset = total_;
+  t.offset = t.natural = total_;
   total_ += (std::max(t.numel, t.reserve) + kAlignElems - 1) / kAlignElems * kAlignElems;
+  natural_total_ = total_;
   params_ += t.numel;
   tensors_.push_back(std::move(t));
   return tensors_.back().index;
@@ -86,6 +87,34 @@ uint64_t ParamTable::fingerprint() const {
     mix(&r, 1);
   }
   return h;
+}
+
+void ParamTable::set_layout(const std::vector<int64_t>& offsets, int64_t total) {
+  CHECK(offsets.size() == tensors_.size() && total % kAlignElems == 0);
+  std::vector<std::pair<int64_t, int64_t>> spans;  // [begin, end) of each tensor's slot
+  for (auto& t : tensors_) {
+    const int64_t slot = (std::max(t.numel, t.reserve) + kAlignElems - 1) / kAlignElems * kAlignElems;
+    t.offset = offsets[size_t(t.index)];
+    CHECK(t.offset >= 0 && t.offset % kAlignElems == 0 && t.offset + slot <= total);
+    spans.push_back({t.offset, t.offset + slot});
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t k = 1; k < spans.size(); k++) CHECK(spans[k].first >= spans[k - 1].second);
+  total_ = total;
+}
+
+std::vector<float> to_natural_layout(const ParamTable& t, const std::vector<float>& flat) {
+  CHECK(int64_t(flat.size()) == t.total_elems());
+  std::vector<float> out(size_t(t.natural_total()), 0.0f);
+  for (const auto& ti : t.tensors()) std::copy_n(&flat[size_t(ti.offset)], ti.numel, &out[size_t(ti.natural)]);
+  return out;
+}
+
+std::vector<float> from_natural_layout(const ParamTable& t, const std::vector<float>& natural) {
+  CHECK(int64_t(natural.size()) == t.natural_total());
+  std::vector<float> out(size_t(t.total_elems()), 0.0f);
+  for (const auto& ti : t.tensors()) std::copy_n(&natural[size_t(ti.natural)], ti.numel, &out[size_t(ti.offset)]);
+  return out;
 }
 
 std::vector<float> init_params(const ParamTable& t, uint64_t seed) {

@@ -42,7 +42,8 @@ TensorSpec tensor_spec(std::string name, std::vector<int64_t> shape, Role role, 
 
 struct TensorInfo : TensorSpec {
   int index = 0;
-  int64_t offset = 0;  // elements into the arena
+  int64_t offset = 0;   // elements into the arena
+  int64_t natural = 0;  // where add() put it: the offset in every layout but a data-parallel shard layout
   int64_t numel = 0;
   int ndim() const { return int(shape.size()); }
   // Last two dims (torch Adafactor factoring), with all leading dims as a batch. 1-D: rows = 1.
@@ -69,10 +70,15 @@ class ParamTable {
   int64_t num_params() const { return params_; }  // sum of numel
   // Stable hash of names, shapes and roles: a checkpoint stores it to refuse a different model.
   uint64_t fingerprint() const;
+  // The same tensors at other places (the rank-by-rank layout of core/shard_plan.h): offsets[i] for
+  // tensor i, aligned and not overlapping, within `total` elements. Each tensor keeps its natural offset,
+  // the layout checkpoints use, so that they do not depend on how many GPUs wrote them.
+  void set_layout(const std::vector<int64_t>& offsets, int64_t total);
+  int64_t natural_total() const { return natural_total_; }
 
  private:
   std::vector<TensorInfo> tensors_;
-  int64_t total_ = 0, params_ = 0;
+  int64_t total_ = 0, params_ = 0, natural_total_ = 0;
 };
 
 std::string shape_str(const std::vector<int64_t>& shape);
@@ -80,3 +86,6 @@ std::string shape_str(const std::vector<int64_t>& shape);
 // Every tensor initialised as its row says, in table order from one generator (std::mt19937_64(seed),
 // a fresh normal distribution per tensor); fp32 in the arena's flat layout, padding zero.
 std::vector<float> init_params(const ParamTable& t, uint64_t seed);
+// Between the arena's flat layout and the natural one (ParamTable::natural): what checkpoints hold.
+std::vector<float> to_natural_layout(const ParamTable& t, const std::vector<float>& flat);
+std::vector<float> from_natural_layout(const ParamTable& t, const std::vector<float>& natural);

@@ -60,6 +60,13 @@ ShardPlan plan_shards(const ParamTable& table, int world, const std::function<do
   return p;
 }
 
+ParamTable sharded_table(const ParamTable& table, const ShardPlan& plan) {
+  CHECK(int(plan.offset.size()) == table.size());
+  ParamTable t = table;
+  t.set_layout(plan.offset, plan.total_elems());
+  return t;
+}
+
 double shard_step_cost(const std::string& optimizer, const TensorInfo& t) {
   return step_bytes_per_elem(optimizer, t) * double(t.numel) / kBandwidth +
          ns_step_flops(optimizer, t, kNsSteps) / kNsRate;

@@ -27,6 +27,9 @@ struct ShardPlan {
   int64_t total_elems() const { return int64_t(world) * shard_elems; }
 };
 
+// `table` laid out as the plan says (ParamTable::set_layout): the arena of every rank in the sharded mode.
+ParamTable sharded_table(const ParamTable& table, const ShardPlan& plan);
+
 // Elements a tensor occupies in a layout: its numel or reserve, aligned to ParamTable::kAlignElems.
 int64_t shard_slot_elems(const TensorInfo& t);
 

@@ -45,11 +45,12 @@ __global__ void __launch_bounds__(kFinal)
 }
 }  // namespace
 
-GradClipper::GradClipper(const Arena& arena, float max_norm, const std::vector<int>& owned)
-    : arena_(arena), max_norm_(max_norm) {
+GradClipper::GradClipper(const Arena& arena, float max_norm, const std::vector<int>& owned, CrossRank* cross)
+    : arena_(arena), max_norm_(max_norm), cross_(cross) {
   std::vector<int64_t> same;
   for (const auto& t : arena.table().tensors()) same.push_back(t.offset);
-  auto c = plan_chunks(arena.table(), owned.empty() ? all_tensors(arena.table()) : owned, same, kChunk);
+  auto c = cross ? plan_table_chunks(arena.table(), owned, kChunk)
+                 : plan_chunks(arena.table(), owned.empty() ? all_tensors(arena.table()) : owned, same, kChunk);
   chunks_.alloc(c.size(), "grad-norm chunk map");
   chunks_.upload(c);
   partial_.alloc(c.size(), "grad-norm partials");
@@ -59,6 +60,7 @@ GradClipper::GradClipper(const Arena& arena, float max_norm, const std::vector<i
 void GradClipper::run(cudaStream_t s) {
   sumsq_chunks<<<unsigned(chunks_.size()), kThreads, 0, s>>>(chunks_.get(), arena_.grads(), partial_.get());
   CUDA_CHECK_LAUNCH();
+  if (cross_) cross_->sum(partial_.get(), partial_.size(), s);
   finish_norm<<<1, kFinal, 0, s>>>(partial_.get(), int(partial_.size()), max_norm_, out_.get());
   CUDA_CHECK_LAUNCH();
 }

@@ -6,12 +6,15 @@
 #include "common/device_buffer.h"
 #include "core/arena.h"
 #include "core/chunks.h"
+#include "optim/cross_rank.h"
 
 class GradClipper {
  public:
   // The norm over the tensors `owned` (table indices; empty = all). max_norm <= 0: measure only, scale 1.
-  GradClipper(const Arena& arena, float max_norm, const std::vector<int>& owned = {});
-  void run(cudaStream_t s);  // two launches
+  // With `cross` (the sharded data-parallel step) `owned` is this rank's share and the norm is over the
+  // whole table: the per-chunk sums are added across ranks before the final sum (core/chunks.h).
+  GradClipper(const Arena& arena, float max_norm, const std::vector<int>& owned = {}, CrossRank* cross = nullptr);
+  void run(cudaStream_t s);  // two launches (and the cross-rank sum)
   const float* d_scale() const { return out_.get(); }
   const float* d_norm() const { return out_.get() + 1; }
   float max_norm() const { return max_norm_; }
@@ -19,6 +22,7 @@ class GradClipper {
  private:
   const Arena& arena_;
   float max_norm_;
+  CrossRank* cross_;
   DeviceBuffer<Chunk> chunks_;
   DeviceBuffer<float> partial_, out_;  // out_ = {scale, norm}
 };

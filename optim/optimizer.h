@@ -14,6 +14,7 @@
 #include "common/device_buffer.h"
 #include "common/sections.h"
 #include "core/arena.h"
+#include "optim/cross_rank.h"
 #include "optim/options.h"
 
 struct StepInfo {
@@ -35,6 +36,9 @@ class Optimizer {
   virtual size_t state_bytes() const;  // device bytes of optimizer state (saved buffers)
   // Groups of tensors that step as one optimizer each (GroupedOptimizer); 1 for a whole-set optimizer.
   virtual int groups() const { return 1; }
+  // Makes the owned tensors this rank's share of a sharded data-parallel step (optim/cross_rank.h):
+  // what a step computes over all tensors is then combined across ranks. Before the first step.
+  virtual void set_cross_rank(CrossRank* c) { cross_ = c; }
 
   // Sections "optim.*"; load checks optimizer name, model fingerprint and every size before it
   // overwrites anything, so a refused file leaves the optimizer as it was.
@@ -61,6 +65,7 @@ class Optimizer {
   OptimOptions opts_;
   std::vector<int> owned_;
   DeviceBuffer<int64_t> d_step_;  // updates applied so far; advanced on the device by each step
+  CrossRank* cross_ = nullptr;    // the sharded step's other ranks; null: the owned tensors are all there is
 };
 
 // adamw | adafactor | muon | small_fc_lopt | velo | celo2 | elo | elo_celo2 over the tensors `owned` (table indices;

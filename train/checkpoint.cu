@@ -9,13 +9,22 @@
 #include "common/cuda_check.h"
 #include "train/checkpoint.h"
 
+namespace {
+void put_dp(SectionWriter& w, const DpRecord& dp) {
+  if (dp.world == 1 && dp.owner.empty()) return;  // as files written before there was data parallelism
+  w.put_i64("dp.world", dp.world);
+  if (!dp.owner.empty()) w.put_vector("dp.owner", dp.owner);
+}
+}  // namespace
+
 void save_checkpoint(const std::string& path, const Arena& arena, const Model& model, const Optimizer& opt,
-                     const TrainState& state) {
+                     const TrainState& state, const DpRecord& dp) {
   CUDA_CHECK(cudaDeviceSynchronize());
   SectionWriter w(path);
   const uint64_t fingerprint = arena.table().fingerprint();
   w.put("model.table", &fingerprint, sizeof fingerprint);
-  w.put_vector("model.params", arena.get_params_flat());
+  put_dp(w, dp);
+  w.put_vector("model.params", to_natural_layout(arena.table(), arena.get_params_flat()));  // any world size
   w.put_string("model.kernels", model.kernel_choices());
   opt.save_state(w);
   w.put_i64("train.step", state.step);
@@ -27,13 +36,27 @@ void save_checkpoint(const std::string& path, const Arena& arena, const Model& m
   w.commit();
 }
 
-void load_checkpoint(const SectionReader& r, Arena& arena, Model& model, Optimizer& opt) {
+void save_rank_checkpoint(const std::string& path, const Arena& arena, const Optimizer* opt, const TrainState& state,
+                          const DpRecord& dp) {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  SectionWriter w(path);
+  const uint64_t fingerprint = arena.table().fingerprint();
+  w.put("model.table", &fingerprint, sizeof fingerprint);
+  put_dp(w, dp);
+  if (opt) opt->save_state(w);
+  w.put_i64("train.step", state.step);
+  w.put_vector("train.loader", state.data);
+  w.commit();
+}
+
+void load_checkpoint(const SectionReader& r, Arena& arena, Model& model, Optimizer& opt,
+                     const SectionReader* opt_file) {
   const std::vector<float> p = r.get_vector<float>("model.params");
-  for (const auto& t : arena.table().tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
+  for (const auto& t : arena.table().tensors()) arena.set_param(t.index, &p[size_t(t.natural)]);
   // the kernel variants of the run that wrote the checkpoint (absent in older checkpoints: keep ours)
   const std::string kernels = r.has("model.kernels") ? r.get_string("model.kernels") : "";
   if (!kernels.empty() && !model.kernel_choices().empty()) model.set_kernel_choices(kernels);
-  opt.load_state(r);
+  opt.load_state(opt_file ? *opt_file : r);
   if (r.has("train.dropout_counter")) model.set_dropout_counter(uint64_t(r.get_i64("train.dropout_counter")));
 }
 

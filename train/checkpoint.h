@@ -21,17 +21,38 @@ struct TrainState {
   uint64_t dropout_counter = 0;  // micro-batches trained with dropout so far (the masks' counter)
 };
 
+// How the run that wrote a checkpoint was spread over processes (train/data_parallel.h): the world size,
+// and in the sharded mode each tensor's owner. Every file of a checkpoint records it.
+struct DpRecord {
+  int world = 1;
+  std::vector<int> owner;  // empty: one process, or the all-reduce mode
+};
+
 // Writes path, the model described by its parameter table's fingerprint (names, shapes, roles), which the
-// load side checks first.
+// load side checks first. The parameters are stored in the table's natural layout, whatever the arena's.
 void save_checkpoint(const std::string& path, const Arena& arena, const Model& model, const Optimizer& opt,
-                     const TrainState& state);
+                     const TrainState& state, const DpRecord& dp = {});
+
+// Data parallel, world > 1: rank r > 0 writes "<rank 0's file>.rank<r>" before rank 0 writes its own (so
+// rank 0's file exists only when every rank's does): the step, this rank's data position, and in the
+// sharded mode its optimizer state (opt; null in the all-reduce mode, where rank 0's file has it all).
+std::string rank_checkpoint_path(const std::string& main, int rank);
+void save_rank_checkpoint(const std::string& path, const Arena& arena, const Optimizer* opt, const TrainState& state,
+                          const DpRecord& dp);
+// UserError unless the file was written with the same world size and, sharded, the same owners.
+void check_checkpoint_dp(const SectionReader& r, const DpRecord& dp);
+// A rank file's data position, after checking its model, set-up and step against rank 0's state.
+std::vector<int64_t> read_rank_position(const SectionReader& r, const ParamTable& table, const DpRecord& dp,
+                                        int64_t step);
 // The training state, read before any GPU work (the caller has checked the model's description).
 TrainState read_train_state(const SectionReader& r);
 // UserError unless the file holds the model of `table` (its fingerprint; in files written before there
 // was one, the parameters' size). flags_hint: which flags choose the model, for the message.
 void check_checkpoint_params(const SectionReader& r, const ParamTable& table, const std::string& flags_hint);
-// The rest, into the arena, the model (kernel choices, dropout counter) and the optimizer.
-void load_checkpoint(const SectionReader& r, Arena& arena, Model& model, Optimizer& opt);
+// The rest, into the arena, the model (kernel choices, dropout counter) and the optimizer; the optimizer's
+// state from opt_file when given (a sharded rank's own file), else from r.
+void load_checkpoint(const SectionReader& r, Arena& arena, Model& model, Optimizer& opt,
+                     const SectionReader* opt_file = nullptr);
 
 // "<dir>/model_<step, 8 digits>.bin"
 std::string checkpoint_path(const std::string& dir, int64_t step);

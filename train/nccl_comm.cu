@@ -44,3 +44,26 @@ NcclComm::~NcclComm() {
 void NcclComm::all_reduce_sum(float* data, size_t n, cudaStream_t s) {
   nccl_check(ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, s), "ncclAllReduce");
 }
+
+void NcclComm::sum(double* data, size_t n, cudaStream_t s) {
+  nccl_check(ncclAllReduce(data, data, n, ncclDouble, ncclSum, comm_, s), "ncclAllReduce");
+}
+
+void NcclComm::max(float* data, size_t n, cudaStream_t s) {
+  nccl_check(ncclAllReduce(data, data, n, ncclFloat, ncclMax, comm_, s), "ncclAllReduce");
+}
+
+void NcclComm::reduce_sum(float* data, size_t n, int root, cudaStream_t s) {
+  nccl_check(ncclReduce(data, data, n, ncclFloat, ncclSum, root, comm_, s), "ncclReduce");
+}
+
+void NcclComm::all_gather(float* data, size_t n, cudaStream_t s) {
+  nccl_check(ncclAllGather(data + size_t(rank_) * n, data, n, ncclFloat, comm_, s), "ncclAllGather");
+}
+
+void NcclComm::all_gather(__nv_bfloat16* data, size_t n, cudaStream_t s) {
+  nccl_check(ncclAllGather(data + size_t(rank_) * n, data, n, ncclBfloat16, comm_, s), "ncclAllGather");
+}
+
+void NcclComm::group_begin() { nccl_check(ncclGroupStart(), "ncclGroupStart"); }
+void NcclComm::group_end() { nccl_check(ncclGroupEnd(), "ncclGroupEnd"); }

@@ -8,16 +8,20 @@
 
 #include "common/cli.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 
 // After this, stop_requested() turns true on SIGINT or SIGTERM (the step in progress finishes first).
 void catch_stop_signals();
 bool stop_requested();
 
 // Writes <dir>/model_<step>.bin (nothing when dir is empty), says so on stdout, and returns its path.
+// Data parallel with several processes, every process calls save: the others write their rank files
+// (train/checkpoint.h), then rank 0 its own.
 class Checkpointer {
  public:
-  Checkpointer(std::string dir, const Arena& arena, const Model& model, const Optimizer& opt)
-      : dir_(std::move(dir)), arena_(arena), model_(model), opt_(opt) {}
+  Checkpointer(std::string dir, const Arena& arena, const Model& model, const Optimizer& opt,
+               DataParallel* dp = nullptr)
+      : dir_(std::move(dir)), arena_(arena), model_(model), opt_(opt), dp_(dp) {}
   std::string save(int64_t step, TrainState& state) const;
 
  private:
@@ -25,6 +29,7 @@ class Checkpointer {
   const Arena& arena_;
   const Model& model_;
   const Optimizer& opt_;
+  DataParallel* dp_;
 };
 
 // Parses the flags (false from the parser: --help was printed, exit 0) and runs `run`; any error becomes

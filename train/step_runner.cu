@@ -10,7 +10,8 @@ size_t padded(int64_t n, size_t elem) { return (size_t(n) * elem + 15) / 16 * 16
 }  // namespace
 
 StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph,
-                       bool overlap, NcclComm* comm, const std::vector<std::vector<int>>& hook_groups)
+                       bool overlap, NcclComm* comm, const std::vector<std::vector<int>>& hook_groups,
+                       const ShardPlan* plan)
     : model_(model),
       opt_(opt),
       clipper_(clipper),
@@ -26,15 +27,23 @@ StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool 
     CHECK(grouped_ && !clip);
   }
   comm_ = comm;
-  if (comm_) {  // consecutive tensors of a group are one run (padding between them holds zeros everywhere)
+  plan_ = plan;
+  CHECK(!plan_ || (comm_ && !grouped_ && plan_->world == comm_->world()));
+  if (comm_) {
+    // A group's tensors that lie back to back in the arena (and have one owner) are one run: the padding
+    // between them holds zeros on every rank.
     const ParamTable& t = opt.arena().table();
     for (const auto& g : hook_groups) {
       ranges_.emplace_back();
-      for (size_t k = 0; k < g.size(); k++) {
-        if (k > 0 && g[k] == g[k - 1] + 1)
-          ranges_.back().back().n = t[g[k]].offset + t[g[k]].numel - ranges_.back().back().begin;
+      int64_t end = -1;  // where the previous tensor's slot ends
+      for (int i : g) {
+        const int root = plan_ ? plan_->owner[size_t(i)] : -1;
+        std::vector<Range>& rs = ranges_.back();
+        if (!rs.empty() && t[i].offset == end && rs.back().root == root)
+          rs.back().n = t[i].offset + t[i].numel - rs.back().begin;
         else
-          ranges_.back().push_back({t[g[k]].offset, t[g[k]].numel});
+          rs.push_back({t[i].offset, t[i].numel, root});
+        end = t[i].offset + shard_slot_elems(t[i]);
       }
     }
     CHECK(!ranges_.empty() && (!grouped_ || int(ranges_.size()) == grouped_->groups()));
@@ -125,8 +134,17 @@ void StepRunner::block_ready(int block, cudaStream_t s) {
   const int g = block >= 0 ? block : last;
   CUDA_CHECK(cudaEventRecord(fork_, s));
   CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
-  if (comm_)
-    for (const Range& r : ranges_[size_t(g)]) comm_->all_reduce_sum(opt_.arena().grads() + r.begin, size_t(r.n), side_);
+  if (comm_) {
+    float* grads = opt_.arena().grads();
+    comm_->group_begin();
+    for (const Range& r : ranges_[size_t(g)]) {
+      if (r.root < 0)
+        comm_->all_reduce_sum(grads + r.begin, size_t(r.n), side_);
+      else
+        comm_->reduce_sum(grads + r.begin, size_t(r.n), r.root, side_);
+    }
+    comm_->group_end();
+  }
   if (grouped_) {
     StepInfo info;
     info.d_loss = loss_.get();  // this process's loss; only VeLO reads it, and VeLO is never grouped
@@ -153,6 +171,11 @@ void StepRunner::enqueue_optimizer() {
   clipper_.run(stream_);
   if (clip_) info.d_grad_scale = clipper_.d_scale();
   opt_.step(info, stream_);
+  if (plan_) {  // every rank's refreshed tensors to every rank
+    Arena& a = opt_.arena();
+    comm_->all_gather(a.params(), size_t(plan_->shard_elems), stream_);
+    if (a.params_bf16()) comm_->all_gather(a.params_bf16(), size_t(plan_->shard_elems), stream_);
+  }
 }
 
 // The previous replay has finished reading the staging buffers: run() waited for it. A captured step

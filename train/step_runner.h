@@ -15,6 +15,12 @@
 // the processes on the second stream while backward goes on, then (with overlap) steps them; the loss
 // gradient is scaled by 1 / world, the step's loss is averaged, and the norm is taken of the summed
 // gradients, so every process steps the same. World size 1 changes no bit.
+//
+// With a shard plan as well (sharded mode, core/shard_plan.h: the arena laid out rank by rank, the
+// optimizer over this rank's tensors, given the communicator as its CrossRank) the hook reduces each of
+// the block's tensors onto the rank that owns it instead - together a reduce-scatter into each rank's
+// range - the norm is of the whole table (per-chunk sums added across ranks), each rank steps its own
+// tensors, and the refreshed weights (fp32 and the bf16 copy) are all-gathered.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -24,6 +30,7 @@
 
 #include "common/cuda_graph.h"
 #include "common/device_buffer.h"
+#include "core/shard_plan.h"
 #include "models/model.h"
 #include "optim/grad_clip.h"
 #include "optim/grouped_optimizer.h"
@@ -40,9 +47,10 @@ struct BatchSource {
 class StepRunner {
  public:
   // comm: null for one process; then hook_groups (models/block_table.h) says which tensors each hook call
-  // makes final.
+  // makes final. plan: the sharded mode's (null: all-reduce mode).
   StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph,
-             bool overlap = false, NcclComm* comm = nullptr, const std::vector<std::vector<int>>& hook_groups = {});
+             bool overlap = false, NcclComm* comm = nullptr, const std::vector<std::vector<int>>& hook_groups = {},
+             const ShardPlan* plan = nullptr);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -69,8 +77,10 @@ class StepRunner {
   NcclComm* comm_ = nullptr;
   struct Range {
     int64_t begin, n;  // arena elements
+    int root;          // the rank that owns them (sharded mode), or -1: every rank (all-reduce mode)
   };
   std::vector<std::vector<Range>> ranges_;  // comm: each hook group's gradients as contiguous runs
+  const ShardPlan* plan_ = nullptr;
   bool clip_, graphs_;
   int accum_;
   BatchShape shape_;

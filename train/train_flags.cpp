@@ -43,6 +43,9 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
           "data parallel: the file through which the processes share NCCL's id (a fresh path each run, on a "
           "folder every process sees); the processes come from mpirun or RANK / WORLD_SIZE / LOCAL_RANK");
   cli.add(0, "nccl", &f->nccl, "sum gradients through NCCL even as one process (a check of that path)");
+  cli.add(0, "shard", &f->shard,
+          "data parallel, sharded: each process keeps the optimizer state of and steps only its share of the "
+          "tensors (whole tensors, balanced by step cost); gradients reduced onto owners, weights all-gathered");
   cli.add(0, "seed", &f->seed, "initialisation and sampling seed");
   flags::add_set(cli, &f->sets);
 }

@@ -17,7 +17,7 @@ struct TrainFlags {
   int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
   double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0, dropout = 0.0;
   bool lr_given = false;  // -l was given: the learned optimizers take it as their multiplier only then
-  bool lopt_random = false, cuda_graph = false, overlap = false, nccl = false;
+  bool lopt_random = false, cuda_graph = false, overlap = false, nccl = false, shard = false;
   std::vector<std::string> sets;
   // What -d counts and what makes one micro-batch, for the help and the messages: GPT-2's tokens of -b * -t
   // sequences, ViT's images of -b.
@@ -46,5 +46,7 @@ class Optimizer;
 // The optimizer of the flags over the whole arena; with --overlap a GroupedOptimizer over `hook_groups` (the
 // model's, models/block_table.h). --lopt-random: random meta-weights written to a temporary folder only
 // now, after every check, and removed as soon as the optimizer has read them.
+// owned: the tensors it steps (empty: all; a rank's share in the sharded data-parallel mode).
 std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& o, Arena& arena,
-                                                const std::vector<std::vector<int>>& hook_groups);
+                                                const std::vector<std::vector<int>>& hook_groups,
+                                                const std::vector<int>& owned = {});

@@ -94,7 +94,7 @@ void TrainLog::step(const Step& s) {
   std::fprintf(json_.get(),
                "{\"step\":%lld,\"loss\":%s,\"lr_scale\":%.6f,\"grad_norm\":%s,\"ms\":%.3f,\"opt_ms\":%.3f,\"%s_per_"
                "s\":%.1f,\"mfu\":%.4f}\n",
-               (long long)s.step, num(s.loss, 6).c_str(), s.lr_scale, num(s.grad_norm, 5).c_str(), s.ms, s.opt_ms, unit_,
-               per_s, mfu);
+               (long long)s.step, num(s.loss, 6).c_str(), s.lr_scale, num(s.grad_norm, 5).c_str(), s.ms, s.opt_ms,
+               unit_, per_s, mfu);
   std::fflush(json_.get());
 }

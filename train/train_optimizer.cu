@@ -5,7 +5,8 @@
 #include "train/train_flags.h"
 
 std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& oo, Arena& arena,
-                                                const std::vector<std::vector<int>>& hook_groups) {
+                                                const std::vector<std::vector<int>>& hook_groups,
+                                                const std::vector<int>& owned) {
   OptimOptions o = oo;
   std::unique_ptr<TempDir> random_weights;
   if (f.lopt_random && is_learned(f.optimizer))
@@ -16,5 +17,5 @@ std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const Optim
     save_celo2_weights(o.celo2.weights, random_celo2_weights(uint64_t(f.seed)));
   }
   if (f.overlap) return std::make_unique<GroupedOptimizer>(f.optimizer, o, arena, hook_groups);
-  return make_optimizer(f.optimizer, o, arena);
+  return make_optimizer(f.optimizer, o, arena, owned);
 }

@@ -458,14 +458,23 @@ Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, bool
   scalars_.alloc(1, "celo2 scalars");
   plan_learned(learned);
   plan_adam(adam);
-  if (h_.clip_grad) {
-    std::vector<int64_t> soff;
-    plan_state_offsets(tab, owned_, &soff);
-    const std::vector<Chunk> c = plan_chunks(tab, owned_, soff, kClipChunk);
-    clip_chunks_.alloc(c.size(), "celo2 clip chunks");
-    clip_chunks_.upload(c);
-    clip_partial_.alloc(std::max<size_t>(c.size(), 1), "celo2 clip partials");
-  }
+  if (h_.clip_grad) plan_clip();
+}
+
+void Celo2::plan_clip() {
+  const ParamTable& tab = arena_.table();
+  std::vector<int64_t> soff;
+  plan_state_offsets(tab, owned_, &soff);
+  const std::vector<Chunk> c =
+      cross_ ? plan_table_chunks(tab, owned_, kClipChunk) : plan_chunks(tab, owned_, soff, kClipChunk);
+  clip_chunks_.alloc(c.size(), "celo2 clip chunks");
+  clip_chunks_.upload(c);
+  clip_partial_.alloc(std::max<size_t>(c.size(), 1), "celo2 clip partials");
+}
+
+void Celo2::set_cross_rank(CrossRank* c) {
+  Optimizer::set_cross_rank(c);
+  if (h_.clip_grad) plan_clip();
 }
 
 // Items run over each slice in the tensor's order; the direction buffer groups slices by shape, each group
@@ -558,6 +567,7 @@ void Celo2::step(const StepInfo& info, cudaStream_t s) {
     c2_clip_partials<<<unsigned(clip_chunks_.size()), kThreads, 0, s>>>(clip_chunks_.get(), arena_.grads(),
                                                                         info.d_grad_scale, clip_partial_.get());
     CUDA_CHECK_LAUNCH();
+    if (cross_) cross_->sum(clip_partial_.get(), clip_chunks_.size(), s);
   }
   // ELO_CELO2's AdamW reads PyLO's float32 decay tensors back: beta1 = 0.9f, beta2 = 0.95f, eps 1e-8.
   const double b1 = elo_ ? double(dec_.m[0]) : h_.adam_beta1, b2 = elo_ ? double(dec_.v) : h_.adam_beta2;

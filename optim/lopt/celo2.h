@@ -46,6 +46,7 @@ class Celo2 : public Optimizer {
   Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, bool elo, const std::vector<int>& owned = {});
   std::string name() const override { return elo_ ? "elo_celo2" : "celo2"; }
   void step(const StepInfo& info, cudaStream_t s) override;
+  void set_cross_rank(CrossRank* c) override;  // the global clip: over the whole table
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
@@ -53,6 +54,7 @@ class Celo2 : public Optimizer {
  private:
   void plan_learned(const std::vector<int>& learned);
   void plan_adam(const std::vector<int>& adam);
+  void plan_clip();
   void learned_step(cudaStream_t s);
   template <typename T>
   void direction_passes(T* dx, cudaStream_t s);
@@ -80,7 +82,7 @@ class Celo2 : public Optimizer {
   int64_t adam_elems_ = 0;
   DeviceBuffer<Chunk> adam_chunks_;
   DeviceBuffer<float> adam_m_, adam_v_, adam_wd_;  // moments; weight decay per table index
-  // Global clipping (clip_grad) over every owned tensor.
+  // Global clipping (clip_grad) over every owned tensor, or with a CrossRank over the whole table.
   DeviceBuffer<Chunk> clip_chunks_;
   DeviceBuffer<double> clip_partial_;
   DeviceBuffer<C2Scalars> scalars_;

@@ -54,11 +54,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 }  // namespace
 
-LoGlobalClip::LoGlobalClip(const Arena& arena, const std::vector<int>& owned, double clip_norm)
-    : arena_(arena), clip_norm_(clip_norm) {
+LoGlobalClip::LoGlobalClip(const Arena& arena, const std::vector<int>& owned, double clip_norm, CrossRank* cross)
+    : arena_(arena), clip_norm_(clip_norm), cross_(cross) {
   std::vector<int64_t> same;  // the chunks index the gradients only: arena offsets
   for (const auto& t : arena.table().tensors()) same.push_back(t.offset);
-  const std::vector<Chunk> c = plan_chunks(arena.table(), owned, same, kChunk);
+  const std::vector<Chunk> c =
+      cross ? plan_table_chunks(arena.table(), owned, kChunk) : plan_chunks(arena.table(), owned, same, kChunk);
   chunks_.alloc(c.size(), "global-clip chunk map");
   chunks_.upload(c);
   partial_.alloc(std::max<size_t>(c.size(), 1), "global-clip partial sums");
@@ -71,6 +72,7 @@ void LoGlobalClip::run(const float* grad_scale, float* out, cudaStream_t s) {
                                                                partial_.get());
     CUDA_CHECK_LAUNCH();
   }
+  if (cross_) cross_->sum(partial_.get(), partial_.size(), s);
   lgc_factor<<<1, kThreads, 0, s>>>(partial_.get(), int(chunks_.size()), clip_norm_, out);
   CUDA_CHECK_LAUNCH();
 }

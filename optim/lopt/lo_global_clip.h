@@ -11,16 +11,20 @@
 #include "common/device_buffer.h"
 #include "core/arena.h"
 #include "core/chunks.h"
+#include "optim/cross_rank.h"
 
 class LoGlobalClip {
  public:
-  LoGlobalClip(const Arena& arena, const std::vector<int>& owned, double clip_norm);
+  // With `cross`, `owned` is one rank's share of a sharded step and N is over the whole table (the
+  // per-chunk sums added across ranks, core/chunks.h's plan_table_chunks).
+  LoGlobalClip(const Arena& arena, const std::vector<int>& owned, double clip_norm, CrossRank* cross = nullptr);
   // Two launches: per-chunk sums of squares, then the factor into *out (device). grad_scale may be null.
   void run(const float* grad_scale, float* out, cudaStream_t s);
 
  private:
   const Arena& arena_;
   double clip_norm_;
+  CrossRank* cross_;
   DeviceBuffer<Chunk> chunks_;
   DeviceBuffer<double> partial_;
 };

@@ -890,6 +890,11 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
 
 SmallFcLopt::~SmallFcLopt() = default;
 
+void SmallFcLopt::set_cross_rank(CrossRank* c) {
+  Optimizer::set_cross_rank(c);
+  if (clip_) clip_ = std::make_unique<LoGlobalClip>(arena_, owned_, opts_.elo.clip_norm, c);
+}
+
 void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   sf_begin<<<1, 256, 0, s>>>(d_step_.get(), rule_.lr, opts_.schedule, info.d_grad_scale, weights_.get(), mlp_.get(),
                              scalars_.get());

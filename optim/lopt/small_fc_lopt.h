@@ -31,6 +31,7 @@ class SmallFcLopt : public Optimizer {
   ~SmallFcLopt() override;
   std::string name() const override { return elo_ ? "elo" : "small_fc_lopt"; }
   void step(const StepInfo& info, cudaStream_t s) override;
+  void set_cross_rank(CrossRank* c) override;  // ELO's global clip: over the whole table
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;

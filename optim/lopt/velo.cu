@@ -494,7 +494,8 @@ std::vector<float> with_bias_cols(const std::vector<float>& w, const std::vector
 Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned)
     : Optimizer(arena, opts, owned),
       core_(arena, owned_, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk),
-      n_(core_.n_tensors) {
+      n_(core_.n_tensors),
+      rows_(std::max(n_, arena.table().size())) {
   const float nom[3] = {0.9f, 0.99f, 0.999f};
   for (int k = 0; k < 3; k++) dec_.m[k] = dec_.f[k] = nom[k];
   dec_.v = 0.999f;
@@ -534,18 +535,19 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   }
   loss_.alloc(1, "VeLO loss buffer");
   loss_.upload(&ls, 1);
-  x_.alloc(size_t(n_) * kLdX, "VeLO LSTM inputs");
-  mix_.alloc(size_t(n_) * 1024, "VeLO mixing");
+  x_.alloc(size_t(rows_) * kLdX, "VeLO LSTM inputs");
+  mix_.alloc(size_t(rows_) * 1024, "VeLO mixing");
   pooled_.alloc(512, "VeLO pooled mixing");
-  uh_.alloc(size_t(n_) * kLdUH, "VeLO LSTM input");
-  z_.alloc(size_t(n_) * 2048, "VeLO gates");
-  hx_.alloc(size_t(n_) * kLdHX, "VeLO LSTM output");
-  cs_.alloc(size_t(n_) * kCS, "VeLO controls");
-  theta_.alloc(size_t(n_) * kTheta, "VeLO per-tensor MLPs");
+  uh_.alloc(size_t(rows_) * kLdUH, "VeLO LSTM input");
+  z_.alloc(size_t(rows_) * 2048, "VeLO gates");
+  hx_.alloc(size_t(rows_) * kLdHX, "VeLO LSTM output");
+  cs_.alloc(size_t(rows_) * kCS, "VeLO controls");
+  theta_.alloc(size_t(rows_) * kTheta, "VeLO per-tensor MLPs");
   partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
   side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
   side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
   norm_.alloc(size_t(n_) * kNormLd, "VeLO normalisers");
+  for (DeviceBuffer<float>* b : {&x_, &mix_, &uh_, &z_, &hx_, &cs_, &theta_}) b->zero();  // the rows past n_ stay 0
   scalars_.alloc(1, "VeLO scalars");
   make_passes();
 }
@@ -593,19 +595,20 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
                                            scalars_.get(), norm_.get(), x_.get());
   CUDA_CHECK_LAUNCH();
   CUBLAS_CHECK(cublasSetStream(blas_, s));
-  gemm_rows(blas_, n_, 1024, kLdX, w_mix_.get(), kLdX, x_.get(), kLdX, mix_.get(), 1024);
+  gemm_rows(blas_, rows_, 1024, kLdX, w_mix_.get(), kLdX, x_.get(), kLdX, mix_.get(), 1024);
   velo_pool<<<16, 1024, 0, s>>>(n_, mix_.get(), pooled_.get());
   CUDA_CHECK_LAUNCH();
+  if (cross_) cross_->max(pooled_.get(), 512, s);  // the pooling is over every tensor of the table
   velo_lstm_in<<<unsigned((n_ * kLdUH + 255) / 256), 256, 0, s>>>(n_, mix_.get(), pooled_.get(), h_.get(), uh_.get());
   CUDA_CHECK_LAUNCH();
-  gemm_rows(blas_, n_, 2048, kLdUH, w_lstm_.get(), kLdUH, uh_.get(), kLdUH, z_.get(), 2048);
+  gemm_rows(blas_, rows_, 2048, kLdUH, w_lstm_.get(), kLdUH, uh_.get(), kLdUH, z_.get(), 2048);
   velo_gates<<<unsigned((n_ * 512 + 255) / 256), 256, 0, s>>>(n_, z_.get(), h_.get(), c_.get(), hx_.get());
   CUDA_CHECK_LAUNCH();
-  gemm_rows(blas_, n_, kCS, kLdHX, w_out_.get(), kLdHX, hx_.get(), kLdHX, cs_.get(), kCS);
+  gemm_rows(blas_, rows_, kCS, kLdHX, w_out_.get(), kLdHX, hx_.get(), kLdHX, cs_.get(), kCS);
   {  // theta (n x 159) = controls (n x 256) * cand (256 x 159) * 100/256
     const float alpha = 100.0f / 256.0f, beta = 0.0f;
-    CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, kTheta, n_, 256, &alpha, cand_.get(), kTheta, cs_.get(),
-                             kCS, &beta, theta_.get(), kTheta));
+    CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, kTheta, rows_, 256, &alpha, cand_.get(), kTheta,
+                             cs_.get(), kCS, &beta, theta_.get(), kTheta));
   }
   if (core_.side_items.size()) {
     velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(passes_->side);

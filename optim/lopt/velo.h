@@ -35,6 +35,9 @@ class Velo : public Optimizer {
   LoCore core_;
   LoDecays dec_;
   int n_ = 0;  // tensors
+  // The GEMMs' rows: as many as the table has tensors, whatever this optimizer owns (the rows past n_ are
+  // zero), so that cuBLAS picks one algorithm and a rank's share of a sharded step rounds as one GPU does.
+  int rows_ = 0;
   cublasHandle_t blas_ = nullptr;
   // Weights with their bias as an extra input column (so each GEMM adds it).
   DeviceBuffer<float> w_mix_;   // 1024 x 32: rows 0-511 "linear_1", 512-1023 "linear_2"; col 30 = bias

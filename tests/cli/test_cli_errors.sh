@@ -156,7 +156,12 @@ case_ train_overlap_muon          "--overlap cannot step muon block by block" tr
 case_ vit_overlap_elo_clip        "--overlap cannot step elo block by block: elo.clip_grad=1" train_vit --overlap 1 --clip 0 -o elo --set elo.clip_grad=1
 WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 case_ train_world_no_id_file "2 processes need --nccl-id-file" train_gpt2
 WORLD_SIZE=2 RANK=2 LOCAL_RANK=0 case_ train_world_bad_rank "RANK=2 is not below WORLD_SIZE=2" train_gpt2
-case_ vit_nccl                    "this ViT trainer runs as one process on one GPU for now" train_vit --nccl 1
+WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 case_ vit_world_no_id_file "2 processes need --nccl-id-file" train_vit
+case_ train_shard_overlap         "--shard 1 steps each process's tensors after backward, --overlap during it; leave out one of them." \
+  train_gpt2 --shard 1 --overlap 1 --clip 0
+case_ vit_shard_overlap           "--shard 1 steps each process's tensors after backward" train_vit --shard 1 --overlap 1 --clip 0
+WORLD_SIZE=400 RANK=0 LOCAL_RANK=0 case_ train_shard_too_many "--shard 1 gives every process whole tensors, and this model has 196 for 400 processes" \
+  train_gpt2 --shard 1 --nccl-id-file unused_id_file
 case_ train_wd_negative           "-c (weight decay) must be >= 0 (got -1)" train_gpt2 -c -1
 case_ train_val_every_negative    "-v (validate every N steps) must be >= 0" train_gpt2 -v -1
 case_ train_val_batches_zero      "-m (validation batches) must be >= 1 (got 0)" train_gpt2 -m 0

@@ -1,0 +1,52 @@
+// Data parallel training, as both trainers set it up (README, "Data parallel"): one process per GPU,
+// NCCL between them, in one of two modes.
+//  - all-reduce: every rank holds every tensor's optimizer state and steps every tensor (the baseline
+//    of the PyLO paper's Table 3);
+//  - sharded (--shard 1): a shard plan (core/shard_plan.h) gives each rank whole tensors, balanced by
+//    their step cost for this optimizer; the arena is laid out rank by rank; gradients are reduced onto
+//    their owners during backward, each rank steps its tensors (the optimizer's owned subset, with the
+//    communicator as its CrossRank) and the weights are all-gathered. Optimizer state lives on its
+//    owner only.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/shard_plan.h"
+#include "train/checkpoint.h"
+#include "train/nccl_comm.h"
+#include "train/process_group.h"
+#include "train/train_flags.h"
+
+class DataParallel {
+ public:
+  // From the environment and the flags, before any GPU work; UserError on a combination that cannot run.
+  DataParallel(const TrainFlags& f, const ParamTable& table);
+  // Picks this process's GPU and joins the others (before anything makes a context); from here on rank 0
+  // alone prints. Nothing to do unless on().
+  void connect(const std::string& id_file);
+
+  bool on() const { return on_; }  // through NCCL: several processes, or --nccl / --shard as one
+  bool sharded() const { return sharded_; }
+  int rank() const { return group_.rank; }
+  int world() const { return group_.world; }
+  const ProcessGroup& group() const { return group_; }
+  NcclComm* comm() const { return comm_.get(); }
+  const ShardPlan* plan() const { return sharded_ ? &plan_ : nullptr; }
+
+  ParamTable layout(const ParamTable& t) const;  // the arena's table: laid out by the plan when sharded
+  std::vector<int> owned() const;                // the tensors this rank steps (empty: all)
+  DpRecord record() const;                       // what checkpoints record of the set-up
+  std::string describe() const;                  // one line for the header
+
+  // Collective (every rank calls it): whether any rank's flag is set. Waits for the answer.
+  bool any(bool flag);
+  void barrier() { any(false); }
+
+ private:
+  ProcessGroup group_;
+  bool on_ = false, sharded_ = false;
+  ShardPlan plan_;
+  std::unique_ptr<NcclComm> comm_;
+  DeviceBuffer<float> flag_;
+};

@@ -216,8 +216,8 @@ int run(Args& a) {
   const OptimOptions& oo = in.options;
   TrainState& state = in.state;
   const DevicePeak peak = cuda_device_available() ? device_peak_bf16() : DevicePeak{};
-  TrainLog log(a.log, peak.flops, flops_per_token(shape, table, a.T) * double(a.total_batch), double(a.total_batch),
-               "tok");
+  TrainLog log(a.log, peak.flops * dp.world(), flops_per_token(shape, table, a.T) * double(a.total_batch),
+               double(a.total_batch), "tok");
   if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
 
   Arena arena(table, a.precision == "bf16");

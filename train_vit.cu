@@ -315,7 +315,8 @@ int run(Args& a) {
   dp.connect(a.nccl_id_file);  // before anything makes a context on another GPU
   TrainState& state = in.state;
   const DevicePeak peak = cuda_device_available() ? device_peak_bf16() : DevicePeak{};
-  TrainLog log(a.log, peak.flops, flops_per_image(in.shape) * double(a.total_batch), double(a.total_batch), "img");
+  TrainLog log(a.log, peak.flops * dp.world(), flops_per_image(in.shape) * double(a.total_batch), double(a.total_batch),
+               "img");
   if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
   const ParamTable table = dp.layout(in.table);
   Arena arena(table, true);

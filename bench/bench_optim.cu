@@ -1,6 +1,12 @@
 // bench_optim: optimizer step time on real model shapes, one JSON line per (model, optimizer).
 //
 //   ./bench_optim -e gpt2-124m,gpt2-355m -o adamw,adafactor,muon
+//   ./bench_optim -e gpt2-124m -o velo --world 4     (each rank's share of the sharded data-parallel step)
+//
+// With --world N each of the N ranks' shares (core/shard_plan.h, the plan train_gpt2 --shard 1 makes) is
+// stepped on its own in the rank-by-rank arena, with its optimizer state only, and gets a line of its own:
+// the busiest rank's time is the optimizer part of a sharded step on N GPUs, less the communication (the
+// cross-rank sums are skipped here; they are a few kilobytes).
 //
 // Each step is timed with CUDA events (common/event_timer.h: median of --steps after --untimed ones). "floor_ms" is the
 // bytes the step must move (per optimizer, below) over the measured device-to-device copy bandwidth, so pct_of_floor =
@@ -14,6 +20,7 @@
 #include "common/cuda_graph.h"
 #include "common/device_random.h"
 #include "common/event_timer.h"
+#include "core/shard_plan.h"
 #include "models/model_tables.h"
 #include "optim/grad_clip.h"
 #include "optim/lopt/lopt_weights.h"
@@ -39,19 +46,27 @@ double copy_bandwidth() {
   return 2.0 * double(n) / (median_event_ms(copy, 0, 20, 3) * 1e-3);
 }
 
-// Bytes one step must move through HBM and its Newton-Schulz FLOPs, summed over the tensors
+// Bytes one step must move through HBM and its Newton-Schulz FLOPs, summed over the tensors `owned`
 // (optim/step_cost.h).
-double step_bytes(const std::string& opt, const ParamTable& t, const StepBytesFlags& f) {
+double step_bytes(const std::string& opt, const ParamTable& t, const std::vector<int>& owned, const StepBytesFlags& f) {
   double b = 0;
-  for (const auto& ti : t.tensors()) b += step_bytes_per_elem(opt, ti, f) * double(ti.numel);
+  for (int i : owned) b += step_bytes_per_elem(opt, t[i], f) * double(t[i].numel);
   return b;
 }
 
-double ns_flops(const std::string& opt, const ParamTable& t, int steps) {
+double ns_flops(const std::string& opt, const ParamTable& t, const std::vector<int>& owned, int steps) {
   double f = 0;
-  for (const auto& ti : t.tensors()) f += ns_step_flops(opt, ti, steps);
+  for (int i : owned) f += ns_step_flops(opt, t[i], steps);
   return f;
 }
+
+// The other ranks of a sharded step, absent: their sums and maxima are left out of the timing.
+class NoOtherRanks : public CrossRank {
+ public:
+  void sum(float*, size_t, cudaStream_t) override {}
+  void sum(double*, size_t, cudaStream_t) override {}
+  void max(float*, size_t, cudaStream_t) override {}
+};
 // One optimizer's step on one model: untimed steps, then the median of `steps` timed ones, the bytes
 // it must move and the launches a CUDA-graph capture of it holds; one JSON line.
 struct Measure {
@@ -61,9 +76,11 @@ struct Measure {
   double clip;
   int steps, untimed;
   double bandwidth;
+  int world, rank;  // rank's share of a sharded step over world ranks; world 1: the whole table
 };
-void measure(const Measure& m, const std::string& entry, const OptimOptions& oo, const ParamTable& table, Arena& arena,
-             GradClipper& clipper, cudaStream_t stream) {
+void measure(const Measure& m, const std::string& entry, const OptimOptions& oo, Arena& arena,
+             const std::vector<int>& owned, cudaStream_t stream) {
+  const ParamTable& table = arena.table();
   // "small_fc_lopt:fast" and "elo:fast" select the tensor-core MLP, "celo2:fp32" (tf32, bf16) the Newton-Schulz
   // precision for that measurement.
   const size_t colon = entry.find(':');
@@ -73,7 +90,10 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   eo.elo.fast = (mode == "fast" && name == "elo") || oo.elo.fast;
   Celo2Options& c2 = name == "elo_celo2" ? eo.elo_celo2 : eo.celo2;
   if (!mode.empty() && (name == "celo2" || name == "elo_celo2")) c2.ns = mode;
-  auto opt = make_optimizer(name, eo, arena);
+  auto opt = make_optimizer(name, eo, arena, owned);
+  NoOtherRanks others;
+  if (m.world > 1) opt->set_cross_rank(&others);
+  GradClipper clipper(arena, float(m.clip), owned, m.world > 1 ? &others : nullptr);
   StepInfo info;
   if (m.clip > 0) info.d_grad_scale = clipper.d_scale();
   DeviceBuffer<float> d_loss(1, "loss");
@@ -91,19 +111,25 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   bf.trainer_clip = m.clip > 0;
   bf.own_clip = name == "elo" && eo.elo.clip_grad;
   bf.dx_bf16 = c2.ns == "bf16" && c2.orthogonalize;
-  const double bytes = step_bytes(name, table, bf), floor_ms = bytes / m.bandwidth * 1e3, med = median_ms(ms);
+  const std::vector<int> mine = owned_tensors(table, owned);
+  const double bytes = step_bytes(name, table, mine, bf), floor_ms = bytes / m.bandwidth * 1e3, med = median_ms(ms);
+  int64_t params = 0;
+  for (int i : mine) params += table[i].numel;
   std::printf(
       "{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
       "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
       "\"floor_ms\":%.4f,\"pct_of_floor\":%.1f,\"launches\":%zu,\"state_mib\":%.1f",
-      m.gpu, m.model.c_str(), (long long)table.num_params(), name.c_str(), int(m.bf16), int(m.clip > 0), med,
-      *std::min_element(ms.begin(), ms.end()), bytes / double(table.num_params()), floor_ms, 100.0 * floor_ms / med,
-      nodes, double(opt->state_bytes()) / 1048576.0);
-  if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(name, table, oo.muon.ns_steps) / 1e12);
+      m.gpu, m.model.c_str(), (long long)params, name.c_str(), int(m.bf16), int(m.clip > 0), med,
+      *std::min_element(ms.begin(), ms.end()), bytes / double(params), floor_ms, 100.0 * floor_ms / med, nodes,
+      double(opt->state_bytes()) / 1048576.0);
+  if (m.world > 1)
+    std::printf(",\"world\":%d,\"rank\":%d,\"tensors\":%zu,\"model_params\":%lld", m.world, m.rank, mine.size(),
+                (long long)table.num_params());
+  if (name == "muon") std::printf(",\"ns_tflop\":%.3f", ns_flops(name, table, mine, oo.muon.ns_steps) / 1e12);
   if (name == "small_fc_lopt") std::printf(",\"mode\":\"%s\"", eo.small_fc.fast ? "fast" : "exact");
   if (name == "elo") std::printf(",\"mode\":\"%s\"", eo.elo.fast ? "fast" : "exact");
   if (name == "celo2" || name == "elo_celo2")
-    std::printf(",\"ns\":\"%s\",\"ns_tflop\":%.3f", c2.ns.c_str(), ns_flops(name, table, c2.ns_steps) / 1e12);
+    std::printf(",\"ns\":\"%s\",\"ns_tflop\":%.3f", c2.ns.c_str(), ns_flops(name, table, mine, c2.ns_steps) / 1e12);
   std::printf("}\n");
   std::fflush(stdout);
 }
@@ -111,7 +137,7 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
 
 int main(int argc, char** argv) {
   std::string models = "vit-b16,gpt2-124m,gpt2-355m,gpt2-774m,gpt2-1558m", opts = "adamw,adafactor,muon";
-  int steps = 30, untimed = 5;
+  int steps = 30, untimed = 5, world = 1;
   bool bf16 = false;
   double clip = 0;
   std::vector<std::string> sets;
@@ -126,6 +152,9 @@ int main(int argc, char** argv) {
   cli.add(0, "untimed", &untimed, "untimed steps first (warm-up)");
   cli.add(0, "bf16", &bf16, "also refresh a bf16 copy of the parameters in each step");
   flags::add_clip(cli, &clip, "; any norm > 0 adds 2 launches and 4 B/param to the step");
+  cli.add(0, "world", &world,
+          "time each rank's share of the sharded data-parallel step over this many ranks (train_gpt2 --shard 1's "
+          "plan; without the communication); 1 = the whole table");
   flags::add_set(cli, &sets);
   flags::add_flag_notes(cli, "bench_optim");
   cli.set_epilogue(
@@ -137,6 +166,11 @@ int main(int argc, char** argv) {
     // The model names first, so that any later mistake shows that they were taken.
     for (const auto& model : split(models)) model_by_name(model, kBenchModels);
     if (steps < 1 || untimed < 0) user_error("--steps must be >= 1 and --untimed >= 0.");
+    if (world < 1 || world > 64) user_error("--world must be between 1 and 64 (got ", world, ").");
+    for (const auto& model : split(models)) {
+      const int n = model_by_name(model, kBenchModels).table().size();
+      if (world > n) user_error(model, " has ", n, " tensors, fewer than --world ", world, " ranks to share them.");
+    }
     if (!(clip >= 0)) user_error("--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", clip, ").");
     std::vector<std::string> names;  // an entry's name without its mode (small_fc_lopt:fast, celo2:fp32)
     for (const auto& o : split(opts)) {
@@ -173,14 +207,17 @@ int main(int argc, char** argv) {
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (const auto& model : split(models)) {
-      ParamTable table = model_by_name(model, kBenchModels).table();
-      Arena arena(table, bf16);
-      fill_normal(arena.params(), arena.total(), 1, 0.02f);
-      fill_normal(arena.grads(), arena.total(), 2, 1e-3f);
-      GradClipper clipper(arena, float(clip));
+      const ParamTable table = model_by_name(model, kBenchModels).table();
       for (const auto& entry : split(opts)) {
-        const Measure m{prop.name, model, bf16, clip, steps, untimed, bw};
-        measure(m, entry, oo, table, arena, clipper, stream);
+        const std::string name = entry.substr(0, entry.find(':'));
+        const ShardPlan plan = plan_shards(table, world, [&](const TensorInfo& t) { return shard_step_cost(name, t); });
+        Arena arena(sharded_table(table, plan), bf16);  // world 1: the table's own layout
+        fill_normal(arena.params(), arena.total(), 1, 0.02f);
+        fill_normal(arena.grads(), arena.total(), 2, 1e-3f);
+        for (int r = 0; r < world; r++) {
+          const Measure m{prop.name, model, bf16, clip, steps, untimed, bw, world, r};
+          measure(m, entry, oo, arena, world > 1 ? plan.owned(r) : std::vector<int>{}, stream);
+        }
       }
     }
   } catch (const UserError& e) {

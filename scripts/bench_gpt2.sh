@@ -16,7 +16,10 @@
 # flag, ...) prints {"model",...,"error":"<train_gpt2's last stderr line>"} and the script goes on.
 #
 # Environment: STEPS (12), WARMUP (3), T (1024), EXTRA (""), OUTFILE (JSON lines are also appended
-# there), TRAIN_GPT2 (./train_gpt2). Progress goes to stderr, results to stdout. Needs python3.
+# there), TRAIN_GPT2 (./train_gpt2), LAUNCH ("": a launcher for data-parallel runs, split on whitespace,
+# e.g. "mpirun --allow-run-as-root -np 4"; each run then gets a fresh --nccl-id-file, and the line the
+# fields "launch" and "world", B being per process and tok_per_s over all). Progress goes to stderr,
+# results to stdout. Needs python3.
 set -uo pipefail
 
 usage() {
@@ -40,6 +43,8 @@ seq_len=${T:-1024}
 extra=${EXTRA:-}
 exe=${TRAIN_GPT2:-./train_gpt2}
 read -r -a extra_args <<<"$extra"
+launch_str=${LAUNCH:-}
+read -r -a launch <<<"$launch_str"
 
 for n in "$steps" "$warmup" "$seq_len"; do
   [[ "$n" =~ ^[0-9]+$ ]] || { echo "bench_gpt2: STEPS, WARMUP and T must be whole numbers (got '$n')." >&2; exit 2; }
@@ -70,14 +75,19 @@ for c in "${configs[@]}"; do
   T_run=${T_cfg:-$seq_len}
   log="$tmp/$model-$B-$T_run.jsonl"
   rm -f "$log"
-  cmd=("$exe" -e "$model" -b "$B" -t "$T_run" -x "$steps" -v 0 -s 0 -o adamw --log "$log" "${extra_args[@]}")
+  cmd=("${launch[@]}" "$exe" -e "$model" -b "$B" -t "$T_run" -x "$steps" -v 0 -s 0 -o adamw --log "$log")
+  if [ ${#launch[@]} -gt 0 ]; then
+    rm -f "$tmp/nccl_id"
+    cmd+=(--nccl-id-file "$tmp/nccl_id")
+  fi
+  cmd+=("${extra_args[@]}")
   echo "bench_gpt2: ${cmd[*]}" >&2
   "${cmd[@]}" >"$tmp/stdout" 2>"$tmp/stderr"
   rc=$?
-  line=$(python3 - "$log" "$tmp/stdout" "$tmp/stderr" "$rc" "$model" "$B" "$T_run" "$warmup" "$gpu" "$extra" <<'PY'
+  line=$(python3 - "$log" "$tmp/stdout" "$tmp/stderr" "$rc" "$model" "$B" "$T_run" "$warmup" "$gpu" "$extra" "$launch_str" <<'PY'
 import json, re, statistics, sys
 
-log, out, err, rc, model, B, T, warmup, gpu, extra = sys.argv[1:]
+log, out, err, rc, model, B, T, warmup, gpu, extra, launch = sys.argv[1:]
 rc, B, T, warmup = int(rc), int(B), int(T), int(warmup)
 stdout = open(out, errors="replace").read()
 # Header: "train_gpt2 | <GPU name> | d12 separate q/k/v, 124.4M params | ..."
@@ -87,6 +97,9 @@ if not gpu:
     h = re.match(r"train_gpt2 \| ([^|]+) \|", stdout)
     gpu = h.group(1).strip() if h else None
 rec = {"model": model, "params_m": params_m, "B": B, "T": T}
+if launch:  # "data parallel: 4 processes (mpirun), ..."
+    w = re.search(r"^data parallel: ([0-9]+) process", stdout, re.M)
+    rec.update({"launch": launch, "world": int(w.group(1)) if w else None})
 
 steps, bad_log = [], None
 try:

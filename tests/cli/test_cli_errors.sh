@@ -300,6 +300,7 @@ case_ bench_unknown_flag          "unknown flag '--bogus'"             bench_opt
 case_ bench_nonnumeric_int        "flag --steps needs a number, got 'x'" bench_optim -x x
 case_ bench_steps_too_large       "flag --steps is too large: got '1e10'" bench_optim -x 1e10
 case_ bench_steps_zero            "--steps must be >= 1"               bench_optim -x 0
+case_ bench_world_zero            "--world must be between 1 and 64 (got 0)" bench_optim --world 0
 case_ bench_clip_negative         "--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got -1)" bench_optim --clip -1
 case_ bench_no_optimizer          "--optimizer and --model each need at least one name" bench_optim -o ,
 case_ bench_unknown_optimizer     "unknown optimizer 'foo'"            bench_optim -o adamw,foo

@@ -266,8 +266,9 @@ int run(Args& a) {
       log.step({step + 1, a.steps, r.loss, r.grad_norm, oo.schedule.factor(step), r.ms, r.opt_ms});
     } catch (const DataError& e) {
       // The failed step's micro-batches changed only gradients, which a checkpoint does not keep, so the
-      // state at its start is the run's progress. Nothing to keep when this run has done no step.
-      if (a.ckpt_dir.empty() || step == step0) throw;
+      // state at its start is the run's progress. Nothing to keep when this run has done no step. With
+      // several processes the others are already in the next collective: exit, and the launcher ends them.
+      if (a.ckpt_dir.empty() || step == step0 || dp.world() > 1) throw;
       state = start;
       user_error(data_error_saved(e.what(), step, checkpoint(step)));
     }

@@ -369,7 +369,8 @@ int run(Args& a) {
         user_error("the loss became ", r.loss, " at step ", step, "; lower the learning rate (-l).");
       log.step({step + 1, a.steps, r.loss, r.grad_norm, in.options.schedule.factor(step), r.ms, r.opt_ms});
     } catch (const DataError& e) {
-      if (a.ckpt_dir.empty() || step == step0) throw;
+      // Several processes: the others are in the next collective; exit, and the launcher ends them.
+      if (a.ckpt_dir.empty() || step == step0 || dp.world() > 1) throw;
       state = start;
       user_error(data_error_saved(e.what(), step, checkpoint(step)));
     }

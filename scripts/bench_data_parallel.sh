@@ -13,7 +13,9 @@
 # An entry NAME:fast sets NAME.fast=1 (the tensor-core MLP). Weak-scaling efficiency at N =
 # tok_per_s(N) / (N x tok_per_s(1)).
 #
-# Environment: WORLDS, CONFIGS, OPTIMIZERS ("adamw muon small_fc_lopt:fast velo": the PyLO paper's Table 3),
+# VIT="vit-b16:32" (MODEL:B per GPU) adds train_vit's runs on synthetic batches (scripts/bench_vit.sh).
+#
+# Environment: WORLDS, CONFIGS, VIT (""), OPTIMIZERS ("adamw muon small_fc_lopt:fast velo": the PyLO paper's Table 3),
 # STEPS (20), ONE_PROCESS_MODES (0), OUTFILE; NCCL_NVLS_ENABLE is set to 0 (NVLink multicast off).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -34,11 +36,15 @@ for n in $worlds; do
     base="-o $name"
     [ "$o" != "$name" ] && base="$base --set $name.fast=1"
     case "$name" in adamw | adafactor | muon) ;; *) base="$base --lopt-random 1 -l 0.01" ;; esac
-    if [ "$n" -eq 1 ]; then
-      EXTRA="$base" scripts/bench_gpt2.sh "${configs[@]}"
-      [ "${ONE_PROCESS_MODES:-0}" = 1 ] || continue
-    fi
-    LAUNCH="mpirun --allow-run-as-root -np $n" EXTRA="$base --nccl 1" scripts/bench_gpt2.sh "${configs[@]}"
-    LAUNCH="mpirun --allow-run-as-root -np $n" EXTRA="$base --shard 1" scripts/bench_gpt2.sh "${configs[@]}"
+    for bench in gpt2 vit; do
+      if [ $bench = gpt2 ]; then cfgs=("${configs[@]}"); else read -r -a cfgs <<<"${VIT:-}"; fi
+      [ ${#cfgs[@]} -gt 0 ] || continue
+      if [ "$n" -eq 1 ]; then
+        EXTRA="$base" scripts/bench_$bench.sh "${cfgs[@]}"
+        [ "${ONE_PROCESS_MODES:-0}" = 1 ] || continue
+      fi
+      LAUNCH="mpirun --allow-run-as-root -np $n" EXTRA="$base --nccl 1" scripts/bench_$bench.sh "${cfgs[@]}"
+      LAUNCH="mpirun --allow-run-as-root -np $n" EXTRA="$base --shard 1" scripts/bench_$bench.sh "${cfgs[@]}"
+    done
   done
 done

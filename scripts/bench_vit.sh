@@ -12,7 +12,9 @@
 # (EXTRA is split on whitespace; later flags win) and prints
 #   {"model","params_m","B","img_per_s","mfu","step_ms","opt_ms","gpu","extra","timed_steps"}
 # with medians over the logged steps after the first WARMUP (3). A failed run prints its error instead.
-# Environment: STEPS (15), WARMUP (3), EXTRA (""), OUTFILE (lines also appended there), TRAIN_VIT (./train_vit).
+# Environment: STEPS (15), WARMUP (3), EXTRA (""), OUTFILE (lines also appended there), TRAIN_VIT (./train_vit),
+# LAUNCH ("": a data-parallel launcher, e.g. "mpirun --allow-run-as-root -np 4"; each run then gets a fresh
+# --nccl-id-file and the line "launch" and "world"; B is per process, img_per_s over all).
 set -uo pipefail
 for a in "$@"; do
   case "$a" in -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;; esac
@@ -28,6 +30,8 @@ warmup=${WARMUP:-3}
 extra=${EXTRA:-}
 exe=${TRAIN_VIT:-./train_vit}
 read -r -a extra_args <<<"$extra"
+launch_str=${LAUNCH:-}
+read -r -a launch <<<"$launch_str"
 for n in "$steps" "$warmup"; do
   [[ "$n" =~ ^[0-9]+$ ]] || { echo "bench_vit: STEPS and WARMUP must be whole numbers (got '$n')." >&2; exit 2; }
 done
@@ -46,17 +50,26 @@ trap 'rm -rf "$tmp"' EXIT
 for c in "${configs[@]}"; do
   IFS=: read -r model B <<<"$c"
   log="$tmp/$model-$B.jsonl"
-  cmd=("$exe" --synthetic 1 -e "$model" --image 224 --channels 3 --classes 1000 -b "$B" -x "$steps" -u 2 -v 0 -o adamw
-       --log "$log" "${extra_args[@]}")
+  cmd=("${launch[@]}" "$exe" --synthetic 1 -e "$model" --image 224 --channels 3 --classes 1000 -b "$B" -x "$steps" -u 2
+       -v 0 -o adamw --log "$log")
+  if [ ${#launch[@]} -gt 0 ]; then
+    rm -f "$tmp/nccl_id"
+    cmd+=(--nccl-id-file "$tmp/nccl_id")
+  fi
+  cmd+=("${extra_args[@]}")
   echo "bench_vit: ${cmd[*]}" >&2
   "${cmd[@]}" >"$tmp/stdout" 2>"$tmp/stderr"
   rc=$?
-  line=$(python3 - "$log" "$tmp/stdout" "$tmp/stderr" "$rc" "$model" "$B" "$warmup" "$gpu" "$extra" <<'PY'
+  line=$(python3 - "$log" "$tmp/stdout" "$tmp/stderr" "$rc" "$model" "$B" "$warmup" "$gpu" "$extra" "$launch_str" <<'PY'
 import json, os, re, statistics, sys
-log, out, err, rc, model, B, warmup, gpu, extra = sys.argv[1:]
+log, out, err, rc, model, B, warmup, gpu, extra, launch = sys.argv[1:]
 rc, B, warmup = int(rc), int(B), int(warmup)
-m = re.search(r"([0-9.]+)M params", open(out, errors="replace").read())
+stdout = open(out, errors="replace").read()
+m = re.search(r"([0-9.]+)M params", stdout)
 rec = {"model": model, "params_m": float(m.group(1)) if m else None, "B": B}
+if launch:  # "data parallel: 4 processes (mpirun), ..."
+    w = re.search(r"^data parallel: ([0-9]+) process", stdout, re.M)
+    rec.update({"launch": launch, "world": int(w.group(1)) if w else None})
 steps = [json.loads(s) for s in open(log)] if os.path.exists(log) else []
 timed = [s for s in steps if "ms" in s and s["step"] > warmup]
 if rc != 0 or not timed:

@@ -494,8 +494,7 @@ std::vector<float> with_bias_cols(const std::vector<float>& w, const std::vector
 Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned)
     : Optimizer(arena, opts, owned),
       core_(arena, owned_, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk),
-      n_(core_.n_tensors),
-      rows_(std::max(n_, arena.table().size())) {
+      n_(core_.n_tensors) {
   const float nom[3] = {0.9f, 0.99f, 0.999f};
   for (int k = 0; k < 3; k++) dec_.m[k] = dec_.f[k] = nom[k];
   dec_.v = 0.999f;
@@ -535,21 +534,32 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   }
   loss_.alloc(1, "VeLO loss buffer");
   loss_.upload(&ls, 1);
+  alloc_rows(n_);
+  pooled_.alloc(512, "VeLO pooled mixing");
+  partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
+  side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
+  side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
+  norm_.alloc(size_t(n_) * kNormLd, "VeLO normalisers");
+  scalars_.alloc(1, "VeLO scalars");
+  make_passes();
+}
+
+void Velo::alloc_rows(int rows) {
+  rows_ = rows;
   x_.alloc(size_t(rows_) * kLdX, "VeLO LSTM inputs");
   mix_.alloc(size_t(rows_) * 1024, "VeLO mixing");
-  pooled_.alloc(512, "VeLO pooled mixing");
   uh_.alloc(size_t(rows_) * kLdUH, "VeLO LSTM input");
   z_.alloc(size_t(rows_) * 2048, "VeLO gates");
   hx_.alloc(size_t(rows_) * kLdHX, "VeLO LSTM output");
   cs_.alloc(size_t(rows_) * kCS, "VeLO controls");
   theta_.alloc(size_t(rows_) * kTheta, "VeLO per-tensor MLPs");
-  partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
-  side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
-  side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
-  norm_.alloc(size_t(n_) * kNormLd, "VeLO normalisers");
   for (DeviceBuffer<float>* b : {&x_, &mix_, &uh_, &z_, &hx_, &cs_, &theta_}) b->zero();  // the rows past n_ stay 0
-  scalars_.alloc(1, "VeLO scalars");
-  make_passes();
+}
+
+void Velo::set_cross_rank(CrossRank* c) {
+  Optimizer::set_cross_rank(c);
+  alloc_rows(std::max(n_, arena_.table().size()));  // a rank's share rounds as the whole table does
+  make_passes();                                    // they hold the buffers' addresses
 }
 
 // The arguments of passes B and side: the buffers never move, so they are set once.

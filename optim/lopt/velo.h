@@ -27,6 +27,7 @@ class Velo : public Optimizer {
   ~Velo() override;
   std::string name() const override { return "velo"; }
   void step(const StepInfo& info, cudaStream_t s) override;
+  void set_cross_rank(CrossRank* c) override;
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
@@ -35,9 +36,10 @@ class Velo : public Optimizer {
   LoCore core_;
   LoDecays dec_;
   int n_ = 0;  // tensors
-  // The GEMMs' rows: as many as the table has tensors, whatever this optimizer owns (the rows past n_ are
-  // zero), so that cuBLAS picks one algorithm and a rank's share of a sharded step rounds as one GPU does.
+  // The GEMMs' rows: n_, or in a rank's share of a sharded step as many as the table has tensors (the
+  // rows past n_ zero), so that cuBLAS picks the whole table's algorithm and rounds as one GPU does.
   int rows_ = 0;
+  void alloc_rows(int rows);
   cublasHandle_t blas_ = nullptr;
   // Weights with their bias as an extra input column (so each GEMM adds it).
   DeviceBuffer<float> w_mix_;   // 1024 x 32: rows 0-511 "linear_1", 512-1023 "linear_2"; col 30 = bias

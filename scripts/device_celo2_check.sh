@@ -6,10 +6,7 @@
 # Logs under $OUT (default .out). Exit status 1 when any part fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-.out}
-mkdir -p "$OUT" data
-[ -d data/kjv ] || cp -r .deps/data/kjv data/
-[ -f tokenizer/r50k_base.tiktoken ] || { mkdir -p tokenizer && cp .deps/tokenizer/r50k_base.tiktoken tokenizer/; }
+source scripts/device_preamble.sh
 status=0
 
 echo "== build"

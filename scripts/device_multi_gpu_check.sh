@@ -13,10 +13,7 @@
 # with status 1. Expects data/kjv and tokenizer/ (or copies under .deps/) and the programs built.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-.out}
-mkdir -p "$OUT" data
-[ -d data/kjv ] || cp -r .deps/data/kjv data/
-[ -f tokenizer/r50k_base.tiktoken ] || { mkdir -p tokenizer && cp .deps/tokenizer/r50k_base.tiktoken tokenizer/; }
+source scripts/device_preamble.sh
 source scripts/device_check_lib.sh
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off (the device notes say why)
 

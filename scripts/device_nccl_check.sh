@@ -10,10 +10,7 @@
 # data/kjv and tokenizer/ (or copies under .deps/) and the programs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-.out}
-mkdir -p "$OUT" data
-[ -d data/kjv ] || cp -r .deps/data/kjv data/
-[ -f tokenizer/r50k_base.tiktoken ] || { mkdir -p tokenizer && cp .deps/tokenizer/r50k_base.tiktoken tokenizer/; }
+source scripts/device_preamble.sh
 source scripts/device_check_lib.sh
 
 ./build/test_gpu --gtest_filter='NcclGpu*:ShardedGpu*' > "$work/dp_gpu.log" 2>&1 || fail "NcclGpu/ShardedGpu tests: $(grep -E 'Failure|FAILED|differ' "$work/dp_gpu.log" | head -5)"

@@ -7,10 +7,7 @@
 # script with status 1. Expects data/kjv and tokenizer/ (or copies under .deps/) and the built programs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-.out}
-mkdir -p "$OUT" data
-[ -d data/kjv ] || cp -r .deps/data/kjv data/
-[ -f tokenizer/r50k_base.tiktoken ] || { mkdir -p tokenizer && cp .deps/tokenizer/r50k_base.tiktoken tokenizer/; }
+source scripts/device_preamble.sh
 source scripts/device_check_lib.sh
 
 tiny=(-e tiny -b 4 -t 128 -v 0 -s 0 --clip 0 --lopt-random 1 --dropout 0.1)

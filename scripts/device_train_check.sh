@@ -7,10 +7,7 @@
 # Expects data/kjv and tokenizer/ (or copies under .deps/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-.out}
-mkdir -p "$OUT" data
-[ -d data/kjv ] || cp -r .deps/data/kjv data/
-[ -f tokenizer/r50k_base.tiktoken ] || { mkdir -p tokenizer && cp .deps/tokenizer/r50k_base.tiktoken tokenizer/; }
+source scripts/device_preamble.sh
 source scripts/device_check_lib.sh
 run() { run_trainer train_gpt2 "$@"; }
 

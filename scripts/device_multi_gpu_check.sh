@@ -52,6 +52,7 @@ parallel() {
   "${mpi[@]}" "$@" --nccl-id-file "$work/id" --log "$log" > "$work/p.txt" 2>&1 ||
     fail "$what: $(grep -v '^$' "$work/p.txt" | tail -n 2)"
   grep -q "^data parallel: $N process" "$work/p.txt" || fail "$what: the run did not say it ran over $N processes"
+  [ "$N" -eq 1 ] || [ ! -e "$work/id" ] || fail "$what: rank 0 left the NCCL id file behind"
 }
 
 tiny=(-e tiny -b 4 -t 128 -v 0 -s 0 -x 8 --lopt-random 1 -d $((4 * 128 * N)))

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "common/cuda_check.h"
@@ -35,6 +36,9 @@ NcclComm::NcclComm(const ProcessGroup& g, const std::string& id_file, double tim
     std::copy(got.begin(), got.end(), id.internal);
   }
   nccl_check(ncclCommInitRank(&comm_, world_, id, rank_), "ncclCommInitRank");
+  // Every process has joined, so every one has read the id: remove the file, so that a later run given
+  // the same path cannot read this run's id.
+  if (rank_ == 0 && world_ > 1) std::remove(id_file.c_str());
 }
 
 NcclComm::~NcclComm() {

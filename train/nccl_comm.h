@@ -1,8 +1,9 @@
 // One NCCL communicator over the training processes (train/process_group.h): the transport of
 // data-parallel training. Rank 0 makes NCCL's unique id and, with more than one process, publishes it
-// through id_file; the other ranks read it there. With one process no file is involved, and an
-// all-reduce leaves the data as it was, so that world size 1 through this path equals the single-GPU
-// trainer bit for bit. It is also the sharded optimizer step's CrossRank (optim/cross_rank.h).
+// through id_file; the other ranks read it there, and rank 0 removes it once all have joined. With one
+// process no file is involved, and an all-reduce leaves the data as it was, so that world size 1 through
+// this path equals the single-GPU trainer bit for bit. It is also the sharded optimizer step's CrossRank
+// (optim/cross_rank.h).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

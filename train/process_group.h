@@ -4,8 +4,9 @@
 //  - any other launcher (torchrun, a job script, several nodes) sets RANK / WORLD_SIZE / LOCAL_RANK;
 //  - neither: one process.
 // Rank 0 writes the id to a file every process can read (a shared folder for several nodes), through a
-// temporary name and a rename, so that a reader sees the whole id or none; the others wait for it. A
-// file left by an earlier run would be read as this run's: give each run a path of its own (a job id).
+// temporary name and a rename, so that a reader sees the whole id or none; the others wait for it. Rank 0
+// removes it once every process has joined (train/nccl_comm), but a file left by a run that failed
+// earlier would be read as this run's: give each run a path of its own (a job id).
 #pragma once
 #include <functional>
 #include <string>

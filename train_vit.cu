@@ -284,12 +284,8 @@ Inputs prepare(Args& a) {
   if (!a.resume.empty()) {
     in.resume = std::make_unique<SectionReader>(a.resume);
     check_checkpoint_params(*in.resume, in.table, "-e, --image, --channels, --classes and --qkv");
-    check_checkpoint_dp(*in.resume, in.dp->record());
     in.state = read_train_state(*in.resume);
-    if (g.rank > 0) {
-      in.rank_resume = std::make_unique<SectionReader>(rank_checkpoint_path(a.resume, g.rank));
-      in.state.data = read_rank_position(*in.rank_resume, in.table, in.dp->record(), in.state.step);
-    }
+    in.rank_resume = in.dp->check_resume(*in.resume, in.table, &in.state);
     in.train->seek(ImageLoader::Position::from_ints(in.state.data));
   }
   if (!a.ckpt_dir.empty()) prepare_ckpt_dir(a.ckpt_dir);
@@ -324,9 +320,8 @@ int run(Args& a) {
   for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
   VitBf16 model(in.shape, arena, a.B, in.norm);
   const std::vector<std::vector<int>> groups = hook_groups(table, vit_tensors(table, in.shape).blocks);
-  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, in.options, arena, groups, dp.owned());
-  if (dp.sharded()) opt->set_cross_rank(dp.comm());
-  GradClipper clipper(arena, float(a.clip), dp.owned(), dp.sharded() ? dp.comm() : nullptr);
+  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, in.options, arena, groups, dp.owned(), dp.cross());
+  GradClipper clipper(arena, float(a.clip), dp.owned(), dp.cross());
   if (in.resume) {
     load_checkpoint(*in.resume, arena, model, *opt, dp.sharded() ? in.rank_resume.get() : nullptr);
     std::printf("resumed from %s at step %lld\n", a.resume.c_str(), (long long)state.step);

@@ -10,7 +10,10 @@
 #include "train/checkpoint.h"
 
 namespace {
-void put_dp(SectionWriter& w, const DpRecord& dp) {
+// What every file of a checkpoint starts with: the model's description and the data-parallel set-up.
+void put_identity(SectionWriter& w, const ParamTable& t, const DpRecord& dp) {
+  const uint64_t fingerprint = t.fingerprint();
+  w.put("model.table", &fingerprint, sizeof fingerprint);
   if (dp.world == 1 && dp.owner.empty()) return;  // as files written before there was data parallelism
   w.put_i64("dp.world", dp.world);
   if (!dp.owner.empty()) w.put_vector("dp.owner", dp.owner);
@@ -21,9 +24,7 @@ void save_checkpoint(const std::string& path, const Arena& arena, const Model& m
                      const TrainState& state, const DpRecord& dp) {
   CUDA_CHECK(cudaDeviceSynchronize());
   SectionWriter w(path);
-  const uint64_t fingerprint = arena.table().fingerprint();
-  w.put("model.table", &fingerprint, sizeof fingerprint);
-  put_dp(w, dp);
+  put_identity(w, arena.table(), dp);
   w.put_vector("model.params", to_natural_layout(arena.table(), arena.get_params_flat()));  // any world size
   w.put_string("model.kernels", model.kernel_choices());
   opt.save_state(w);
@@ -40,9 +41,7 @@ void save_rank_checkpoint(const std::string& path, const Arena& arena, const Opt
                           const DpRecord& dp) {
   CUDA_CHECK(cudaDeviceSynchronize());
   SectionWriter w(path);
-  const uint64_t fingerprint = arena.table().fingerprint();
-  w.put("model.table", &fingerprint, sizeof fingerprint);
-  put_dp(w, dp);
+  put_identity(w, arena.table(), dp);
   if (opt) opt->save_state(w);
   w.put_i64("train.step", state.step);
   w.put_vector("train.loader", state.data);

@@ -37,6 +37,15 @@ DpRecord DataParallel::record() const {
   return r;
 }
 
+std::unique_ptr<SectionReader> DataParallel::check_resume(const SectionReader& main, const ParamTable& table,
+                                                          TrainState* state) const {
+  check_checkpoint_dp(main, record());
+  if (group_.rank == 0) return nullptr;
+  auto r = std::make_unique<SectionReader>(rank_checkpoint_path(main.path(), group_.rank));
+  state->data = read_rank_position(*r, table, record(), state->step);
+  return r;
+}
+
 std::string DataParallel::describe() const {
   std::string s =
       std::to_string(group_.world) + (group_.world > 1 ? " processes (" : " process (") + group_.launcher + "), ";
@@ -57,6 +66,6 @@ bool DataParallel::any(bool flag) {
   if (!comm_ || group_.world == 1) return flag;
   const float v = flag ? 1.0f : 0.0f;
   flag_.upload(&v, 1);
-  comm_->all_reduce_sum(flag_.get(), 1, 0);
+  comm_->sum(flag_.get(), 1, 0);
   return flag_.download(1)[0] > 0.0f;
 }

@@ -33,11 +33,17 @@ class DataParallel {
   const ProcessGroup& group() const { return group_; }
   NcclComm* comm() const { return comm_.get(); }
   const ShardPlan* plan() const { return sharded_ ? &plan_ : nullptr; }
+  CrossRank* cross() const { return sharded_ ? comm_.get() : nullptr; }  // a sharded step's other ranks
 
   ParamTable layout(const ParamTable& t) const;  // the arena's table: laid out by the plan when sharded
   std::vector<int> owned() const;                // the tensors this rank steps (empty: all)
   DpRecord record() const;                       // what checkpoints record of the set-up
-  std::string describe() const;                  // one line for the header
+  // Resuming from `main` (rank 0's file; `state` read from it): UserError unless it was written with this
+  // set-up. Ranks > 0 open their own file, take its data position into `state` and return it (the sharded
+  // mode's optimizer state is there); rank 0 returns null.
+  std::unique_ptr<SectionReader> check_resume(const SectionReader& main, const ParamTable& table,
+                                              TrainState* state) const;
+  std::string describe() const;  // one line for the header
 
   // Collective (every rank calls it): whether any rank's flag is set. Waits for the answer.
   bool any(bool flag);

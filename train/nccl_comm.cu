@@ -45,7 +45,7 @@ NcclComm::~NcclComm() {
   if (comm_) ncclCommDestroy(comm_);  // no checks: nothing may throw from here
 }
 
-void NcclComm::all_reduce_sum(float* data, size_t n, cudaStream_t s) {
+void NcclComm::sum(float* data, size_t n, cudaStream_t s) {
   nccl_check(ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, s), "ncclAllReduce");
 }
 

@@ -30,8 +30,7 @@ class NcclComm : public CrossRank {
   int rank() const { return rank_; }
   int world() const { return world_; }
   // Each enqueued on s, in place.
-  void all_reduce_sum(float* data, size_t n, cudaStream_t s);
-  void sum(float* data, size_t n, cudaStream_t s) override { all_reduce_sum(data, n, s); }
+  void sum(float* data, size_t n, cudaStream_t s) override;  // the all-reduce of the gradients, loss, flags
   void sum(double* data, size_t n, cudaStream_t s) override;
   void max(float* data, size_t n, cudaStream_t s) override;
   // The sum over the processes lands in `root`'s data only (the others' is left as it was).

@@ -139,7 +139,7 @@ void StepRunner::block_ready(int block, cudaStream_t s) {
     comm_->group_begin();
     for (const Range& r : ranges_[size_t(g)]) {
       if (r.root < 0)
-        comm_->all_reduce_sum(grads + r.begin, size_t(r.n), side_);
+        comm_->sum(grads + r.begin, size_t(r.n), side_);
       else
         comm_->reduce_sum(grads + r.begin, size_t(r.n), r.root, side_);
     }
@@ -156,7 +156,7 @@ void StepRunner::block_ready(int block, cudaStream_t s) {
 // on every process), the join, the mean loss; the norm (for the log when grouped: clipping is then off)
 // beside the last groups' steps when nothing was summed, else of the summed gradients.
 void StepRunner::finish_side_work() {
-  if (comm_) comm_->all_reduce_sum(loss_.get(), 1, side_);
+  if (comm_) comm_->sum(loss_.get(), 1, side_);
   if (grouped_ && !comm_) clipper_.run(stream_);
   CUDA_CHECK(cudaEventRecord(join_, side_));
   CUDA_CHECK(cudaStreamWaitEvent(stream_, join_, 0));

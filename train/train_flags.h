@@ -46,7 +46,9 @@ class Optimizer;
 // The optimizer of the flags over the whole arena; with --overlap a GroupedOptimizer over `hook_groups` (the
 // model's, models/block_table.h). --lopt-random: random meta-weights written to a temporary folder only
 // now, after every check, and removed as soon as the optimizer has read them.
-// owned: the tensors it steps (empty: all; a rank's share in the sharded data-parallel mode).
+// owned: the tensors it steps (empty: all; a rank's share in the sharded data-parallel mode, with the
+// other ranks behind `cross`, optim/cross_rank.h).
+class CrossRank;
 std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& o, Arena& arena,
                                                 const std::vector<std::vector<int>>& hook_groups,
-                                                const std::vector<int>& owned = {});
+                                                const std::vector<int>& owned = {}, CrossRank* cross = nullptr);

@@ -6,7 +6,7 @@
 
 std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& oo, Arena& arena,
                                                 const std::vector<std::vector<int>>& hook_groups,
-                                                const std::vector<int>& owned) {
+                                                const std::vector<int>& owned, CrossRank* cross) {
   OptimOptions o = oo;
   std::unique_ptr<TempDir> random_weights;
   if (f.lopt_random && is_learned(f.optimizer))
@@ -17,5 +17,7 @@ std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const Optim
     save_celo2_weights(o.celo2.weights, random_celo2_weights(uint64_t(f.seed)));
   }
   if (f.overlap) return std::make_unique<GroupedOptimizer>(f.optimizer, o, arena, hook_groups);
-  return make_optimizer(f.optimizer, o, arena, owned);
+  std::unique_ptr<Optimizer> opt = make_optimizer(f.optimizer, o, arena, owned);
+  if (cross) opt->set_cross_rank(cross);
+  return opt;
 }

@@ -34,11 +34,11 @@ TEST_F(NcclGpu, AllReduceOfOneRankLeavesTheDataAsItWas) {
   d.upload(host);
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreate(&s));
-  comm.all_reduce_sum(d.get(), host.size(), s);
+  comm.sum(d.get(), host.size(), s);
   CUDA_CHECK(cudaStreamSynchronize(s));
   std::vector<float> back = d.download(host.size());
   EXPECT_EQ(std::memcmp(back.data(), host.data(), host.size() * 4), 0) << "eager all-reduce changed the data";
-  CudaGraph g = CudaGraph::capture(s, [&] { comm.all_reduce_sum(d.get(), host.size(), s); });
+  CudaGraph g = CudaGraph::capture(s, [&] { comm.sum(d.get(), host.size(), s); });
   for (int k = 0; k < 3; k++) g.launch(s);
   CUDA_CHECK(cudaStreamSynchronize(s));
   back = d.download(host.size());

@@ -230,13 +230,16 @@ int run(Args& a) {
   catch_stop_signals();
   print_header(a, in, peak, *model);
 
-  BatchPrefetcher batches(*in.train, int64_t(a.B) * a.T);
+  BatchPrefetcher batches(*in.train, a.B, a.T);
   const BatchSource source{[&] {
                              const BatchPrefetcher::Batch b = read_data([&] { return batches.next(); });
-                             return Batch{b.x, b.y};
+                             Batch out{b.x, b.y};
+                             out.digest = b.digest;
+                             return out;
                            },
                            [&](cudaStream_t s) { batches.release(s); }};
-  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, dp.comm(), groups, dp.plan());
+  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, dp.comm(), groups, dp.plan(),
+                    dp.bf16_sums());
   DeviceBuffer<float> val_loss(1, "loss");
   std::unique_ptr<Gpt2Net> sampler;
   const Checkpointer ckpt(a.ckpt_dir, arena, *model, *opt, &dp);
@@ -245,6 +248,7 @@ int run(Args& a) {
   const int64_t step0 = state.step;
   for (int64_t step = step0; step < a.steps; step++) {
     const TrainState start = state;  // a data error saves the state at the step's start
+    DataParallel::StepEnd end{};
     try {
       if (in.val && (step % a.val_every == 0 || step + 1 == a.steps))
         log.validation(step, validation_loss(*model, *in.val, a.val_batches, val_loss));
@@ -256,9 +260,10 @@ int run(Args& a) {
       }
       model->set_dropout(float(a.dropout), dropout_seed);
       const StepRunner::Result r = runner.run(source);
+      end = dp.step_end(stop_requested(), r.digest);  // every process stops after the same step
       if (!std::isfinite(r.loss))
         user_error("the loss became ", r.loss, " at step ", step, "; lower the learning rate (-l).");
-      log.step({step + 1, a.steps, r.loss, r.grad_norm, oo.schedule.factor(step), r.ms, r.opt_ms});
+      log.step({step + 1, a.steps, r.loss, r.grad_norm, oo.schedule.factor(step), r.ms, r.opt_ms, end.digest});
     } catch (const DataError& e) {
       // The failed step's micro-batches changed only gradients, which a checkpoint does not keep, so the
       // state at its start is the run's progress. Nothing to keep when this run has done no step. With
@@ -270,12 +275,9 @@ int run(Args& a) {
     const TokenLoader::Position at = batches.position();
     state.data = {at.epoch, at.shard, at.sample};
     if (a.dropout > 0) state.dropout_counter = model->dropout_counter();  // it advances only with dropout on
-    if (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0) checkpoint(step + 1);
-    if (dp.any(stop_requested())) {  // every process stops after the same step
-      std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
-      checkpoint(step + 1);
-      return 0;
-    }
+    if (end.stop) std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
+    if (end.stop || (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0)) checkpoint(step + 1);
+    if (end.stop) return 0;
   }
   checkpoint(a.steps);
   return 0;

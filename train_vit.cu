@@ -10,9 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
+#include <vector>
 
 #include "common/cuda_check.h"
+#include "common/digest.h"
 #include "data/image_prefetcher.h"
 #include "data/nvjpeg_decoder.h"
 #include "models/vit_bf16.h"
@@ -205,18 +208,32 @@ Eval evaluate(VitBf16& model, const Args& a) {
   return e;
 }
 
-// Four fixed batches of random pixels and labels in pinned memory, cycled: the model's and the optimizer's
-// step without the data pipeline (bench_vit.sh).
+// Random pixels and labels in pinned memory for four steps, cycled: the model's and the optimizer's step
+// without the data pipeline (bench_vit.sh). Each step's images are drawn from their index in the step,
+// (micro-batch * world + rank) * B + i, so that every split of a step's images over processes and
+// micro-batches reads the same ones: N processes of B, one process of N micro-batches of B and one of
+// N * B (the data-parallel check compares them).
 class SyntheticBatches {
  public:
-  SyntheticBatches(const Args& a) : n_(size_t(a.B) * a.image * a.image * a.channels) {
-    CUDA_CHECK(cudaMallocHost(&pixels_, 4 * n_));
-    CUDA_CHECK(cudaMallocHost(&labels_, 4 * size_t(a.B) * sizeof(int32_t)));
-    uint64_t x = uint64_t(a.seed);
-    for (size_t i = 0; i < 4 * n_; i++)
-      pixels_[i] = uint8_t((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
-    for (size_t i = 0; i < 4 * size_t(a.B); i++) labels_[i] = int32_t(i * 7919 % size_t(a.classes));
-    B_ = a.B;
+  SyntheticBatches(const Args& a, int rank, int world, int accum)
+      : bytes_(size_t(a.image) * a.image * a.channels), B_(a.B), batches_(kSteps * accum) {
+    CUDA_CHECK(cudaMallocHost(&pixels_, size_t(batches_) * size_t(B_) * bytes_));
+    CUDA_CHECK(cudaMallocHost(&labels_, size_t(batches_) * size_t(B_) * sizeof(int32_t)));
+    digest_.resize(size_t(batches_));
+    for (int k = 0; k < batches_; k++) {  // micro-batch k % accum of step k / accum
+      for (int i = 0; i < B_; i++) {
+        const uint64_t step = uint64_t(k / accum), micro = uint64_t(k % accum);
+        const uint64_t in_step = (micro * uint64_t(world) + uint64_t(rank)) * uint64_t(B_) + uint64_t(i);
+        const uint64_t global = step * uint64_t(accum) * uint64_t(world) * uint64_t(B_) + in_step;
+        uint8_t* px = pixel(k, i);
+        for (size_t j = 0; j < bytes_; j += 8) {
+          const uint64_t w = digest_mix(uint64_t(a.seed) ^ digest_mix(global * bytes_ + j));
+          std::memcpy(px + j, &w, std::min<size_t>(8, bytes_ - j));
+        }
+        labels_[size_t(k) * size_t(B_) + size_t(i)] = int32_t(global * 7919 % uint64_t(a.classes));
+      }
+      digest_[size_t(k)] = digest_samples(pixel(k, 0), bytes_, labels_ + size_t(k) * size_t(B_), sizeof(int32_t), B_);
+    }
   }
   ~SyntheticBatches() {
     cudaFreeHost(pixels_);
@@ -224,17 +241,21 @@ class SyntheticBatches {
   }
   Batch next() {
     Batch b;
-    b.pixels = pixels_ + size_t(k_) * n_;
+    b.pixels = pixel(k_, 0);
     b.targets = labels_ + size_t(k_) * size_t(B_);
-    k_ = (k_ + 1) % 4;
+    b.digest = digest_[size_t(k_)];
+    k_ = (k_ + 1) % batches_;
     return b;
   }
 
  private:
-  size_t n_;
-  int B_ = 0, k_ = 0;
+  static constexpr int kSteps = 4;
+  uint8_t* pixel(int k, int i) const { return pixels_ + (size_t(k) * size_t(B_) + size_t(i)) * bytes_; }
+  size_t bytes_;  // one image
+  int B_, batches_, k_ = 0;
   uint8_t* pixels_ = nullptr;
   int32_t* labels_ = nullptr;
+  std::vector<uint64_t> digest_;
 };
 
 struct Inputs {
@@ -332,7 +353,7 @@ int run(Args& a) {
   std::unique_ptr<ImagePrefetcher> batches;
   std::unique_ptr<SyntheticBatches> synthetic;
   if (a.synthetic)
-    synthetic = std::make_unique<SyntheticBatches>(a);
+    synthetic = std::make_unique<SyntheticBatches>(a, dp.rank(), dp.world(), in.accum);
   else
     batches = std::make_unique<ImagePrefetcher>(*in.train);
   auto next_batch = [&] {
@@ -343,26 +364,30 @@ int run(Args& a) {
     b.targets = p.labels;
     b.soft_targets = p.soft_targets;
     b.mix = p.mix;
+    b.digest = p.digest;
     return b;
   };
   const BatchSource source{next_batch, [&](cudaStream_t s) {
                              if (batches) batches->release(s);
                            }};
-  StepRunner runner(model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, dp.comm(), groups, dp.plan());
+  StepRunner runner(model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, dp.comm(), groups, dp.plan(),
+                    dp.bf16_sums());
   const Checkpointer ckpt(a.ckpt_dir, arena, model, *opt, &dp);
   auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
   const int64_t step0 = state.step;
   for (int64_t step = step0; step < a.steps; step++) {
     const TrainState start = state;
+    DataParallel::StepEnd end{};
     try {
       if (!a.val.empty() && a.val_every > 0 && (step % a.val_every == 0 || step + 1 == a.steps)) {
         const Eval e = evaluate(model, a);
         log.validation(step, float(e.loss), e.top1, e.top5);
       }
       const StepRunner::Result r = runner.run(source);
+      end = dp.step_end(stop_requested(), r.digest);  // every process stops after the same step
       if (!std::isfinite(r.loss))
         user_error("the loss became ", r.loss, " at step ", step, "; lower the learning rate (-l).");
-      log.step({step + 1, a.steps, r.loss, r.grad_norm, in.options.schedule.factor(step), r.ms, r.opt_ms});
+      log.step({step + 1, a.steps, r.loss, r.grad_norm, in.options.schedule.factor(step), r.ms, r.opt_ms, end.digest});
     } catch (const DataError& e) {
       // Several processes: the others are in the next collective; exit, and the launcher ends them.
       if (a.ckpt_dir.empty() || step == step0 || dp.world() > 1) throw;
@@ -370,12 +395,9 @@ int run(Args& a) {
       user_error(data_error_saved(e.what(), step, checkpoint(step)));
     }
     if (batches) state.data = batches->position().to_ints();
-    if (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0) checkpoint(step + 1);
-    if (dp.any(stop_requested())) {  // every process stops after the same step
-      std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
-      checkpoint(step + 1);
-      return 0;
-    }
+    if (end.stop) std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
+    if (end.stop || (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0)) checkpoint(step + 1);
+    if (end.stop) return 0;
   }
   if (in.train && in.train->skipped() > 0)
     std::printf("skipped %lld undecodable images\n", (long long)in.train->skipped());

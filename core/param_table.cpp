@@ -61,6 +61,8 @@ int ParamTable::add(TensorSpec spec) {
     user_error("parameter '", t.name, "' is ", t.ndim(), "-D; only matrices can be owned by Muon.");
   if (t.fan_in == 0) t.fan_in = t.ndim() >= 2 ? t.numel / t.shape[0] : 1;
   t.index = int(tensors_.size());
+  // A piece's tensors must fill their slots, so that the next one starts where each ends.
+  CHECK(tensors_.empty() || !tensors_.back().with_next || tensors_.back().numel % kAlignElems == 0);
   t.offset = t.natural = total_;
   total_ += (std::max(t.numel, t.reserve) + kAlignElems - 1) / kAlignElems * kAlignElems;
   natural_total_ = total_;
@@ -100,7 +102,26 @@ void ParamTable::set_layout(const std::vector<int64_t>& offsets, int64_t total) 
   }
   std::sort(spans.begin(), spans.end());
   for (size_t k = 1; k < spans.size(); k++) CHECK(spans[k].first >= spans[k - 1].second);
+  for (const Piece& p : pieces()) CHECK(back_to_back(p.first, p.count));
   total_ = total;
+}
+
+std::vector<ParamTable::Piece> ParamTable::pieces() const {
+  std::vector<Piece> v;
+  for (int i = 0; i < size(); i++) {
+    if (i > 0 && tensors_[size_t(i - 1)].with_next)
+      v.back().count++;
+    else
+      v.push_back({i, 1});
+  }
+  return v;
+}
+
+bool ParamTable::back_to_back(int first, int count) const {
+  CHECK(first >= 0 && count >= 1 && first + count <= size());
+  for (int i = first; i + 1 < first + count; i++)
+    if (tensors_[size_t(i + 1)].offset != tensors_[size_t(i)].offset + tensors_[size_t(i)].numel) return false;
+  return true;
 }
 
 std::vector<float> to_natural_layout(const ParamTable& t, const std::vector<float>& flat) {

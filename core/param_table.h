@@ -36,6 +36,8 @@ struct TensorSpec {
                               // read as extra rows (GPT-2's head pads the vocabulary); never optimized
   Init init = Init::Zeros;    // the model's initialisation of this tensor
   float init_std = 0.0f;      // Init::Normal: the standard deviation; Init::Uniform: the bound
+  bool with_next = false;     // a kernel reads it and the next tensor as one piece (separate q, k, v as
+                              // one (3C, C) matrix): every layout keeps the two back to back, in order
 };
 
 TensorSpec tensor_spec(std::string name, std::vector<int64_t> shape, Role role, bool decay = true);
@@ -73,7 +75,17 @@ class ParamTable {
   // The same tensors at other places (the rank-by-rank layout of core/shard_plan.h): offsets[i] for
   // tensor i, aligned and not overlapping, within `total` elements. Each tensor keeps its natural offset,
   // the layout checkpoints use, so that they do not depend on how many GPUs wrote them.
+  // The layout must keep every piece (pieces()) back to back.
   void set_layout(const std::vector<int64_t>& offsets, int64_t total);
+  // The runs of tensors a kernel reads as one piece (with_next), in table order: {first index, count};
+  // every other tensor is a piece of one.
+  struct Piece {
+    int first, count;
+  };
+  std::vector<Piece> pieces() const;
+  // Whether tensor i and the count - 1 after it lie back to back in this layout, each starting where the
+  // one before it ends: what a kernel that reads them as one piece needs.
+  bool back_to_back(int first, int count) const;
   int64_t natural_total() const { return natural_total_; }
 
  private:

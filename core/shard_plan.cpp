@@ -4,13 +4,8 @@
 #include <numeric>
 
 #include "common/error.h"
-#include "optim/step_cost.h"
 
 namespace {
-constexpr double kBandwidth = 3.0e12;  // bytes/s: the H100's measured copy rate
-constexpr double kNsRate = 5.0e14;     // FLOP/s: our batched bf16 Newton-Schulz GEMMs on the H100
-constexpr int kNsSteps = 5;
-
 int64_t align(int64_t n) {
   return (n + ParamTable::kAlignElems - 1) / ParamTable::kAlignElems * ParamTable::kAlignElems;
 }
@@ -34,21 +29,26 @@ ShardPlan plan_shards(const ParamTable& table, int world, const std::function<do
   p.offset.assign(size_t(n), 0);
   p.used.assign(size_t(world), 0);
   p.load.assign(size_t(world), 0.0);
-  // Longest first (ties: table order), each to the least loaded rank (ties: the lowest): within 4/3 of
-  // the best possible balance, and deterministic, so every rank computes the same plan.
-  std::vector<double> c(static_cast<size_t>(n));
-  for (int i = 0; i < n; i++) {
-    c[size_t(i)] = cost(table[i]);
-    CHECK(c[size_t(i)] >= 0);
-  }
-  std::vector<int> by_cost(static_cast<size_t>(n));
-  std::iota(by_cost.begin(), by_cost.end(), 0);
-  std::stable_sort(by_cost.begin(), by_cost.end(), [&](int a, int b) { return c[size_t(a)] > c[size_t(b)]; });
-  for (int i : by_cost) {
+  // Whole pieces go to ranks (separate q, k, v together: the block reads them as one matrix), longest
+  // first (ties: table order), each to the least loaded rank (ties: the lowest): within 4/3 of the best
+  // possible balance, and deterministic, so every rank computes the same plan.
+  const std::vector<ParamTable::Piece> pieces = table.pieces();
+  std::vector<double> c(pieces.size(), 0.0);
+  for (size_t k = 0; k < pieces.size(); k++)
+    for (int i = pieces[k].first; i < pieces[k].first + pieces[k].count; i++) {
+      const double ci = cost(table[i]);
+      CHECK(ci >= 0);
+      c[k] += ci;
+    }
+  std::vector<size_t> by_cost(pieces.size());
+  std::iota(by_cost.begin(), by_cost.end(), size_t(0));
+  std::stable_sort(by_cost.begin(), by_cost.end(), [&](size_t a, size_t b) { return c[a] > c[b]; });
+  for (size_t k : by_cost) {
     const int r = int(std::min_element(p.load.begin(), p.load.end()) - p.load.begin());
-    p.owner[size_t(i)] = r;
-    p.load[size_t(r)] += c[size_t(i)];
+    for (int i = pieces[k].first; i < pieces[k].first + pieces[k].count; i++) p.owner[size_t(i)] = r;
+    p.load[size_t(r)] += c[k];
   }
+  // Within a rank the table order is kept, so a piece's tensors stay back to back (each fills its slot).
   for (int r = 0; r < world; r++)
     for (int i : p.owned(r)) {
       p.order.push_back(i);
@@ -65,9 +65,4 @@ ParamTable sharded_table(const ParamTable& table, const ShardPlan& plan) {
   ParamTable t = table;
   t.set_layout(plan.offset, plan.total_elems());
   return t;
-}
-
-double shard_step_cost(const std::string& optimizer, const TensorInfo& t) {
-  return step_bytes_per_elem(optimizer, t) * double(t.numel) / kBandwidth +
-         ns_step_flops(optimizer, t, kNsSteps) / kNsRate;
 }

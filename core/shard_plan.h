@@ -1,10 +1,11 @@
 // How N data-parallel ranks share the optimizer step in the sharded mode (reduce-scatter, step, all-gather):
 // every tensor is owned by exactly one rank, whole (Adafactor's factored statistics, Newton-Schulz and the
-// learned optimizers' per-tensor features need whole tensors). The ranks' tensors are laid out back to back,
-// rank 0's first, each rank's range padded to one common length, so that a single ncclReduceScatter leaves
-// each rank the summed gradients of exactly its tensors and a single ncclAllGather returns the refreshed
-// weights. Tensors go to ranks by their cost (longest first, each to the least loaded rank), so the ranks'
-// step times are balanced; within a rank the table order is kept.
+// learned optimizers' per-tensor features need whole tensors), and the tensors a kernel reads as one piece
+// (ParamTable::pieces: separate q, k, v) by one rank, back to back. The ranks' tensors are laid out back to
+// back, rank 0's first, each rank's range padded to one common length, so that each rank's summed
+// gradients and refreshed weights are one range of the arena. Pieces go to ranks by their cost (longest
+// first, each to the least loaded rank), so the ranks' step times are balanced; within a rank the table
+// order is kept.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -33,10 +34,6 @@ ParamTable sharded_table(const ParamTable& table, const ShardPlan& plan);
 // Elements a tensor occupies in a layout: its numel or reserve, aligned to ParamTable::kAlignElems.
 int64_t shard_slot_elems(const TensorInfo& t);
 
-// The plan for `world` ranks; cost(t) >= 0 is the work of stepping tensor t (shard_step_cost).
+// The plan for `world` ranks; cost(t) >= 0 is the work of stepping tensor t (optim/step_cost.h's
+// shard_step_cost).
 ShardPlan plan_shards(const ParamTable& table, int world, const std::function<double(const TensorInfo&)>& cost);
-
-// An estimate of one optimizer's time to step tensor t, in seconds on an H100: the bytes its kernels move
-// (optim/step_cost.h, bench_optim's accounting) at 3.0 TB/s, plus its Newton-Schulz FLOPs (5 iterations)
-// at the ~500 TFLOP/s our batched bf16 GEMMs reach. Only the ratios matter to the plan.
-double shard_step_cost(const std::string& optimizer, const TensorInfo& t);

@@ -1,4 +1,5 @@
 #include "common/cuda_check.h"
+#include "common/digest.h"
 #include "data/image_prefetcher.h"
 
 ImagePrefetcher::ImagePrefetcher(ImageLoader& loader, int depth)
@@ -56,6 +57,9 @@ void ImagePrefetcher::run() {
     try {
       CUDA_CHECK(cudaEventSynchronize(s.copied));  // the GPU is done reading this slot
       real = loader_.next({s.pixels, s.labels, s.soft, s.mix});
+      const ImageLoaderOptions& o = loader_.options();
+      s.digest = digest_samples(s.pixels, size_t(o.size) * size_t(o.size) * size_t(o.channels), s.labels,
+                                sizeof(int32_t), real);
     } catch (...) {
       std::lock_guard<std::mutex> g(mu_);
       error_ = std::current_exception();
@@ -77,7 +81,7 @@ ImagePrefetcher::Batch ImagePrefetcher::next() {
   cv_.wait(g, [&] { return s.filled || error_; });
   if (!s.filled) std::rethrow_exception(error_);
   consumed_ = s.after;
-  return {s.pixels, s.labels, loader_.soft_targets() ? s.soft : nullptr, s.mix, s.real};
+  return {s.pixels, s.labels, loader_.soft_targets() ? s.soft : nullptr, s.mix, s.real, s.digest};
 }
 
 void ImagePrefetcher::release(cudaStream_t stream) {

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -24,7 +25,8 @@ class ImagePrefetcher {
     const int32_t* labels;
     const float* soft_targets;
     const ImageMix* mix;
-    int real;  // how many samples are real (ImageLoader::next); 0: an evaluation pass is over
+    int real;         // how many samples are real (ImageLoader::next); 0: an evaluation pass is over
+    uint64_t digest;  // of its images with their labels (common/digest.h)
   };
   Batch next();                  // waits for the next batch; rethrows the loader's error
   void release(cudaStream_t s);  // once the copies out of next()'s batch are enqueued on s
@@ -39,6 +41,7 @@ class ImagePrefetcher {
     cudaEvent_t copied = nullptr;
     ImageLoader::Position after;
     int real = 0;
+    uint64_t digest = 0;
     bool filled = false;
   };
   void run();

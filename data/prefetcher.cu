@@ -1,8 +1,9 @@
 #include "common/cuda_check.h"
+#include "common/digest.h"
 #include "data/prefetcher.h"
 
-BatchPrefetcher::BatchPrefetcher(TokenLoader& loader, int64_t batch_tokens, int depth)
-    : loader_(loader), n_(batch_tokens), slots_(size_t(depth)), consumed_(loader.position()) {
+BatchPrefetcher::BatchPrefetcher(TokenLoader& loader, int B, int T, int depth)
+    : loader_(loader), B_(B), T_(T), n_(int64_t(B) * T), slots_(size_t(depth)), consumed_(loader.position()) {
   for (Slot& s : slots_) {
     CUDA_CHECK(cudaMallocHost(&s.x, size_t(n_) * sizeof(int32_t)));
     CUDA_CHECK(cudaMallocHost(&s.y, size_t(n_) * sizeof(int32_t)));
@@ -37,6 +38,8 @@ void BatchPrefetcher::run() {
     try {
       CUDA_CHECK(cudaEventSynchronize(s.copied));  // the GPU is done reading this slot
       loader_.next(s.x, s.y);
+      const size_t row = size_t(T_) * sizeof(int32_t);
+      s.digest = digest_samples(s.x, row, s.y, row, B_);
     } catch (...) {
       std::lock_guard<std::mutex> g(mu_);
       error_ = std::current_exception();
@@ -56,7 +59,7 @@ BatchPrefetcher::Batch BatchPrefetcher::next() {
   cv_.wait(g, [&] { return s.filled || error_; });
   if (!s.filled) std::rethrow_exception(error_);
   consumed_ = s.after;
-  return {s.x, s.y};
+  return {s.x, s.y, s.digest};
 }
 
 void BatchPrefetcher::release(cudaStream_t stream) {

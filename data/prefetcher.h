@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -14,14 +15,15 @@
 
 class BatchPrefetcher {
  public:
-  // The loader must not be used by anyone else while the prefetcher lives.
-  BatchPrefetcher(TokenLoader& loader, int64_t batch_tokens, int depth = 3);
+  // Batches of B sequences of T tokens. The loader must not be used by anyone else while the prefetcher lives.
+  BatchPrefetcher(TokenLoader& loader, int B, int T, int depth = 3);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
 
   struct Batch {
-    const int32_t *x, *y;  // pinned, batch_tokens each
+    const int32_t *x, *y;  // pinned, B * T each
+    uint64_t digest;       // of its sequences with their targets (common/digest.h)
   };
   Batch next();  // waits for the next batch; rethrows the loader's error (e.g. a malformed shard)
   // Call once the copies out of the batch from next() are enqueued on s: the slot is free after them.
@@ -34,10 +36,12 @@ class BatchPrefetcher {
     int32_t *x = nullptr, *y = nullptr;
     cudaEvent_t copied = nullptr;
     TokenLoader::Position after;
+    uint64_t digest = 0;
     bool filled = false;
   };
   void run();
   TokenLoader& loader_;
+  int B_, T_;
   int64_t n_;
   std::vector<Slot> slots_;
   int head_ = 0;  // next slot to hand out

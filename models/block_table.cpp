@@ -7,10 +7,12 @@ const BlockNames kTimmBlockNames = {"norm1", "q", "k", "v", "qkv", "attn.proj", 
 
 namespace {
 // Each kind of tensor starts as its role says: weights normal, gains one, biases zero.
-int add(ParamTable& t, const std::string& name, std::vector<int64_t> shape, Role role, bool decay, float sd = 0.0f) {
+int add(ParamTable& t, const std::string& name, std::vector<int64_t> shape, Role role, bool decay, float sd = 0.0f,
+        bool with_next = false) {
   TensorSpec x = tensor_spec(name, std::move(shape), role, decay);
   x.init = role == Role::NormGain ? Init::Ones : role == Role::Hidden ? Init::Normal : Init::Zeros;
   x.init_std = x.init == Init::Normal ? sd : 0.0f;
+  x.with_next = with_next;
   return t.add(x);
 }
 }  // namespace
@@ -24,8 +26,14 @@ BlockTensors add_block(ParamTable& t, const std::string& prefix, const BlockShap
   b.ln1b = add(t, p + n.ln1 + ".bias", {C}, Role::NormBias, false);
   if (s.separate_qkv) {
     const char* qkv[3] = {n.q, n.k, n.v};
-    for (int k = 0; k < 3; k++) b.qkvw[k] = add(t, attn + qkv[k] + ".weight", {C, C}, Role::Hidden, true, init.std);
-    for (int k = 0; k < 3; k++) b.qkvb[k] = add(t, attn + qkv[k] + ".bias", {C}, Role::Bias, false);
+    // The GPU block reads the three weights as one (3C, C) matrix and the biases as one (3C) vector: each
+    // trio is one piece. Its widths (64 per head) fill whole slots; the CPU reference's tiny ones need
+    // not, as it reads q, k and v apart.
+    const bool piece = C % ParamTable::kAlignElems == 0;
+    for (int k = 0; k < 3; k++)
+      b.qkvw[k] = add(t, attn + qkv[k] + ".weight", {C, C}, Role::Hidden, true, init.std, piece && k < 2);
+    for (int k = 0; k < 3; k++)
+      b.qkvb[k] = add(t, attn + qkv[k] + ".bias", {C}, Role::Bias, false, 0.0f, piece && k < 2);
   } else {
     b.qkvw[0] = add(t, attn + n.qkv + ".weight", {3 * C, C}, Role::Hidden, true, init.std);
     b.qkvb[0] = add(t, attn + n.qkv + ".bias", {3 * C}, Role::Bias, false);
@@ -40,6 +48,11 @@ BlockTensors add_block(ParamTable& t, const std::string& prefix, const BlockShap
   b.fcprojw = add(t, p + n.fc_proj + ".weight", {C, H}, Role::Hidden, true, init.proj_std);
   b.fcprojb = add(t, p + n.fc_proj + ".bias", {C}, Role::Bias, false);
   return b;
+}
+
+bool qkv_is_one_piece(const ParamTable& t, const BlockTensors& b) {
+  return b.qkvw[1] < 0 || (b.qkvw[1] == b.qkvw[0] + 1 && b.qkvw[2] == b.qkvw[0] + 2 && b.qkvb[1] == b.qkvb[0] + 1 &&
+                           b.qkvb[2] == b.qkvb[0] + 2 && t.back_to_back(b.qkvw[0], 3) && t.back_to_back(b.qkvb[0], 3));
 }
 
 std::vector<int> block_tensor_list(const BlockTensors& b) {

@@ -38,6 +38,10 @@ struct BlockTensors {
   int projw, projb, fcw, fcb, fcprojw, fcprojb;
 };
 
+// What the GPU block reads as one piece: with separate q/k/v, the three weights as one (3C, C) matrix and
+// the three biases as one (3C) vector, so each trio must lie back to back in the arena's layout.
+bool qkv_is_one_piece(const ParamTable& t, const BlockTensors& b);
+
 // Every table index of the block's tensors (the unused q/k/v slots of a fused block left out), ascending.
 std::vector<int> block_tensor_list(const BlockTensors& b);
 // The tensors each call of a model's backward hook (model.h) makes final: group l holds block l's tensors

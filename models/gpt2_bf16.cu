@@ -27,6 +27,10 @@ Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
   wpe_ = t[ix.wpe].offset;
   lnfw_ = t[ix.lnfw].offset;
   lnfb_ = t[ix.lnfb].offset;
+  wte_index_ = ix.wte;
+  wpe_index_ = ix.wpe;
+  lnfw_index_ = ix.lnfw;
+  lnfb_index_ = ix.lnfb;
   const size_t N = size_t(N_), C = size_t(s_.channels);
   const char* act = "activations";
   blocks_.reserve(size_t(s_.layers));
@@ -104,17 +108,47 @@ void Gpt2Bf16::backward(cudaStream_t s) {
   layernorm_backward(dres, ctx_.G(lnfw_), ctx_.G(lnfb_), dln, stream_.back().get(), ctx_.W(lnfw_), lnf_mean_.get(),
                      lnf_rstd_.get(), N, C, ctx_.scratch.get(), s, last_bias);
   p.mark("bwd layernorm", s);
+  const bool parts = emb_.early && block_hook_;  // a hook marks the backward that makes gradients final
+  if (parts) emb_.early(s);                      // wte's head part and ln_f are known: their sum can start
   for (int l = s_.layers - 1; l >= 0; l--) {
     float* in_bias = l > 0 ? blocks_[size_t(l - 1)].out_bias_grad(ctx_) : nullptr;
     blocks_[size_t(l)].backward(dres, stream_[size_t(l)].get(), in_bias, ctx_, s);
     block_done(l, s);  // its mlp.proj bias came from block l + 1's LayerNorm backward, the rest from here
   }
   if (drop) dropout_forward(dres, dres, nullptr, N, C, dropout_.site(dropout_site_embedding()), s);
-  encoder_backward(ctx_.G(wte_), ctx_.G(wpe_), dres, batch_.groups(), B_, T_, C, s);
+  embedding_backward(parts, s);
   dropout_.advance(s);
   p.mark("bwd encoder", s);
   block_done(-1, s);
   p.collect();
+}
+
+// d(wte) += and d(wpe) += the residual gradient at each position, by its token and its place. Summed in
+// parts (sum_embedding_in_parts), the positions are every process's, so that the lookup's part of the
+// table's gradient is the sum over the processes on every one of them.
+void Gpt2Bf16::embedding_backward(bool parts, cudaStream_t s) {
+  if (!parts) {
+    encoder_backward(ctx_.G(wte_), ctx_.G(wpe_), dres_.get(), batch_.groups(), B_, T_, s_.channels, s);
+    return;
+  }
+  const size_t N = size_t(N_), C = size_t(s_.channels);
+  emb_.gather(batch_.tokens(), tokens_all_.get(), N * sizeof(int), s);
+  emb_.gather(dres_.get(), dres_all_.get(), N * C * sizeof(bf16), s);
+  groups_all_->build(tokens_all_.get(), s);
+  encoder_backward(ctx_.G(wte_), ctx_.G(wpe_), dres_all_.get(), *groups_all_, emb_.world * B_, T_, s_.channels, s);
+}
+
+Model::EmbeddingParts Gpt2Bf16::sum_embedding_in_parts(const EmbeddingSum& e) {
+  CHECK(e.world >= 1 && e.early && e.gather);
+  emb_ = e;
+  const size_t all = size_t(e.world) * size_t(N_);
+  tokens_all_.alloc(all, "every process's tokens");
+  dres_all_.alloc(all * size_t(s_.channels), "every process's residual gradients");
+  groups_all_ = std::make_unique<TokenGroups>(int(all), s_.vocab);
+  EmbeddingParts parts;
+  parts.early = {wte_index_, lnfw_index_, lnfb_index_};
+  parts.gathered = {wte_index_, wpe_index_};
+  return parts;
 }
 
 void Gpt2Bf16::logits_to_host(int first, int count, float* host) const {

@@ -2,6 +2,7 @@
 // (models/transformer_block: causal, tanh GELU, LayerNorm epsilon 1e-5), a final LayerNorm and the head
 // tied to the token embedding; bf16 activations, fp32 master weights and gradients in the arena.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "common/device_buffer.h"
@@ -21,6 +22,7 @@ class Gpt2Bf16 : public Gpt2Net {
   void logits_to_host(int first, int count, float* host) const override;
   int B() const override { return B_; }
   int T() const override { return T_; }
+  EmbeddingParts sum_embedding_in_parts(const EmbeddingSum& e) override;
   std::string kernel_choices() const override;
   void set_kernel_choices(const std::string& choices) override;
 
@@ -37,4 +39,11 @@ class Gpt2Bf16 : public Gpt2Net {
   DeviceBuffer<bf16> lnf_, logits_, dres_;
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, loss_mean_;
   TokenBatch batch_;
+  int wte_index_, wpe_index_, lnfw_index_, lnfb_index_;  // table indices
+  // sum_embedding_in_parts: every process's token ids and residual gradients, grouped by token
+  EmbeddingSum emb_;
+  DeviceBuffer<int> tokens_all_;
+  DeviceBuffer<bf16> dres_all_;
+  std::unique_ptr<TokenGroups> groups_all_;
+  void embedding_backward(bool parts, cudaStream_t s);
 };

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/image_mix.h"
 #include "kernels/dropout_kernels.h"
@@ -21,6 +22,7 @@ struct Batch {
   const uint8_t* pixels = nullptr;      // image models: (B, H, W, channels) bytes, as decoded, cropped, flipped
   const float* soft_targets = nullptr;  // (B, classes) label distributions (mixup, label smoothing); or null
   const ImageMix* mix = nullptr;        // the batch's mixup / cutmix draw (common/image_mix.h); null: none
+  uint64_t digest = 0;                  // not read by the model: the trainers log it (common/digest.h)
 };
 
 // How many elements each field of a model's micro-batch holds (0: a field it does not take), so that a
@@ -44,6 +46,27 @@ class Model {
   // final, then with -1 once the rest (embeddings, final norm, head) are. Empty: no calls.
   using BlockHook = std::function<void(int block, cudaStream_t s)>;
   void set_block_hook(BlockHook hook) { block_hook_ = std::move(hook); }
+
+  // Data parallel, for a token table tied to the head (GPT-2's bf16 model; others return {}): its gradient
+  // is summed over the processes in two parts instead of as one (vocab, C) table after backward. The
+  // head's part is summed during backward: `early` is called on backward's stream once the tensors that
+  // the call returns in `early` (the table, the final norm) hold all this process's gradient but the
+  // lookup's. The lookup's part is then computed on every process from every process's positions (their
+  // token ids and residual gradients, which `gather` all-gathers rank by rank from `mine` into `all`), which
+  // also completes the tensors returned in `gathered` (the table, the position embedding) with no sum.
+  // Both calls happen only in a backward with a block hook: the micro-batch that makes gradients final.
+  struct EmbeddingSum {
+    int world = 1;
+    std::function<void(cudaStream_t)> early;
+    std::function<void(const void* mine, void* all, size_t bytes, cudaStream_t)> gather;
+  };
+  struct EmbeddingParts {
+    std::vector<int> early, gathered;  // table indices; both empty: not taken
+  };
+  virtual EmbeddingParts sum_embedding_in_parts(const EmbeddingSum& e) {
+    (void)e;
+    return {};
+  }
 
   // Kernel variants the model picked by timing when it was built ("name=value;..."; empty if none).
   // Checkpoints record them and a resumed run restores them, so that it repeats the first run bit for bit.

@@ -34,10 +34,7 @@ TransformerBlock::TransformerBlock(const BlockShape& s, const BlockTensors& ix, 
   ln1b_ = off(ix.ln1b);
   qkvw_ = off(ix.qkvw[0]);
   qkvb_ = off(ix.qkvb[0]);
-  if (s.separate_qkv) {  // one (3C, C) matmul over the three matrices: the table lays them out back to back
-    CHECK(off(ix.qkvw[1]) == qkvw_ + C * C && off(ix.qkvw[2]) == qkvw_ + 2 * C * C);
-    CHECK(off(ix.qkvb[1]) == qkvb_ + C && off(ix.qkvb[2]) == qkvb_ + 2 * C);
-  }
+  CHECK(qkv_is_one_piece(t, ix));  // separate q/k/v: one (3C, C) matmul over the three matrices
   projw_ = off(ix.projw);
   projb_ = off(ix.projb);
   ln2w_ = off(ix.ln2w);

@@ -42,3 +42,11 @@ double ns_step_flops(const std::string& o, const TensorInfo& t, int steps) {
   if (celo2_family(o) && celo2_learned(t)) return ns_flops(t.rows(), t.cols(), t.batch(), steps);
   return 0;
 }
+
+double shard_step_cost(const std::string& optimizer, const TensorInfo& t) {
+  constexpr double kBandwidth = 3.0e12;  // bytes/s: the H100's measured copy rate
+  constexpr double kNsRate = 5.0e14;     // FLOP/s: our batched bf16 Newton-Schulz GEMMs on the H100
+  constexpr int kNsSteps = 5;
+  return step_bytes_per_elem(optimizer, t) * double(t.numel) / kBandwidth +
+         ns_step_flops(optimizer, t, kNsSteps) / kNsRate;
+}

@@ -20,3 +20,9 @@ double step_bytes_per_elem(const std::string& optimizer, const TensorInfo& t, co
 // FLOPs of `steps` Newton-Schulz iterations on t: Muon's matrices (as (shape[0], rest)), CELO2's learned
 // matrices (per slice of the last two axes); 0 for every other tensor and optimizer.
 double ns_step_flops(const std::string& optimizer, const TensorInfo& t, int steps);
+
+// An estimate of one optimizer's time to step tensor t, in seconds on an H100: the bytes its kernels move
+// (step_bytes_per_elem, bench_optim's accounting) at 3.0 TB/s, plus its Newton-Schulz FLOPs (5 iterations)
+// at the ~500 TFLOP/s our batched bf16 GEMMs reach. The shard plan (core/shard_plan.h) balances ranks by
+// it; only the ratios matter there.
+double shard_step_cost(const std::string& optimizer, const TensorInfo& t);

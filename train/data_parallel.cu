@@ -1,18 +1,26 @@
 #include <cstdio>
 
 #include "common/cuda_check.h"
+#include "optim/step_cost.h"
 #include "train/data_parallel.h"
 
 DataParallel::DataParallel(const TrainFlags& f, const ParamTable& table) : group_(process_group_from_env()) {
   sharded_ = f.shard;
+  bf16_sums_ = f.grad_comm == "bf16";
   on_ = group_.world > 1 || f.nccl || f.shard;
   if (group_.world > 1 && f.nccl_id_file.empty())
     user_error(group_.world, " processes need --nccl-id-file, a fresh path on a folder that every process sees.");
+  if (f.grad_comm == "bf16" && !on_)
+    user_error(
+        "--grad-comm bf16 rounds the gradients that processes send each other, and this run is one process "
+        "without NCCL; launch several processes (or add --nccl 1) or leave out --grad-comm.");
   if (sharded_ && f.overlap)
     user_error("--shard 1 steps each process's tensors after backward, --overlap during it; leave out one of them.");
   if (!sharded_) return;
-  if (group_.world > table.size())
-    user_error("--shard 1 gives every process whole tensors, and this model has ", table.size(), " for ", group_.world,
+  const int pieces = int(table.pieces().size());
+  if (group_.world > pieces)
+    user_error("--shard 1 gives every process whole tensors, and this model has ", pieces,
+               " (q, k and v count as one) for ", group_.world,
                " processes; use fewer processes or leave out --shard.");
   plan_ = plan_shards(table, group_.world, [&](const TensorInfo& t) { return shard_step_cost(f.optimizer, t); });
 }
@@ -21,7 +29,7 @@ void DataParallel::connect(const std::string& id_file) {
   if (!on_) return;
   select_gpu(group_.local_rank);  // before anything makes a context on another GPU
   comm_ = std::make_unique<NcclComm>(group_, id_file);
-  flag_.alloc(1, "data-parallel flag");
+  flags_.alloc(2, "data-parallel flags");
   if (group_.rank > 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
     user_error("cannot send rank ", group_.rank, "'s output to /dev/null.");
 }
@@ -49,6 +57,7 @@ std::unique_ptr<SectionReader> DataParallel::check_resume(const SectionReader& m
 std::string DataParallel::describe() const {
   std::string s =
       std::to_string(group_.world) + (group_.world > 1 ? " processes (" : " process (") + group_.launcher + "), ";
+  if (bf16_sums_) s += "gradients in bf16, ";
   if (!sharded_) return s + "gradients all-reduced through NCCL during backward, every process steps every tensor";
   char load[64];
   double most = 0, total = 0;
@@ -59,13 +68,20 @@ std::string DataParallel::describe() const {
   std::snprintf(load, sizeof load, "%.3f", total > 0 ? most * plan_.world / total : 1.0);
   return s + "sharded: gradients reduced onto each tensor's owner during backward, each process steps its " +
          std::to_string(plan_.owned(group_.rank).size()) + " of " + std::to_string(plan_.owner.size()) +
-         " tensors (busiest process at " + load + "x the mean cost), weights all-gathered";
+         " tensors (busiest process at " + load + "x the mean cost), their bf16 copy all-gathered";
 }
 
-bool DataParallel::any(bool flag) {
-  if (!comm_ || group_.world == 1) return flag;
-  const float v = flag ? 1.0f : 0.0f;
-  flag_.upload(&v, 1);
-  comm_->sum(flag_.get(), 1, 0);
-  return flag_.download(1)[0] > 0.0f;
+void DataParallel::gather_params(Arena& arena) {
+  if (!sharded_ || group_.world == 1 || !arena.params_bf16()) return;
+  comm_->all_gather(arena.params(), size_t(plan_.shard_elems), 0);
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+DataParallel::StepEnd DataParallel::step_end(bool stop, uint64_t digest) {
+  if (!comm_ || group_.world == 1) return {stop, digest};
+  const uint64_t v[2] = {stop ? 1u : 0u, digest};
+  flags_.upload(v, 2);
+  comm_->sum(flags_.get(), 2, 0);
+  const std::vector<uint64_t> got = flags_.download(2);
+  return {got[0] > 0, got[1]};
 }

@@ -5,8 +5,9 @@
 //  - sharded (--shard 1): a shard plan (core/shard_plan.h) gives each rank whole tensors, balanced by
 //    their step cost for this optimizer; the arena is laid out rank by rank; gradients are reduced onto
 //    their owners during backward, each rank steps its tensors (the optimizer's owned subset, with the
-//    communicator as its CrossRank) and the weights are all-gathered. Optimizer state lives on its
-//    owner only.
+//    communicator as its CrossRank) and the bf16 copy of the weights is all-gathered (the fp32 weights
+//    for checkpoints only). Optimizer state lives on its owner only.
+// Either mode can send the gradients in bf16 (--grad-comm bf16).
 #pragma once
 #include <memory>
 #include <string>
@@ -28,6 +29,7 @@ class DataParallel {
 
   bool on() const { return on_; }  // through NCCL: several processes, or --nccl / --shard as one
   bool sharded() const { return sharded_; }
+  bool bf16_sums() const { return bf16_sums_; }  // --grad-comm bf16
   int rank() const { return group_.rank; }
   int world() const { return group_.world; }
   const ProcessGroup& group() const { return group_; }
@@ -44,15 +46,24 @@ class DataParallel {
   std::unique_ptr<SectionReader> check_resume(const SectionReader& main, const ParamTable& table,
                                               TrainState* state) const;
   std::string describe() const;  // one line for the header
+  // Sharded with a bf16 copy, each step gathers only the copy (train/step_runner.h): this collective
+  // gathers the fp32 weights too, for a checkpoint. Nothing to do otherwise.
+  void gather_params(Arena& arena);
 
-  // Collective (every rank calls it): whether any rank's flag is set. Waits for the answer.
-  bool any(bool flag);
-  void barrier() { any(false); }
+  // Collective (every process calls it after each step; waits for the answer): whether any process's
+  // stop flag is set, and the sum of the processes' data digests, the digest of the whole step's data
+  // (common/digest.h). One process: its own.
+  struct StepEnd {
+    bool stop;
+    uint64_t digest;
+  };
+  StepEnd step_end(bool stop, uint64_t digest);
+  void barrier() { step_end(false, 0); }
 
  private:
   ProcessGroup group_;
-  bool on_ = false, sharded_ = false;
+  bool on_ = false, sharded_ = false, bf16_sums_ = false;
   ShardPlan plan_;
   std::unique_ptr<NcclComm> comm_;
-  DeviceBuffer<float> flag_;
+  DeviceBuffer<uint64_t> flags_;  // step_end's stop flag and digest
 };

@@ -53,12 +53,24 @@ void NcclComm::sum(double* data, size_t n, cudaStream_t s) {
   nccl_check(ncclAllReduce(data, data, n, ncclDouble, ncclSum, comm_, s), "ncclAllReduce");
 }
 
+void NcclComm::sum(uint64_t* data, size_t n, cudaStream_t s) {
+  nccl_check(ncclAllReduce(data, data, n, ncclUint64, ncclSum, comm_, s), "ncclAllReduce");
+}
+
 void NcclComm::max(float* data, size_t n, cudaStream_t s) {
   nccl_check(ncclAllReduce(data, data, n, ncclFloat, ncclMax, comm_, s), "ncclAllReduce");
 }
 
+void NcclComm::sum(__nv_bfloat16* data, size_t n, cudaStream_t s) {
+  nccl_check(ncclAllReduce(data, data, n, ncclBfloat16, ncclSum, comm_, s), "ncclAllReduce");
+}
+
 void NcclComm::reduce_sum(float* data, size_t n, int root, cudaStream_t s) {
   nccl_check(ncclReduce(data, data, n, ncclFloat, ncclSum, root, comm_, s), "ncclReduce");
+}
+
+void NcclComm::reduce_sum(__nv_bfloat16* data, size_t n, int root, cudaStream_t s) {
+  nccl_check(ncclReduce(data, data, n, ncclBfloat16, ncclSum, root, comm_, s), "ncclReduce");
 }
 
 void NcclComm::all_gather(float* data, size_t n, cudaStream_t s) {
@@ -67,6 +79,10 @@ void NcclComm::all_gather(float* data, size_t n, cudaStream_t s) {
 
 void NcclComm::all_gather(__nv_bfloat16* data, size_t n, cudaStream_t s) {
   nccl_check(ncclAllGather(data + size_t(rank_) * n, data, n, ncclBfloat16, comm_, s), "ncclAllGather");
+}
+
+void NcclComm::all_gather_bytes(const void* mine, void* all, size_t bytes, cudaStream_t s) {
+  nccl_check(ncclAllGather(mine, all, bytes, ncclUint8, comm_, s), "ncclAllGather");
 }
 
 void NcclComm::group_begin() { nccl_check(ncclGroupStart(), "ncclGroupStart"); }

@@ -33,11 +33,16 @@ class NcclComm : public CrossRank {
   void sum(float* data, size_t n, cudaStream_t s) override;  // the all-reduce of the gradients, loss, flags
   void sum(double* data, size_t n, cudaStream_t s) override;
   void max(float* data, size_t n, cudaStream_t s) override;
+  void sum(uint64_t* data, size_t n, cudaStream_t s);       // mod 2^64: the step's flags and data digests
+  void sum(__nv_bfloat16* data, size_t n, cudaStream_t s);  // --grad-comm bf16
   // The sum over the processes lands in `root`'s data only (the others' is left as it was).
   void reduce_sum(float* data, size_t n, int root, cudaStream_t s);
+  void reduce_sum(__nv_bfloat16* data, size_t n, int root, cudaStream_t s);
   // data holds world ranges of n elements; each process's own range (rank r's at data + r n) goes to all.
   void all_gather(float* data, size_t n, cudaStream_t s);
   void all_gather(__nv_bfloat16* data, size_t n, cudaStream_t s);
+  // `bytes` of each process's `mine`, rank by rank, into `all` (world x bytes).
+  void all_gather_bytes(const void* mine, void* all, size_t bytes, cudaStream_t s);
   // Calls between these two run as one NCCL group (one launch for many small ones).
   void group_begin();
   void group_end();

@@ -21,6 +21,7 @@ std::string Checkpointer::save(int64_t step, TrainState& state) const {
   state.step = step;
   const std::string path = checkpoint_path(dir_, step);
   const DpRecord rec = dp_ ? dp_->record() : DpRecord{};
+  if (dp_) dp_->gather_params(arena_);  // collective: every process saves
   if (dp_ && dp_->world() > 1) {
     if (dp_->rank() > 0)
       save_rank_checkpoint(rank_checkpoint_path(path, dp_->rank()), arena_, dp_->sharded() ? &opt_ : nullptr, state,

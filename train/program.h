@@ -19,14 +19,13 @@ bool stop_requested();
 // (train/checkpoint.h), then rank 0 its own.
 class Checkpointer {
  public:
-  Checkpointer(std::string dir, const Arena& arena, const Model& model, const Optimizer& opt,
-               DataParallel* dp = nullptr)
+  Checkpointer(std::string dir, Arena& arena, const Model& model, const Optimizer& opt, DataParallel* dp = nullptr)
       : dir_(std::move(dir)), arena_(arena), model_(model), opt_(opt), dp_(dp) {}
   std::string save(int64_t step, TrainState& state) const;
 
  private:
   std::string dir_;
-  const Arena& arena_;
+  Arena& arena_;  // sharded: its fp32 weights are gathered first (DataParallel::gather_params)
   const Model& model_;
   const Optimizer& opt_;
   DataParallel* dp_;

@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "common/cuda_check.h"
+#include "kernels/convert.h"
 #include "kernels/reduce.h"
 #include "train/step_runner.h"
 
@@ -11,7 +12,7 @@ size_t padded(int64_t n, size_t elem) { return (size_t(n) * elem + 15) / 16 * 16
 
 StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph,
                        bool overlap, NcclComm* comm, const std::vector<std::vector<int>>& hook_groups,
-                       const ShardPlan* plan)
+                       const ShardPlan* plan, bool bf16_sums)
     : model_(model),
       opt_(opt),
       clipper_(clipper),
@@ -30,23 +31,26 @@ StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool 
   plan_ = plan;
   CHECK(!plan_ || (comm_ && !grouped_ && plan_->world == comm_->world()));
   if (comm_) {
-    // A group's tensors that lie back to back in the arena (and have one owner) are one run: the padding
-    // between them holds zeros on every rank.
-    const ParamTable& t = opt.arena().table();
+    // A tied token table is summed in parts where the model can (Model::sum_embedding_in_parts): the
+    // head's part beside backward, the lookup's from every process's positions; those tensors leave the
+    // last hook group, whose sum after backward nothing could hide.
+    Model::EmbeddingSum e;
+    e.world = comm_->world();
+    e.early = [this](cudaStream_t s) { sum_early(s); };
+    e.gather = [this](const void* mine, void* all, size_t bytes, cudaStream_t s) { gather(mine, all, bytes, s); };
+    const Model::EmbeddingParts parts = model.sum_embedding_in_parts(e);
+    std::vector<char> apart(size_t(opt.arena().table().size()), 0);
+    for (const auto* v : {&parts.early, &parts.gathered})
+      for (int i : *v) apart[size_t(i)] = 1;
+    early_ = runs(parts.early);
     for (const auto& g : hook_groups) {
-      ranges_.emplace_back();
-      int64_t end = -1;  // where the previous tensor's slot ends
-      for (int i : g) {
-        const int root = plan_ ? plan_->owner[size_t(i)] : -1;
-        std::vector<Range>& rs = ranges_.back();
-        if (!rs.empty() && t[i].offset == end && rs.back().root == root)
-          rs.back().n = t[i].offset + t[i].numel - rs.back().begin;
-        else
-          rs.push_back({t[i].offset, t[i].numel, root});
-        end = t[i].offset + shard_slot_elems(t[i]);
-      }
+      std::vector<int> summed;
+      for (int i : g)
+        if (!apart[size_t(i)]) summed.push_back(i);
+      ranges_.push_back(runs(summed));
     }
     CHECK(!ranges_.empty() && (!grouped_ || int(ranges_.size()) == grouped_->groups()));
+    if (bf16_sums) grads16_.alloc(size_t(opt.arena().table().total_elems()), "bf16 gradients for NCCL");
   }
   try {  // the destructor frees what was made if a later call throws
     if (overlap || comm_) {
@@ -58,12 +62,14 @@ StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool 
       CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, greatest));
       CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
       CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&gathered_, cudaEventDisableTiming));
     } else if (graphs_) {
       CUDA_CHECK(cudaStreamCreate(&stream_));  // blocking: ordered with the default stream's work
     }
     if (graphs_) CUDA_CHECK(cudaMallocHost(&staged_, size_t(accum) * micro_bytes_));
     CUDA_CHECK(cudaMallocHost(&host_, 2 * sizeof(float)));
     for (auto& e : ev_) CUDA_CHECK(cudaEventCreate(&e));
+    if (comm_ && !graphs_) trace_ = std::make_unique<StepTrace>(int(ranges_.size()), comm_->rank());
   } catch (...) {
     free_resources();  // a throwing constructor runs no destructor
     throw;
@@ -72,10 +78,68 @@ StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool 
 
 StepRunner::~StepRunner() { free_resources(); }
 
+// The tensors (ascending table indices) as runs of the arena to sum: those that lie back to back (and have
+// one owner) are one run, the padding between them holding zeros on every rank.
+std::vector<StepRunner::Range> StepRunner::runs(const std::vector<int>& tensors) const {
+  const ParamTable& t = opt_.arena().table();
+  std::vector<Range> rs;
+  int64_t end = -1;  // where the previous tensor's slot ends
+  for (int i : tensors) {
+    const int root = plan_ ? plan_->owner[size_t(i)] : -1;
+    if (!rs.empty() && t[i].offset == end && rs.back().root == root)
+      rs.back().n = t[i].offset + t[i].numel - rs.back().begin;
+    else
+      rs.push_back({t[i].offset, t[i].numel, root});
+    end = t[i].offset + shard_slot_elems(t[i]);
+  }
+  return rs;
+}
+
+// Each run summed over the processes into every process (all-reduce mode) or its owner (sharded), as one
+// NCCL group on the second stream; with bf16 sums through the bf16 copy, rounded there and widened back.
+void StepRunner::sum(const std::vector<Range>& rs) {
+  float* grads = opt_.arena().grads();
+  __nv_bfloat16* g16 = grads16_.get();
+  if (g16)
+    for (const Range& r : rs) float_to_bf16(g16 + r.begin, grads + r.begin, size_t(r.n), side_);
+  comm_->group_begin();
+  for (const Range& r : rs) {
+    if (g16 && r.root < 0)
+      comm_->sum(g16 + r.begin, size_t(r.n), side_);
+    else if (g16)
+      comm_->reduce_sum(g16 + r.begin, size_t(r.n), r.root, side_);
+    else if (r.root < 0)
+      comm_->sum(grads + r.begin, size_t(r.n), side_);
+    else
+      comm_->reduce_sum(grads + r.begin, size_t(r.n), r.root, side_);
+  }
+  comm_->group_end();
+  if (g16)
+    for (const Range& r : rs)
+      if (r.root < 0 || r.root == comm_->rank()) bf16_to_float(grads + r.begin, g16 + r.begin, size_t(r.n), side_);
+}
+
+void StepRunner::sum_early(cudaStream_t s) {
+  CUDA_CHECK(cudaEventRecord(fork_, s));
+  CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+  sum(early_);
+}
+
+// On the second stream, after the sums before it (so also after the early sum, which the lookup's part
+// then adds to); s waits for it.
+void StepRunner::gather(const void* mine, void* all, size_t bytes, cudaStream_t s) {
+  CUDA_CHECK(cudaEventRecord(fork_, s));
+  CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+  comm_->all_gather_bytes(mine, all, bytes, side_);
+  CUDA_CHECK(cudaEventRecord(gathered_, side_));
+  CUDA_CHECK(cudaStreamWaitEvent(s, gathered_, 0));
+}
+
 void StepRunner::free_resources() {  // no checks: nothing may throw from here
+  trace_.reset();
   for (auto& e : ev_)
     if (e) cudaEventDestroy(e);
-  for (cudaEvent_t e : {fork_, join_})
+  for (cudaEvent_t e : {fork_, join_, gathered_})
     if (e) cudaEventDestroy(e);
   if (host_) cudaFreeHost(host_);
   if (staged_) cudaFreeHost(staged_);
@@ -84,7 +148,7 @@ void StepRunner::free_resources() {  // no checks: nothing may throw from here
   host_ = nullptr;
   staged_ = nullptr;
   stream_ = side_ = nullptr;
-  fork_ = join_ = nullptr;
+  fork_ = join_ = gathered_ = nullptr;
 }
 
 // The staged fields of a micro-batch: tokens, targets, pixels, soft targets, then the mix draw; the
@@ -109,6 +173,7 @@ void StepRunner::enqueue_grads(const BatchSource* batches) {
   for (int mi = 0; mi < accum_; mi++) {
     if (batches) {
       const Batch b = batches->next();
+      digest_ += b.digest;
       soft_ = b.soft_targets != nullptr;  // what a captured step will stage
       model_.set_batch(b, stream_);
       batches->release(stream_);
@@ -134,16 +199,10 @@ void StepRunner::block_ready(int block, cudaStream_t s) {
   const int g = block >= 0 ? block : last;
   CUDA_CHECK(cudaEventRecord(fork_, s));
   CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+  if (trace_) trace_->ready(s);
   if (comm_) {
-    float* grads = opt_.arena().grads();
-    comm_->group_begin();
-    for (const Range& r : ranges_[size_t(g)]) {
-      if (r.root < 0)
-        comm_->sum(grads + r.begin, size_t(r.n), side_);
-      else
-        comm_->reduce_sum(grads + r.begin, size_t(r.n), r.root, side_);
-    }
-    comm_->group_end();
+    sum(ranges_[size_t(g)]);
+    if (trace_) trace_->summed(side_);
   }
   if (grouped_) {
     StepInfo info;
@@ -156,7 +215,9 @@ void StepRunner::block_ready(int block, cudaStream_t s) {
 // on every process), the join, the mean loss; the norm (for the log when grouped: clipping is then off)
 // beside the last groups' steps when nothing was summed, else of the summed gradients.
 void StepRunner::finish_side_work() {
+  if (trace_) trace_->backward_end(stream_);
   if (comm_) comm_->sum(loss_.get(), 1, side_);
+  if (trace_) trace_->comm_end(side_);
   if (grouped_ && !comm_) clipper_.run(stream_);
   CUDA_CHECK(cudaEventRecord(join_, side_));
   CUDA_CHECK(cudaStreamWaitEvent(stream_, join_, 0));
@@ -171,10 +232,14 @@ void StepRunner::enqueue_optimizer() {
   clipper_.run(stream_);
   if (clip_) info.d_grad_scale = clipper_.d_scale();
   opt_.step(info, stream_);
-  if (plan_) {  // every rank's refreshed tensors to every rank
+  if (plan_) {  // every rank's refreshed tensors to every rank: the copy the model reads
+    // With a bf16 copy, the fp32 weights of other ranks' tensors are gathered only when a checkpoint
+    // needs them (DataParallel::gather_params): every step it would move 2/3 of the bytes for nothing.
     Arena& a = opt_.arena();
-    comm_->all_gather(a.params(), size_t(plan_->shard_elems), stream_);
-    if (a.params_bf16()) comm_->all_gather(a.params_bf16(), size_t(plan_->shard_elems), stream_);
+    if (a.params_bf16())
+      comm_->all_gather(a.params_bf16(), size_t(plan_->shard_elems), stream_);
+    else
+      comm_->all_gather(a.params(), size_t(plan_->shard_elems), stream_);
   }
 }
 
@@ -183,6 +248,7 @@ void StepRunner::enqueue_optimizer() {
 void StepRunner::stage(const BatchSource& batches) {
   for (int mi = 0; mi < accum_; mi++) {
     const Batch b = batches.next();
+    digest_ += b.digest;
     const Batch d = staged(mi);
     CHECK(!d.soft_targets == !b.soft_targets);
     auto copy = [](const void* dst, const void* src, size_t bytes) {
@@ -203,7 +269,9 @@ StepRunner::Result StepRunner::run(const BatchSource& batches) {
     graph_grads_ = CudaGraph::capture(stream_, [&] { enqueue_grads(nullptr); });
     if (!grouped_) graph_opt_ = CudaGraph::capture(stream_, [&] { enqueue_optimizer(); });
   }
+  digest_ = 0;
   CUDA_CHECK(cudaEventRecord(ev_[0], stream_));
+  if (trace_) trace_->start(stream_);
   if (graph_grads_) {
     stage(batches);
     graph_grads_.launch(stream_);
@@ -219,8 +287,9 @@ StepRunner::Result StepRunner::run(const BatchSource& batches) {
   CUDA_CHECK(cudaMemcpyAsync(host_, loss_.get(), 4, cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaMemcpyAsync(host_ + 1, clipper_.d_norm(), 4, cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaEventRecord(ev_[3], stream_));
+  if (trace_) trace_->print(stream_);
   CUDA_CHECK(cudaEventSynchronize(ev_[3]));
-  Result r{host_[0], host_[1], 0.0f, 0.0f};
+  Result r{host_[0], host_[1], 0.0f, 0.0f, digest_};
   CUDA_CHECK(cudaEventElapsedTime(&r.ms, ev_[0], ev_[3]));
   CUDA_CHECK(cudaEventElapsedTime(&r.opt_ms, ev_[1], ev_[2]));
   steps_run_++;

@@ -20,12 +20,20 @@
 // optimizer over this rank's tensors, given the communicator as its CrossRank) the hook reduces each of
 // the block's tensors onto the rank that owns it instead - together a reduce-scatter into each rank's
 // range - the norm is of the whole table (per-chunk sums added across ranks), each rank steps its own
-// tensors, and the refreshed weights (fp32 and the bf16 copy) are all-gathered.
+// tensors, and the refreshed bf16 copy (the fp32 weights without one) is all-gathered; the fp32 weights of
+// other ranks' tensors only for a checkpoint (DataParallel::gather_params).
+//
+// A token table tied to the head (GPT-2) is summed in two parts (Model::sum_embedding_in_parts): the
+// head's part during backward, the lookup's from every process's gathered positions, so that no sum of
+// the whole table is left after backward. With STEP_TRACE=1, train/step_trace.h's timeline goes to
+// stderr; with bf16_sums, gradients cross in bf16.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "common/cuda_graph.h"
@@ -36,6 +44,7 @@
 #include "optim/grouped_optimizer.h"
 #include "optim/optimizer.h"
 #include "train/nccl_comm.h"
+#include "train/step_trace.h"
 
 // Where a step's micro-batches come from: next() returns one (on the host, its fields sized as the model's
 // batch_shape says); release(s) is called once the copies out of it are enqueued on s.
@@ -48,9 +57,10 @@ class StepRunner {
  public:
   // comm: null for one process; then hook_groups (models/block_table.h) says which tensors each hook call
   // makes final. plan: the sharded mode's (null: all-reduce mode).
+  // bf16_sums: gradients go through NCCL in bf16 (--grad-comm bf16).
   StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph,
              bool overlap = false, NcclComm* comm = nullptr, const std::vector<std::vector<int>>& hook_groups = {},
-             const ShardPlan* plan = nullptr);
+             const ShardPlan* plan = nullptr, bool bf16_sums = false);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -58,6 +68,7 @@ class StepRunner {
   struct Result {
     float loss, grad_norm;  // the step's mean training loss and global gradient norm (before clipping)
     float ms, opt_ms;       // the whole step, and its clipping + optimizer part (0 with overlap: in backward)
+    uint64_t digest;        // the sum of its micro-batches' digests: this process's data (common/digest.h)
   };
   Result run(const BatchSource& batches);  // waits for the step to finish
 
@@ -80,6 +91,11 @@ class StepRunner {
     int root;          // the rank that owns them (sharded mode), or -1: every rank (all-reduce mode)
   };
   std::vector<std::vector<Range>> ranges_;  // comm: each hook group's gradients as contiguous runs
+  std::vector<Range> early_;                // comm: the tied table's head part, summed early
+  std::vector<Range> runs(const std::vector<int>& tensors) const;
+  void sum(const std::vector<Range>& rs);
+  void sum_early(cudaStream_t s);                                          // Model::EmbeddingSum's early
+  void gather(const void* mine, void* all, size_t bytes, cudaStream_t s);  // and its gather
   const ShardPlan* plan_ = nullptr;
   bool clip_, graphs_;
   int accum_;
@@ -87,13 +103,16 @@ class StepRunner {
   size_t micro_bytes_ = 0;  // one staged micro-batch: its fields and the mix draw
   bool soft_ = false;       // the batches carry soft targets (seen in the eager step before a capture)
   int steps_run_ = 0;
+  uint64_t digest_ = 0;  // of the step's micro-batches so far
   // The legacy default stream, or with graphs, overlap or comm a blocking stream of its own; side_: the
   // second stream of overlap's steps and comm's sums, non-blocking, of the highest priority.
   cudaStream_t stream_ = nullptr, side_ = nullptr;
-  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr, gathered_ = nullptr;
   CudaGraph graph_grads_, graph_opt_;
   char* staged_ = nullptr;  // pinned: accum micro-batches
   float* host_ = nullptr;   // pinned: loss, norm
   cudaEvent_t ev_[4] = {};  // step start, optimizer start, optimizer end, step end
   DeviceBuffer<float> loss_;
+  DeviceBuffer<__nv_bfloat16> grads16_;  // bf16_sums: the gradients' bf16 copy that NCCL sums
+  std::unique_ptr<StepTrace> trace_;     // comm, eager: STEP_TRACE=1's timeline (train/step_trace.h)
 };

@@ -43,9 +43,13 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
           "data parallel: the file through which the processes share NCCL's id (a fresh path each run, on a "
           "folder every process sees); the processes come from mpirun or RANK / WORLD_SIZE / LOCAL_RANK");
   cli.add(0, "nccl", &f->nccl, "sum gradients through NCCL even as one process (a check of that path)");
-  cli.add(0, "shard", &f->shard,
-          "data parallel, sharded: each process keeps the optimizer state of and steps only its share of the "
-          "tensors (whole tensors, balanced by step cost); gradients reduced onto owners, weights all-gathered");
+  cli.add(
+      0, "shard", &f->shard,
+      "data parallel, sharded: each process keeps the optimizer state of and steps only its share of the "
+      "tensors (whole tensors, balanced by step cost); gradients reduced onto owners, the bf16 weights all-gathered");
+  cli.add(0, "grad-comm", &f->grad_comm,
+          "data parallel: fp32, or bf16 (gradients rounded to bf16 and summed in bf16 through NCCL: half the bytes, "
+          "as llm.c does; changes the results)");
   cli.add(0, "seed", &f->seed, "initialisation and sampling seed");
   flags::add_set(cli, &f->sets);
 }
@@ -78,6 +82,8 @@ void check_train_flags(const TrainFlags& f) {
     user_error("-q ", f.final_frac, " has no effect with -k ", f.schedule,
                ", which does not decay; use -k cosine or wsd, or leave out -q.");
   if (!(f.dropout >= 0 && f.dropout < 1)) user_error("--dropout must be at least 0 and below 1 (got ", f.dropout, ").");
+  if (f.grad_comm != "fp32" && f.grad_comm != "bf16")
+    user_error("--grad-comm must be fp32 or bf16 (got '", f.grad_comm, "').");
   if (f.overlap && f.clip > 0)
     user_error("--overlap steps each block during backward, but --clip ", f.clip,
                " needs the norm of every gradient before any tensor moves; add --clip 0 or leave out --overlap.");

@@ -92,9 +92,9 @@ void TrainLog::step(const Step& s) {
       ema_ms_ * double(s.steps - s.step) / 60000.0);
   if (!json_) return;
   std::fprintf(json_.get(),
-               "{\"step\":%lld,\"loss\":%s,\"lr_scale\":%.6f,\"grad_norm\":%s,\"ms\":%.3f,\"opt_ms\":%.3f,\"%s_per_"
-               "s\":%.1f,\"mfu\":%.4f}\n",
-               (long long)s.step, num(s.loss, 6).c_str(), s.lr_scale, num(s.grad_norm, 5).c_str(), s.ms, s.opt_ms,
-               unit_, per_s, mfu);
+               "{\"step\":%lld,\"loss\":%s,\"lr_scale\":%.6f,\"grad_norm\":%s,\"data\":\"%016llx\",\"ms\":%.3f,"
+               "\"opt_ms\":%.3f,\"%s_per_s\":%.1f,\"mfu\":%.4f}\n",
+               (long long)s.step, num(s.loss, 6).c_str(), s.lr_scale, num(s.grad_norm, 5).c_str(),
+               (unsigned long long)s.digest, s.ms, s.opt_ms, unit_, per_s, mfu);
   std::fflush(json_.get());
 }

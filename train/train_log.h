@@ -1,5 +1,5 @@
-// The training log: one console line and one JSON line per step (loss, LR factor, grad norm, time,
-// throughput, MFU, ETA) and per validation. MFU is measured against the GPU's peak dense bf16 rate,
+// The training log: one console line and one JSON line per step (loss, LR factor, grad norm, the data's
+// digest, time, throughput, MFU, ETA) and per validation. MFU is measured against the GPU's peak dense bf16 rate,
 // which device_peak_bf16 reads from the device rather than assuming an H100.
 #pragma once
 #include <cstdint>
@@ -27,6 +27,7 @@ class TrainLog {
     float loss, grad_norm;
     double lr_scale;
     float ms, opt_ms;  // the whole step, and the clip + optimizer part
+    uint64_t digest;   // of the step's data over every process (common/digest.h), logged as "data"
   };
   void step(const Step& s);
 

@@ -160,7 +160,7 @@ WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 case_ vit_world_no_id_file "2 processes need --
 case_ train_shard_overlap         "--shard 1 steps each process's tensors after backward, --overlap during it; leave out one of them." \
   train_gpt2 --shard 1 --overlap 1 --clip 0
 case_ vit_shard_overlap           "--shard 1 steps each process's tensors after backward" train_vit --shard 1 --overlap 1 --clip 0
-WORLD_SIZE=400 RANK=0 LOCAL_RANK=0 case_ train_shard_too_many "--shard 1 gives every process whole tensors, and this model has 196 for 400 processes" \
+WORLD_SIZE=400 RANK=0 LOCAL_RANK=0 case_ train_shard_too_many "--shard 1 gives every process whole tensors, and this model has 148 (q, k and v count as one) for 400 processes" \
   train_gpt2 --shard 1 --nccl-id-file unused_id_file
 case_ train_wd_negative           "-c (weight decay) must be >= 0 (got -1)" train_gpt2 -c -1
 case_ train_val_every_negative    "-v (validate every N steps) must be >= 0" train_gpt2 -v -1

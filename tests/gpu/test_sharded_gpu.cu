@@ -21,6 +21,7 @@
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "optim/step_cost.h"
 #include "tests/gpu/optimizer_test_util.h"
 #include "tests/test_util.h"
 

@@ -61,7 +61,7 @@ TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
 PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2 train_vit
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
-TOOLS    := $(BUILD)/optim_replay $(BUILD)/ref_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
+TOOLS    := $(BUILD)/make_bad_inputs $(BUILD)/optim_replay $(BUILD)/ref_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
 
 .PHONY: all test test-cpu test-gpu clean
 all: $(PROGRAMS) $(TESTS) $(TOOLS)
@@ -123,6 +123,11 @@ $(BUILD)/bench_image_loader: $(BUILD)/bench/bench_image_loader.o $(BUILD)/liblop
 
 $(BUILD)/vit_dump: $(BUILD)/tests/tools/vit_dump.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
+# Host only: the crafted checkpoints and weight files of tests/cli/test_cli_errors.sh (test-cpu builds it).
+$(BUILD)/make_bad_inputs: $(BUILD)/tests/cli/make_bad_inputs.o $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@
+test-cpu: $(BUILD)/make_bad_inputs
 
 $(BUILD)/test_cpu: $(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(GTEST_LIB)

@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
       user_error("--shard-tokens must be in [1, ", INT32_MAX, "] and --val-tokens in [0, ", INT32_MAX,
                  "] (a shard's header counts its tokens in 32 bits).");
     if (format != "auto" && format != "text" && format != "jsonl") user_error("--format must be auto, text or jsonl.");
+    if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')  // the shards stay inside --out
+      user_error("--name must be non-empty, without '/', and not begin with '.' (got '", name, "').");
     struct stat st;  // a wrong output folder should fail now, not after the first shard's worth of input
     if (stat(out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(out_dir.c_str(), W_OK) != 0)
       user_error("the output folder '", out_dir, "' does not exist or is not writable; create it first.");

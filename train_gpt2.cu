@@ -32,6 +32,7 @@ struct Args : TrainFlags {  // train_gpt2's own flags beside the shared ones
   std::string train = "data/kjv/kjv_train_*.bin", val = "data/kjv/kjv_val_*.bin", model = "d12", qkv = "separate";
   std::string precision = "bf16", tokenizer = "tokenizer/r50k_base.tiktoken";
   int T = 1024, sample_every = 200, sample_tokens = 64;
+  bool tokenizer_given = false;  // --tokenizer was given: a missing file is an error, not "print token ids"
 };
 
 const unsigned kTrainModels = kGpt2Sizes | kGpt2Tiny;  // tiny: quick experiments and tests
@@ -149,6 +150,7 @@ struct Inputs {
   TrainState state;
 };
 
+// Nothing is created before the last check (the GPU's).
 Inputs prepare(Args& a) {
   Inputs in;
   check_flags(a);
@@ -157,6 +159,7 @@ Inputs prepare(Args& a) {
     a.log.clear();
     a.val_every = a.sample_every = 0;
   }
+  check_output_paths(a);
   if (g.world > 1) a.micro_batch = "-b * -t * " + std::to_string(g.world) + " processes";
   in.accum = resolve_batching(&a, int64_t(a.B) * a.T * g.world);
   in.shape = model_shape(a);
@@ -171,17 +174,22 @@ Inputs prepare(Args& a) {
   if (std::FILE* f = std::fopen(a.tokenizer.c_str(), "r")) {
     std::fclose(f);
     in.tok = std::make_unique<Gpt2Tokenizer>(a.tokenizer);
+  } else if (a.tokenizer_given) {  // the default may be missing (samples then show token ids), a path given may not
+    user_error("cannot open the tokenizer '", a.tokenizer, "' given by --tokenizer; run scripts/download_tokenizer.sh ",
+               "or leave out --tokenizer.");
   }
   in.state.rng.seed(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
   if (!a.resume.empty()) {
-    in.resume = std::make_unique<SectionReader>(a.resume);
+    in.resume = open_checkpoint(a.resume);
     check_checkpoint_params(*in.resume, in.table, "-e and --qkv");
-    in.state = read_train_state(*in.resume);
+    check_checkpoint_optimizer(*in.resume, a.optimizer, a.overlap);
+    in.state = read_train_state(*in.resume, a.steps);
     in.rank_resume = in.dp->check_resume(*in.resume, in.table, &in.state);
     const std::vector<int64_t>& d = in.state.data;
     if (d.size() != 3) user_error("'", a.resume, "' holds no token-loader position; is it a train_vit checkpoint?");
     in.train->seek({d[0], d[1], d[2]});
   }
+  require_cuda_gpu();  // the last check; then what the run writes (TrainLog opens the log after this)
   if (!a.ckpt_dir.empty()) prepare_ckpt_dir(a.ckpt_dir);
   return in;
 }
@@ -293,6 +301,7 @@ int main(int argc, char** argv) {
       options_help(gpt2_optimizer_defaults(a)));  // the values train_gpt2 starts from, before -l, -c and --set
   return run_program("train_gpt2", cli, argc, argv, [&] {
     a.lr_given = cli.given("lr");
+    a.tokenizer_given = cli.given("tokenizer");
     return run(a);
   });
 }

@@ -271,22 +271,61 @@ struct Inputs {
   TrainState state;
 };
 
-// Everything read and checked before the GPU is touched: a mistake costs no GPU time.
-Inputs prepare(Args& a) {
-  Inputs in;
+// Decoding threads: a thread per image of a batch is the most that helps, and --threads 60000 once made
+// 32,436 threads and exhausted the machine's processes. The image loader gets this limit of its own
+// (ImageLoader::kMaxThreads, 256); refer to it here once it has landed. Checked with the flags, before any
+// shard is read.
+constexpr int kMaxThreads = 256;
+
+// train_vit's checks beside the shared ones (check_train_flags), before any file or GPU work.
+void check_flags(const Args& a) {
   if (a.B < 1 || a.steps < 1) user_error("-b and -x must be >= 1.");
   check_train_flags(a);
-  if (a.threads < 0 || a.shuffle < 0) user_error("--threads and --shuffle must be >= 0.");
+  if (a.threads < 0 || a.threads > kMaxThreads)
+    user_error("--threads must be from 0 (one per hardware thread) to ", kMaxThreads, " (got ", a.threads, ").");
+  if (a.shuffle < 0) user_error("--shuffle must be >= 0 (got ", a.shuffle, ").");
+  if (!(a.crop_pct >= 0.1 && a.crop_pct <= 1))
+    user_error("--crop-pct must be in [0.1, 1] (got ", a.crop_pct, "); timm's is 0.875 (resize 256, crop 224).");
   check_decoder_option(a.decoder);
+  TrainTransformOptions augment = loader_options(a, true).train_tf;  // parses --randaugment
+  augment.size = a.image;
+  check_options(augment);  // --scale-min, --hflip
+  if (a.dropout > 0) user_error("this ViT has no dropout (timm's ViT defaults have none); leave out --dropout.");
+  if (a.mixup < 0 || a.cutmix < 0 || !(a.smoothing >= 0 && a.smoothing < 1))
+    user_error("--mixup and --cutmix must be >= 0 and --smoothing in [0, 1).");
+}
+
+// The shards (the first sample of each read and checked), the checkpoint to resume from, then the training
+// loader at its position.
+void prepare_data(const Args& a, const ProcessGroup& g, Inputs& in) {
+  const std::vector<std::string> train = list_shards(a.train);
+  check_shard_starts(train, a.classes);
+  if (!a.val.empty() && a.val_every > 0) check_shard_starts(list_shards(a.val), a.classes);
+  if (!a.resume.empty()) {
+    in.resume = open_checkpoint(a.resume);
+    check_checkpoint_params(*in.resume, in.table, "-e, --image, --channels, --classes and --qkv");
+    check_checkpoint_optimizer(*in.resume, a.optimizer, a.overlap);
+    in.state = read_train_state(*in.resume, a.steps);
+    in.rank_resume = in.dp->check_resume(*in.resume, in.table, &in.state);
+  }
+  const ImageLoaderOptions o = loader_options(a, true, g.rank, g.world);
+  if (a.decoder != "stb") require_cuda_gpu();  // the nvjpeg decoder is made on the GPU
+  in.train = std::make_unique<ImageLoader>(train, o, make_batch_decoder(o));
+  if (in.resume) in.train->seek(ImageLoader::Position::from_ints(in.state.data));
+}
+
+// Everything read and checked before the GPU is touched: a mistake costs no GPU time, and nothing is
+// created before the last check.
+Inputs prepare(Args& a) {
+  Inputs in;
+  check_flags(a);
   const ProcessGroup g = process_group_from_env();
   if (g.rank > 0) {  // rank 0 alone logs and evaluates; every rank writes its part of a checkpoint
     a.log.clear();
     a.val_every = 0;
   }
+  check_output_paths(a);
   if (g.world > 1) a.micro_batch = "-b * " + std::to_string(g.world) + " processes";
-  if (a.dropout > 0) user_error("this ViT has no dropout (timm's ViT defaults have none); leave out --dropout.");
-  if (a.mixup < 0 || a.cutmix < 0 || !(a.smoothing >= 0 && a.smoothing < 1))
-    user_error("--mixup and --cutmix must be >= 0 and --smoothing in [0, 1).");
   in.accum = resolve_batching(&a, int64_t(a.B) * g.world);
   in.shape = model_shape(a);
   in.norm = image_norm(a);
@@ -297,18 +336,10 @@ Inputs prepare(Args& a) {
   if (a.synthetic) {
     if (!a.resume.empty()) user_error("--synthetic runs cannot be resumed; leave out --resume.");
     a.val.clear();
-    return in;
+  } else {
+    prepare_data(a, g, in);
   }
-  const ImageLoaderOptions train_options = loader_options(a, true, g.rank, g.world);
-  in.train = std::make_unique<ImageLoader>(list_shards(a.train), train_options, make_batch_decoder(train_options));
-  if (!a.val.empty() && a.val_every > 0) list_shards(a.val);  // the shards exist
-  if (!a.resume.empty()) {
-    in.resume = std::make_unique<SectionReader>(a.resume);
-    check_checkpoint_params(*in.resume, in.table, "-e, --image, --channels, --classes and --qkv");
-    in.state = read_train_state(*in.resume);
-    in.rank_resume = in.dp->check_resume(*in.resume, in.table, &in.state);
-    in.train->seek(ImageLoader::Position::from_ints(in.state.data));
-  }
+  require_cuda_gpu();  // the last check; then what the run writes (TrainLog opens the log after this)
   if (!a.ckpt_dir.empty()) prepare_ckpt_dir(a.ckpt_dir);
   return in;
 }

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   cli.add(0, "dump", &dump, "folder to write the first 8 train and eval inputs to as PNG (empty: none)");
   try {
     if (!cli.parse(argc, argv)) return 0;
+    if (passes < 1) user_error("--passes must be >= 1 (got ", passes, ").");
     std::vector<std::string> files, bytes;
     for (const std::string& p : inputs)
       for (const std::string& f : glob_files(p)) files.push_back(f);

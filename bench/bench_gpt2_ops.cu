@@ -40,7 +40,11 @@ struct Model {
 Model parse_model(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
-  const int B = colon == std::string::npos ? 0 : std::atoi(spec.c_str() + colon + 1);
+  // The batch is read as every number of our flags is (common/cli.h): "d12:x" or "d12:0" is refused, not
+  // taken as the default.
+  const int B = colon == std::string::npos
+                    ? 0
+                    : int(parse_integer("the batch of -e '" + spec + "'", spec.substr(colon + 1), 1, 1 << 16));
   const Gpt2Shape s = model_by_name(name, kGpt2Sizes).gpt2;
   const int default_B = s.layers == 12 ? 64 : s.layers == 24 ? 32 : s.layers == 36 ? 16 : 8;
   return {name, s.layers, s.channels, s.heads, B > 0 ? B : default_B};
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
     std::stringstream ss(models);
     for (std::string spec; std::getline(ss, spec, ',');)
       if (!spec.empty()) list.push_back(parse_model(spec));
+    if (list.empty()) user_error("--model needs at least one model name (got '", models, "').");
     if (T < 64 || T % 64 || reps < 1 || tune < 0)
       user_error("need --seq a multiple of 64, --reps >= 1 and --tune >= 0.");
     if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");

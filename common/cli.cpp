@@ -1,6 +1,7 @@
 #include "common/cli.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -10,12 +11,49 @@
 #include "common/error.h"
 
 namespace {
-// strtod over the whole text; false when it is not a number ("", "abc", "1x", "nan").
+// A decimal number: [+-] digits [. digits] [e [+-] digits], with digits on at least one side of the point.
+// strtod alone would also read hexadecimal ("0x10" as 16), leading spaces, "nan" and "infinity".
+bool is_decimal(const std::string& v) {
+  size_t i = v[0] == '+' || v[0] == '-' ? 1 : 0, digits = 0;
+  auto run = [&] {
+    const size_t start = i;
+    while (i < v.size() && v[i] >= '0' && v[i] <= '9') i++;
+    return i - start;
+  };
+  digits += run();
+  if (i < v.size() && v[i] == '.') {
+    i++;
+    digits += run();
+  }
+  if (digits == 0) return false;
+  if (i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+    i++;
+    if (i < v.size() && (v[i] == '+' || v[i] == '-')) i++;
+    if (run() == 0) return false;
+  }
+  return i == v.size();
+}
+
+// "inf", "-Infinity": refused with their own message (a number, but not a finite one).
+bool is_infinity(const std::string& v) {
+  std::string t = v.substr(v[0] == '+' || v[0] == '-' ? 1 : 0);
+  for (char& c : t) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return t == "inf" || t == "infinity";
+}
+
+// strtod over a decimal text; false when it is not one ("", "abc", "1x", "nan", "0x10").
 bool read_double(const std::string& v, double* x) {
-  char* end = nullptr;
-  errno = 0;
-  *x = std::strtod(v.c_str(), &end);
-  return !v.empty() && *end == '\0' && !std::isnan(*x);
+  if (v.empty() || !is_decimal(v)) return false;
+  *x = std::strtod(v.c_str(), nullptr);
+  return true;
+}
+
+// What a text that is not a decimal number gets; hexadecimal is named, since strtod-style parsers read it.
+[[noreturn]] void not_a_number(const std::string& what, const std::string& v, const char* kind) {
+  const size_t sign = !v.empty() && (v[0] == '+' || v[0] == '-') ? 1 : 0;
+  if (v.size() > sign + 1 && v[sign] == '0' && (v[sign + 1] == 'x' || v[sign + 1] == 'X'))
+    user_error(what, " needs a decimal ", kind, ", got '", v, "' (hexadecimal is not read).");
+  user_error(what, " needs ", kind == std::string("integer") ? "an " : "a ", kind, ", got '", v, "'.");
 }
 
 [[noreturn]] void out_of_range(const std::string& what, const std::string& v, bool large, const std::string& range) {
@@ -25,11 +63,11 @@ bool read_double(const std::string& v, double* x) {
 
 double parse_number(const std::string& what, const std::string& v) {
   double x;
-  if (!read_double(v, &x)) user_error(what, " needs a number, got '", v, "'.");
-  // An overflow (1e400) gives an infinity with ERANGE; "inf" gives one without. An underflow (1e-320,
-  // 1e-400) gives the nearest double (a denormal or 0), which is kept like any other rounding.
-  if (std::isinf(x) && errno == ERANGE) out_of_range(what, v, x > 0, "numbers up to about 1.8e308 in magnitude");
-  if (std::isinf(x)) user_error(what, " needs a finite number, got '", v, "'.");
+  if (!v.empty() && is_infinity(v)) user_error(what, " needs a finite number, got '", v, "'.");
+  if (!read_double(v, &x)) not_a_number(what, v, "number");
+  // An overflow (1e400) gives an infinity. An underflow (1e-320, 1e-400) gives the nearest
+  // double (a denormal or 0), which is kept like any other rounding.
+  if (std::isinf(x)) out_of_range(what, v, x > 0, "numbers up to about 1.8e308 in magnitude");
   return x;
 }
 
@@ -41,17 +79,16 @@ float parse_float(const std::string& what, const std::string& v) {
 
 int64_t parse_integer(const std::string& what, const std::string& v, int64_t lo, int64_t hi) {
   const std::string range = str_cat("integers from ", lo, " to ", hi);
-  char* end = nullptr;
-  errno = 0;
-  const long long n = std::strtoll(v.c_str(), &end, 10);
+  double x;
+  if (!read_double(v, &x)) not_a_number(what, v, is_infinity(v) ? "integer" : "number");
   int64_t r;
-  if (!v.empty() && *end == '\0') {  // plain digits, read exactly (a double would round beyond 2^53)
+  if (v.find_first_of(".eE") == std::string::npos) {  // plain digits, read exactly (a double would round beyond 2^53)
+    errno = 0;
+    const long long n = std::strtoll(v.c_str(), nullptr, 10);
     if (errno == ERANGE) out_of_range(what, v, n > 0, range);
     r = n;
   } else {  // a whole number in another form: 1e6, 2.0
-    double x;
-    if (!read_double(v, &x)) user_error(what, " needs a number, got '", v, "'.");
-    if (x != std::floor(x) || (std::isinf(x) && errno != ERANGE)) user_error(what, " needs an integer, got '", v, "'.");
+    if (x != std::floor(x)) user_error(what, " needs an integer, got '", v, "'.");
     if (x >= 0x1p63 || x < -0x1p63) out_of_range(what, v, x > 0, range);
     r = int64_t(x);
   }

@@ -116,6 +116,21 @@ std::vector<std::string> rank_shards(const std::vector<std::string>& shards, int
   return out;
 }
 
+void check_shard_starts(const std::vector<std::string>& shards, int num_classes) {
+  WdsSample first;
+  for (const auto& path : shards) {
+    WdsSampleReader reader(path, num_classes, 0, size_t(64) << 10);  // the first sample only: a small buffer
+    if (!reader.next(first))
+      user_error("shard '", path, "' holds no samples; remove it from the pattern, or prepare the data again.");
+    struct stat st;
+    // Tar archives are whole 512-byte blocks, so a file of another size ends inside a member: the
+    // reader would refuse it when it got there, maybe hours into the run.
+    if (stat(path.c_str(), &st) == 0 && st.st_size % 512 != 0)
+      user_error("shard '", path, "' is ", int64_t(st.st_size),
+                 " bytes, not a whole number of 512-byte tar blocks: it is truncated; copy or prepare it again.");
+  }
+}
+
 // ---------------------------------------------------------------------------------------------- position
 
 namespace {

@@ -27,6 +27,11 @@ std::vector<std::string> expand_braces(const std::string& pattern);
 // The shard files of a pattern: braces expanded, then each part globbed if it has * ? or [; UserError when
 // a named shard does not exist or nothing matches.
 std::vector<std::string> list_shards(const std::string& pattern);
+// Reads the first sample of every shard (its tar headers, image and class below num_classes) and checks
+// that each file is whole 512-byte tar blocks, so that an empty, garbage or truncated shard, or one of
+// another dataset, is refused before a run starts (UserError naming the shard). One sample per shard: a
+// flaw further inside a shard is still found only when the stream reaches it.
+void check_shard_starts(const std::vector<std::string>& shards, int num_classes);
 // The shards of process `rank` of `world`: those at index i with i % world == rank. UserError if none.
 std::vector<std::string> rank_shards(const std::vector<std::string>& shards, int rank, int world);
 

@@ -101,7 +101,7 @@ NewtonSchulz::NewtonSchulz(std::vector<NsGroup> groups, int steps, double a, dou
   for (const auto& g : groups_) {
     int64_t m = std::min(g.rows, g.cols), xs = ns_matrix_stride(g.rows, g.cols), gs = ns_matrix_stride(m, m);
     size_t per = size_t(2 * xs + 2 * gs) * eb;
-    int cap = int(std::max<size_t>(1, workspace_bytes / per));
+    const int cap = int(std::min<size_t>(size_t(g.count), std::max<size_t>(1, workspace_bytes / per)));  // fits an int
     for (int i = 0; i < g.count; i += cap) {
       int n = std::min(cap, g.count - i);
       pend.push_back({&g, g.first + i * g.stride, n});

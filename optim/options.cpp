@@ -310,7 +310,9 @@ void validate_options(const std::string& name, const OptimOptions& o) {
     check_range(m.momentum >= 0 && m.momentum < 1, "muon.momentum", m.momentum, "in [0, 1)");
     check_range(m.ns_steps >= 1 && m.ns_steps < 100, "muon.ns_steps", m.ns_steps, "in [1, 99]");
     check_range(m.eps > 0, "muon.eps", m.eps, "> 0");
-    check_range(m.ns_workspace_mb >= 16, "muon.ns_workspace_mb", m.ns_workspace_mb, ">= 16");
+    // At most 1 TiB, more than any GPU holds: the cap becomes a byte count and a count of matrices.
+    check_range(m.ns_workspace_mb >= 16 && m.ns_workspace_mb <= 1 << 20, "muon.ns_workspace_mb", m.ns_workspace_mb,
+                "in [16, 1048576] MiB");
     if (m.adjust_lr != "original" && m.adjust_lr != "match_rms_adamw")
       user_error("muon.adjust_lr must be original or match_rms_adamw (got '", m.adjust_lr, "').");
     validate_adamw("muon.aux.", m.aux);

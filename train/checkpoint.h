@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,8 +45,16 @@ void check_checkpoint_dp(const SectionReader& r, const DpRecord& dp);
 // A rank file's data position, after checking its model, set-up and step against rank 0's state.
 std::vector<int64_t> read_rank_position(const SectionReader& r, const ParamTable& table, const DpRecord& dp,
                                         int64_t step);
-// The training state, read before any GPU work (the caller has checked the model's description).
-TrainState read_train_state(const SectionReader& r);
+// Opens a checkpoint (--resume): checksums verified; a folder is refused with a sentence naming its newest
+// checkpoint file.
+std::unique_ptr<SectionReader> open_checkpoint(const std::string& path);
+// The training state, read before any GPU work (the caller has checked the model's description); a step
+// below 0 or a sample generator that does not read back is refused as damage, a step beyond `steps`
+// (this run's -x) with what -x to give.
+TrainState read_train_state(const SectionReader& r, int64_t steps);
+// UserError unless the file holds the state of `optimizer` (-o), stepped as `overlap` (--overlap) steps it;
+// before any GPU work (load_checkpoint checks the rest against the optimizer it makes).
+void check_checkpoint_optimizer(const SectionReader& r, const std::string& optimizer, bool overlap);
 // UserError unless the file holds the model of `table` (its fingerprint; in files written before there
 // was one, the parameters' size). flags_hint: which flags choose the model, for the message.
 void check_checkpoint_params(const SectionReader& r, const ParamTable& table, const std::string& flags_hint);

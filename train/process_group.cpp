@@ -17,7 +17,7 @@ int env_int(const EnvLookup& getenv, const char* name, int fallback, int lo) {
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
   if (*v == '\0' || *end != '\0' || x < lo || x > (1 << 20))
-    user_error("the environment variable ", name, "='", v, "' must be a whole number >= ", lo,
+    user_error("the environment variable ", name, "='", v, "' must be a whole number from ", lo, " to ", 1 << 20,
                "; check how the processes were launched.");
   return int(x);
 }

@@ -34,6 +34,10 @@ std::string Checkpointer::save(int64_t step, TrainState& state) const {
   return path;
 }
 
+void require_cuda_gpu() {
+  if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
+}
+
 int run_program(const char* program, Cli& cli, int argc, char** argv, const std::function<int()>& run) {
   try {
     if (!cli.parse(argc, argv)) return 0;

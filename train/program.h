@@ -31,6 +31,10 @@ class Checkpointer {
   DataParallel* dp_;
 };
 
+// UserError "needs a CUDA GPU and none is visible." unless one is: a trainer's last check, after every
+// input's and before it creates anything.
+void require_cuda_gpu();
+
 // Parses the flags (false from the parser: --help was printed, exit 0) and runs `run`; any error becomes
 // "<program>: <sentence>" on stderr and the exit status above.
 int run_program(const char* program, Cli& cli, int argc, char** argv, const std::function<int()>& run);

@@ -1,7 +1,13 @@
 #include "train/train_flags.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 
 #include "common/error.h"
 #include "optim/groupable.h"
@@ -87,6 +93,84 @@ void check_train_flags(const TrainFlags& f) {
   if (f.overlap && f.clip > 0)
     user_error("--overlap steps each block during backward, but --clip ", f.clip,
                " needs the norm of every gradient before any tensor moves; add --clip 0 or leave out --overlap.");
+}
+
+namespace {
+// errno's sentence for a path that cannot be used: "No such file or directory", "Not a directory", ...
+std::string why(int err) { return std::strerror(err); }
+
+// The nearest folder at or above `path` that exists ("." for a relative path with none), and errno of
+// the first stat that failed other than for a missing entry (0 when none did).
+std::string existing_ancestor(const std::string& path, int* err) {
+  namespace fs = std::filesystem;
+  *err = 0;
+  fs::path p = fs::path(path).lexically_normal();
+  for (;;) {
+    struct stat st;
+    if (stat(p.empty() ? "." : p.c_str(), &st) == 0) return p.empty() ? "." : p.string();
+    if (errno != ENOENT) {
+      *err = errno;
+      return p.string();
+    }
+    if (!p.has_relative_path() || p.parent_path() == p) return ".";
+    p = p.parent_path();
+  }
+}
+
+// The checkpoint folder: an existing writable folder, or one that can be made (its nearest existing
+// parent is a writable folder). Nothing is created: prepare_ckpt_dir makes it after every check.
+void check_ckpt_dir(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) user_error("--ckpt-dir '", dir, "' is a file, not a folder; choose a folder.");
+    if (access(dir.c_str(), W_OK | X_OK) != 0)
+      user_error("cannot write in the checkpoint folder '", dir, "' (", why(errno), "); choose another --ckpt-dir.");
+    return;
+  }
+  int err = errno == ENOENT ? 0 : errno;
+  const std::string base = err ? dir : existing_ancestor(dir, &err);
+  if (!err && stat(base.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) err = ENOTDIR;
+  if (!err && access(base.c_str(), W_OK | X_OK) != 0) err = errno;
+  if (err) user_error("cannot create the checkpoint folder '", dir, "' (", why(err), "); choose another --ckpt-dir.");
+}
+
+// The log file: an existing writable file, or a new one in an existing writable folder. Not created here:
+// TrainLog opens it after every check, so a refused run leaves no empty log.
+void check_log_file(const std::string& path) {
+  struct stat st;
+  int err = 0;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      err = EISDIR;
+    else if (access(path.c_str(), W_OK) != 0)
+      err = errno;
+  } else if (errno != ENOENT) {
+    err = errno;
+  } else {
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    if (stat(dir.empty() ? "." : dir.c_str(), &st) != 0)
+      err = errno;
+    else if (!S_ISDIR(st.st_mode))
+      err = ENOTDIR;
+    else if (access(dir.empty() ? "." : dir.c_str(), W_OK | X_OK) != 0)
+      err = errno;
+  }
+  if (err) user_error("cannot open the log file '", path, "' (", why(err), "); choose another --log.");
+}
+}  // namespace
+
+void check_output_paths(const TrainFlags& f) {
+  if (!f.log.empty()) check_log_file(f.log);
+  if (!f.ckpt_dir.empty()) check_ckpt_dir(f.ckpt_dir);
+  if (!f.nccl_id_file.empty()) {  // rank 0 writes the id there and every process reads it
+    const std::string dir = std::filesystem::path(f.nccl_id_file).parent_path().string();
+    struct stat st;
+    if (stat(f.nccl_id_file.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      user_error("--nccl-id-file '", f.nccl_id_file, "' is a folder; give a new file's path in it.");
+    if (stat(dir.empty() ? "." : dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      user_error("--nccl-id-file '", f.nccl_id_file, "' is not in an existing folder; give a path in a folder that ",
+                 "every process sees.");
+  }
 }
 
 int resolve_batching(TrainFlags* f, int64_t micro_tokens) {

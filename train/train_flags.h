@@ -33,6 +33,10 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers);
 // Every shared flag's range, before any file or GPU work: one sentence per mistake. A flag that the
 // other flags make pointless (-u with -k constant) is refused too, rather than ignored.
 void check_train_flags(const TrainFlags& f);
+// --log, --ckpt-dir and --nccl-id-file can be written, creating nothing: a run refused by a later check
+// (a bad shard, no GPU) leaves no empty log or folder. The trainer makes the folder (prepare_ckpt_dir) and
+// TrainLog opens the log only after every check.
+void check_output_paths(const TrainFlags& f);
 // Fills the defaults -1 (-u) and 0 (-d) in; returns the micro-batches per step for micro-batches of
 // micro_tokens tokens.
 int resolve_batching(TrainFlags* f, int64_t micro_tokens);

@@ -63,6 +63,7 @@ Celo2Weights read_celo2(const std::string& path, const std::string& what, const 
       user_error("'", file, "' has a tensor '", kv.first, "' that CELO2's MLP (14 input groups, 8-8-", w.out,
                  ") does not have; it is not a CELO2 weight file.");
   if (is_dir_path(path)) check_celo2_config(path, w.out);  // after the tensors: their message is more precise
+  require_finite(t, file);
   return w;
 }
 }  // namespace

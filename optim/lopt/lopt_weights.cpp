@@ -31,6 +31,15 @@ void weights_missing(const std::string& what, const std::string& path, const std
                           : hint);
 }
 
+void require_finite(const TensorMap& tensors, const std::string& file) {
+  for (const auto& [name, t] : tensors) {
+    const auto bad = std::find_if(t.data.begin(), t.data.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != t.data.end())
+      user_error("'", file, "' has the value ", *bad, " in tensor '", name, "' (element ", bad - t.data.begin(),
+                 "); meta-weights must be finite numbers, so the file is damaged: replace it.");
+  }
+}
+
 Json read_weight_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
   if (!path_exists(path)) return Json();
@@ -110,6 +119,8 @@ VeloWeights load_velo_pylo(const std::string& dir) {
   w.cand = pack_candidates(get(m, "input_weights_", {256, 4, 30}, mf), get(m, "input_bias_", {256, 4}, mf),
                            get(m, "hidden_weights_.0", {256, 4, 4}, mf), get(m, "hidden_bias_.0", {256, 4}, mf),
                            get(m, "output_weights_", {256, 3, 4}, mf), get(m, "output_bias_", {256, 3}, mf));
+  require_finite(r, rf);
+  require_finite(m, mf);
   return w;
 }
 
@@ -154,6 +165,7 @@ VeloWeights load_velo_jax(const std::string& file) {
   }
   w.cand = pack_candidates(w0, get("ff_mod_stack/~/b0", {256, 4}), w1, get("ff_mod_stack/~/b1", {256, 4}), w2,
                            get("ff_mod_stack/~/b2", {256, 3}));
+  require_finite(t, file);
   return w;
 }
 
@@ -178,6 +190,7 @@ SmallFcWeights load_meta_mlp(const std::string& path, const std::string& what) {
   w.b1 = require_tensor(t, "network.linear_0.bias", {32}, file).data;
   w.w2 = require_tensor(t, "network.output.weight", {2, 32}, file).data;
   w.b2 = require_tensor(t, "network.output.bias", {2}, file).data;
+  require_finite(t, file);
   return w;
 }
 }  // namespace

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "optim/lopt/safetensors.h"
 
 bool is_dir_path(const std::string& p);
 bool path_exists(const std::string& p);
@@ -13,6 +14,10 @@ bool path_exists(const std::string& p);
 std::string safetensors_in(const std::string& path);
 // "<what> weights not found at '<path>'; <hint>" where the default hint says how to download them.
 [[noreturn]] void weights_missing(const std::string& what, const std::string& path, const std::string& hint = "");
+// UserError if a value of any tensor of the file is NaN or infinite: meta-weights that would turn every
+// step into NaN are refused when read (check_lopt_weights: before any GPU work), not found in a run. The
+// readers call it after their name and shape checks, whose messages say more about a damaged file.
+void require_finite(const TensorMap& tensors, const std::string& file);
 // config.json beside a safetensors file: null (Json::Null) when the folder has none.
 Json read_weight_config(const std::string& dir);
 // Checks that every key of `want` is in the config and has that number (true/false read as 1/0).

@@ -80,6 +80,20 @@ TEST(Cli, RangesAndRounding) {
   expect_user_error([&] { a.parse({"-l", "inf"}); }, "flag --lr needs a finite number, got 'inf'.");
   expect_user_error([&] { a.parse({"-l", "nan"}); }, "flag --lr needs a number, got 'nan'.");
   expect_user_error([&] { a.parse({"--steps", "1e-320"}); }, "flag --steps needs an integer");
+  // Decimal only: strtod and strtoll(.., 0) would read these as 16, 8 or a NaN.
+  expect_user_error([&] { a.parse({"-b", "0x10"}); }, "flag --batch needs a decimal number, got '0x10' (hexadecimal");
+  expect_user_error([&] { a.parse({"-l", "-0X1p3"}); }, "flag --lr needs a decimal number, got '-0X1p3'");
+  expect_user_error([&] { a.parse({"-b", " 8"}); }, "flag --batch needs a number, got ' 8'.");
+  expect_user_error([&] { a.parse({"-l", "1e"}); }, "flag --lr needs a number, got '1e'.");
+  expect_user_error([&] { a.parse({"-l", "."}); }, "flag --lr needs a number, got '.'.");
+  expect_user_error([&] { a.parse({"-b", "inf"}); }, "flag --batch needs an integer, got 'inf'.");
+  expect_user_error([&] { a.parse({"-l", "-Infinity"}); }, "flag --lr needs a finite number, got '-Infinity'.");
+  EXPECT_TRUE(a.parse({"-b", "010", "-l", "+.5e-1"}));
+  EXPECT_EQ(a.batch, 10);  // not octal
+  EXPECT_EQ(a.lr, 0.05);
+  EXPECT_TRUE(a.parse({"-l", "5.", "-b", "-2E1"}));
+  EXPECT_EQ(a.lr, 5.0);
+  EXPECT_EQ(a.batch, -20);
   EXPECT_TRUE(a.parse({"--steps", "9007199254740993", "-b", "1e3"}));
   EXPECT_EQ(a.steps, 9007199254740993);  // 2^53 + 1: a double would have made it 2^53
   EXPECT_EQ(a.batch, 1000);

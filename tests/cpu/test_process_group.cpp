@@ -50,9 +50,13 @@ TEST(ProcessGroup, RefusesInconsistentEnvironments) {
   expect_refused({{"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}}, "sets WORLD_SIZE but not RANK");
   expect_refused({{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"LOCAL_RANK", "0"}}, "RANK=2 is not below WORLD_SIZE=2");
   expect_refused({{"WORLD_SIZE", "2"}, {"RANK", "1"}}, "but not LOCAL_RANK");
-  expect_refused({{"WORLD_SIZE", "two"}, {"RANK", "0"}}, "WORLD_SIZE='two' must be a whole number >= 1");
-  expect_refused({{"WORLD_SIZE", "0"}, {"RANK", "0"}}, "must be a whole number >= 1");
-  expect_refused({{"WORLD_SIZE", "2"}, {"RANK", "-1"}, {"LOCAL_RANK", "0"}}, "RANK='-1' must be a whole number >= 0");
+  expect_refused({{"WORLD_SIZE", "two"}, {"RANK", "0"}}, "WORLD_SIZE='two' must be a whole number from 1 to 1048576");
+  expect_refused({{"WORLD_SIZE", "0"}, {"RANK", "0"}}, "must be a whole number from 1 to 1048576");
+  // The message names the upper limit too: 2000000 is >= 1, and refused.
+  expect_refused({{"WORLD_SIZE", "2000000"}, {"RANK", "0"}},
+                 "WORLD_SIZE='2000000' must be a whole number from 1 to 1048576");
+  expect_refused({{"WORLD_SIZE", "2"}, {"RANK", "-1"}, {"LOCAL_RANK", "0"}},
+                 "RANK='-1' must be a whole number from 0 to");
   expect_refused({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"}}, "but not OMPI_COMM_WORLD_LOCAL_RANK");
 }
 

@@ -193,6 +193,10 @@ TEST(Options, BadInputIsOneClearSentence) {
   bad.adafactor.d = 0.5;
   expect_user_error([&] { validate_options("adafactor", bad); }, "adafactor.d must be >= 1 (got 0.5)");
   bad = o;
+  set_option(bad, "muon.ns_workspace_mb=1e10");  // its bytes / a matrix's once overflowed an int
+  expect_user_error([&] { validate_options("muon", bad); },
+                    "muon.ns_workspace_mb must be in [16, 1048576] MiB (got 1e+10).");
+  bad = o;
   bad.adamw.beta2 = 1.0;
   expect_user_error([&] { validate_options("adamw", bad); }, "adamw.beta2 must be in [0, 1)");
   bad = o;

@@ -308,3 +308,29 @@ TEST(WdsStream, ShardsWithoutSamplesAreAClearError) {
   expect_user_error([&] { s.next(x); },
                     "the 2 shard(s) of this process (the first is '" + d + "/empty-0.tar') hold no samples");
 }
+
+// train_vit's check before any GPU work: the first sample of every shard and its size, each flaw refused
+// with a sentence that names the shard.
+TEST(WdsShards, CheckShardStartsFindsBadShardsAtOnce) {
+  const std::string d = make_temp_dir();
+  const std::vector<std::string> good = make_shards(d, 2, 3);
+  check_shard_starts(good, 10);
+  const std::string whole = read_file(good[0]);
+  auto expect = [&](const std::string& name, const std::string& bytes, const std::string& needle, int classes = 10) {
+    write_file(d + "/" + name, bytes);
+    std::vector<std::string> shards = good;
+    shards.push_back(d + "/" + name);
+    expect_user_error([&] { check_shard_starts(shards, classes); }, needle);
+  };
+  expect("empty.tar", "", "shard '" + d + "/empty.tar' holds no samples");
+  write_tar(d + "/no_members.tar", {});
+  expect("no_members.tar", read_file(d + "/no_members.tar"), "holds no samples");
+  expect("garbage.tar", std::string(2048, 'x'), "tar archive '" + d + "/garbage.tar'");
+  expect("cut_in_first.tar", whole.substr(0, 700), "cut_in_first.tar");
+  expect("cut_later.tar", whole.substr(0, whole.size() - 1000),
+         "is " + std::to_string(whole.size() - 1000) + " bytes, not a whole number of 512-byte tar blocks");
+  write_tar(d + "/big_label.tar", sample("k", 5000));
+  expect("big_label.tar", read_file(d + "/big_label.tar"), "sample 'k' has class 5000 but the dataset has 10 classes");
+  write_tar(d + "/negative.tar", {{"k.jpg", "img"}, {"k.cls", "-1"}});
+  expect("negative.tar", read_file(d + "/negative.tar"), "has a .cls member '-1' that is not a class index");
+}

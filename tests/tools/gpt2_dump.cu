@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
     if (s.layers < 1 || s.channels < 1 || s.heads < 1 || s.channels % s.heads || s.vocab < 2 || s.max_seq < 1)
       user_error("need layers, heads >= 1, channels a multiple of heads, vocab >= 2 and max-seq >= 1.");
     if (B < 1 || T < 1 || T > s.max_seq || steps < 0) user_error("need -b >= 1, 1 <= -t <= --max-seq and -x >= 0.");
+    if (!(lr >= 0) || !(wd >= 0)) user_error("need -l (lr) >= 0 and -c (wd) >= 0.");  // before the GPU check
     if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
     s.separate_qkv = qkv == "separate";
     mkdir(out.c_str(), 0755);

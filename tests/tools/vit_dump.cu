@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
     if (s.in_chans != 1 && s.in_chans != 3) user_error("--channels must be 1 or 3 (got ", s.in_chans, ").");
     if (s.layers < 1 || s.heads < 1) user_error("need --layers >= 1 and --heads >= 1.");
     if (B < 1 || steps < 0) user_error("need -b >= 1 and -x >= 0.");
+    if (!(lr >= 0) || !(wd >= 0)) user_error("need -l (lr) >= 0 and -c (wd) >= 0.");  // before --out is made
     s.channels = 64 * s.heads;
     s.separate_qkv = qkv == "separate";
     const ParamTable table = vit_param_table(s);  // checks image, patch and classes

@@ -291,6 +291,10 @@ case_ train_nccl_id_file_no_folder "--nccl-id-file '$tmp/none/id' is not in an e
 case_ train_shard_overlap         "--shard 1 steps each process's tensors after backward, --overlap during it; leave out one of them." \
   train_gpt2 --shard 1 --overlap 1 --clip 0
 case_ vit_shard_overlap           "--shard 1 steps each process's tensors after backward" train_vit --shard 1 --overlap 1 --clip 0
+flag_ --grad-comm train_grad_comm_bad "--grad-comm must be fp32 or bf16 (got 'fp16')." train_gpt2 --grad-comm fp16
+flag_ --grad-comm vit_grad_comm_bad "--grad-comm must be fp32 or bf16 (got '16')." train_vit --grad-comm 16
+case_ train_grad_comm_one_process "--grad-comm bf16 rounds the gradients that processes send each other, and this run is one process without NCCL" \
+  train_gpt2 --grad-comm bf16
 WORLD_SIZE=400 RANK=0 LOCAL_RANK=0 case_ train_shard_too_many "--shard 1 gives every process whole tensors, and this model has 148 (q, k and v count as one) for 400 processes" \
   train_gpt2 --shard 1 --nccl-id-file unused_id_file
 flag_ --wd train_wd_negative      "-c (weight decay) must be >= 0 (got -1)" train_gpt2 -c -1

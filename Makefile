@@ -3,8 +3,8 @@
 #
 #   make            programs and test suites
 #   make test       installs what the machine lacks (scripts/setup.sh test), then the CPU suite (GoogleTest,
-#                   the README's figures, CLI errors, plot_compare.py's table) and the GPU suite (GPU tests
-#                   report themselves skipped without a GPU)
+#                   the README's figures; CLI errors and --help; the layering rule; plot_compare.py's table)
+#                   and the GPU suite (GPU tests report themselves skipped without a GPU)
 #   make clean
 
 CUDA_HOME ?= /usr/local/cuda
@@ -148,6 +148,8 @@ test:
 test-cpu: $(BUILD)/test_cpu $(PROGRAMS)
 	./$(BUILD)/test_cpu
 	bash tests/cli/test_cli_errors.sh
+	bash tests/cli/test_help.sh
+	bash tests/test_layers.sh
 	@if command -v python3 >/dev/null 2>&1; then python3 tests/test_plot_compare.py; \
 	else echo "skipped tests/test_plot_compare.py: no python3"; fi
 test-gpu: $(BUILD)/test_gpu

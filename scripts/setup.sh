@@ -65,7 +65,7 @@ fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ -n "$check" ]; then
-    echo "setup: this machine lacks ${missing[*]}; run scripts/setup.sh${test:+ test}${fuzz:+ fuzz} (it installs them with apt-get), or see the README's Set-up for machines without apt." >&2
+    echo "setup: this machine lacks ${missing[*]}; run scripts/setup.sh${test:+ test}${fuzz:+ fuzz} (it installs what is missing with apt-get), or see the README's \"Set up\" for machines without apt." >&2
     exit 1
   fi
   sudo=()

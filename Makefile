@@ -2,8 +2,9 @@
 # capability when one is visible; override with `make GPU_ARCH=80`). Builds on machines without a GPU.
 #
 #   make            programs and test suites
-#   make test       CPU suite (GoogleTest, CLI errors, plot_compare.py's table), then GPU suite (GPU tests
-#                   report themselves skipped without a GPU)
+#   make test       installs what the machine lacks (scripts/setup.sh test), then the CPU suite (GoogleTest,
+#                   the README's figures; CLI errors and --help; the layering rule; plot_compare.py's table)
+#                   and the GPU suite (GPU tests report themselves skipped without a GPU)
 #   make clean
 
 CUDA_HOME ?= /usr/local/cuda
@@ -13,12 +14,13 @@ DETECTED_ARCH := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheade
 GPU_ARCH  ?= $(if $(DETECTED_ARCH),$(DETECTED_ARCH),90)
 BUILD     := build
 
-# GoogleTest: the system's (Debian libgtest-dev), or a copy in .deps/gtest (see scripts/vendor_gtest.sh).
+# GoogleTest: the system's (Debian libgtest-dev), or a copy in .deps/gtest (scripts/setup.sh --vendor).
 GTEST_DIR ?= $(if $(wildcard .deps/gtest/include),.deps/gtest,)
 GTEST_INC := $(if $(GTEST_DIR),-I$(GTEST_DIR)/include,)
 GTEST_LIB := $(if $(GTEST_DIR),-L$(GTEST_DIR)/lib,) -lgtest_main -lgtest -lpthread
 
-# stb_image (Debian's libstb-dev), or a copy of its headers in $(STB_DIR)/include/stb (machines without apt).
+# stb_image (Debian's libstb-dev), or a copy of its headers in $(STB_DIR)/include/stb (machines without apt:
+# scripts/setup.sh --vendor).
 STB_DIR   ?= $(if $(wildcard /usr/include/stb/stb_image.h),,.deps/stb)
 COMMON_FLAGS := -O3 -I. -MMD -MP $(if $(STB_DIR),-I$(STB_DIR)/include,)
 CXXFLAGS  += -std=c++17 $(COMMON_FLAGS) -Wall -Wextra -I$(CUDA_HOME)/include
@@ -63,8 +65,18 @@ PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2 train_vit
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
 TOOLS    := $(BUILD)/make_bad_inputs $(BUILD)/optim_replay $(BUILD)/ref_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
 
-.PHONY: all test test-cpu test-gpu clean
+.PHONY: all test test-cpu test-gpu clean check-stb check-gtest
 all: $(PROGRAMS) $(TESTS) $(TOOLS)
+
+# A missing stb or GoogleTest stops the build with one sentence (scripts/setup.sh installs them), not with
+# a compiler error; the check runs once per make, before the first file that includes them.
+STB_USERS := data/stb_image_impl data/stb_write_impl data/image_decode data/image_encode tools/fashion_mnist_to_wds
+$(STB_USERS:%=$(BUILD)/%.o): | check-stb
+$(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o): | check-gtest
+check-stb:
+	@scripts/setup.sh --check
+check-gtest:
+	@scripts/setup.sh --check test
 
 $(BUILD)/%.o: %.cpp
 	@mkdir -p $(dir $@)
@@ -95,8 +107,7 @@ train_vit: $(BUILD)/train_vit.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 tokenize: $(BUILD)/tokenize.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
 
-# Fashion-MNIST as WebDataset shards; scripts/prepare_fashion_mnist.sh builds and runs it. Not part of `all`:
-# it needs Debian's libstb-dev (stb_image_write.h), which the script installs where it is missing.
+# Fashion-MNIST as WebDataset shards; scripts/prepare_fashion_mnist.sh builds and runs it. Not part of `all`.
 $(BUILD)/fashion_mnist_to_wds: $(BUILD)/tools/fashion_mnist_to_wds.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
 
@@ -135,10 +146,18 @@ $(BUILD)/test_cpu: $(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/libhost.a
 $(BUILD)/test_gpu: $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS) $(GTEST_LIB)
 
-test: test-cpu test-gpu
+# The README's test command: set-up first, then a second make (it sees what set-up installed) builds in
+# parallel, and a third runs the suites one after another (the CLI checks watch the temporary folder,
+# which the GPU suite writes to).
+test:
+	@scripts/setup.sh test
+	@$(MAKE) --no-print-directory $(BUILD)/test_cpu $(BUILD)/test_gpu $(PROGRAMS)
+	@$(MAKE) --no-print-directory -j1 test-cpu test-gpu
 test-cpu: $(BUILD)/test_cpu $(PROGRAMS)
 	./$(BUILD)/test_cpu
 	bash tests/cli/test_cli_errors.sh
+	bash tests/cli/test_help.sh
+	bash tests/test_layers.sh
 	@if command -v python3 >/dev/null 2>&1; then python3 tests/test_plot_compare.py; \
 	else echo "skipped tests/test_plot_compare.py: no python3"; fi
 test-gpu: $(BUILD)/test_gpu
@@ -183,10 +202,10 @@ FUZZ_MAX_LEN_options := 1024
 FUZZ_MAX_LEN_tar := 16384
 FUZZ_MAX_LEN_image := 4096
 
-.PHONY: fuzz fuzz-build fuzz-seeds $(FUZZ_TARGETS:%=fuzz-%) $(FUZZ_KNOWN_FINDINGS:%=fuzz-%)
+.PHONY: fuzz fuzz-build fuzz-seeds check-fuzz $(FUZZ_TARGETS:%=fuzz-%) $(FUZZ_KNOWN_FINDINGS:%=fuzz-%)
 .SECONDARY: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o) $(FUZZ_KNOWN_FINDINGS:%=$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o) \
             $(FUZZ_DIR)/obj/tests/fuzz/make_seeds.o
-$(FUZZ_DIR)/obj/%.o: %.cpp
+$(FUZZ_DIR)/obj/%.o: %.cpp | check-fuzz
 	@mkdir -p $(dir $@)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
@@ -197,6 +216,8 @@ $(FUZZ_DIR)/make_seeds: $(FUZZ_DIR)/obj/tests/fuzz/make_seeds.o $(FUZZ_HOST_OBJ)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) $^ -o $@
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+check-fuzz:
+	@scripts/setup.sh --check fuzz
 
 fuzz-seeds: $(FUZZ_DIR)/make_seeds
 	./$(FUZZ_DIR)/make_seeds tests/fuzz/corpus

@@ -1,4 +1,4 @@
-// train_gpt2: GPT-2 pretraining on llm.c token shards with any of the five optimizers.
+// train_gpt2: GPT-2 pretraining on llm.c token shards with any of the eight optimizers.
 //
 //   make train_gpt2 && ./train_gpt2 -o adamw          (defaults: d12 on data/kjv, see --help)
 //
@@ -38,13 +38,16 @@ struct Args : TrainFlags {  // train_gpt2's own flags beside the shared ones
 const unsigned kTrainModels = kGpt2Sizes | kGpt2Tiny;  // tiny: quick experiments and tests
 
 void add_flags(Cli& cli, Args* a) {
+  cli.section(help_section::kData);
   cli.add('i', "train", &a->train, "training shards (glob)");
   cli.add('j', "val", &a->val, "validation shards (glob); empty = no validation");
   flags::add_model(cli, &a->model, kTrainModels, false);
   cli.add(0, "qkv", &a->qkv, "separate (q, k, v matrices, the PyLO paper's setting) or fused");
   cli.add(0, "precision", &a->precision, "bf16 (mixed precision, fast) or fp32 (exact, slow)");
   add_train_flags(cli, a, "adamw | adafactor | muon | velo | small_fc_lopt | celo2 | elo | elo_celo2");
+  cli.section(help_section::kBatch);
   flags::add_seq(cli, &a->T, "sequence length (at most the model's context, 1024)");
+  cli.section(help_section::kEval);
   cli.add('s', "sample-every", &a->sample_every, "print a sample every N steps (0 = never)");
   cli.add('g', "sample-tokens", &a->sample_tokens, "tokens per sample (llm.c's genT)");
   flags::add_tokenizer(cli, &a->tokenizer, "r50k_base.tiktoken for decoding samples");

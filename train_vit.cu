@@ -51,6 +51,7 @@ struct Args : TrainFlags {  // train_vit's own flags beside the shared ones
 };
 
 void add_flags(Cli& cli, Args* a) {
+  cli.section(help_section::kData);
   cli.add('i', "train", &a->train, "training shards: a brace pattern ({0000..1023}) or a glob");
   cli.add('j', "val", &a->val, "validation shards; empty = no evaluation");
   cli.add('e', "model", &a->model, "vit-ti16 | vit-s16 | vit-b16 | vit-l16 (any patch size: vit-ti4 ...) | vit-test");
@@ -61,6 +62,7 @@ void add_flags(Cli& cli, Args* a) {
   cli.add(0, "mean", &a->mean, "per-channel mean of x / 255, comma-separated (ImageNet: 0.485,0.456,0.406)");
   cli.add(0, "std", &a->stdev, "per-channel std of x / 255 (ImageNet: 0.229,0.224,0.225)");
   add_train_flags(cli, a, "adamw | adafactor | muon | velo | small_fc_lopt | celo2 | elo | elo_celo2");
+  cli.section("augmentation");
   cli.add(0, "scale-min", &a->scale_min, "RandomResizedCrop's smallest area fraction (timm: 0.08)");
   cli.add(0, "hflip", &a->hflip, "horizontal flip probability");
   cli.add(0, "crop-pct", &a->crop_pct, "evaluation: resize to image / crop-pct, then centre crop (timm: 0.875)");
@@ -68,6 +70,7 @@ void add_flags(Cli& cli, Args* a) {
   cli.add(0, "cutmix", &a->cutmix, "cutmix alpha (0 = off; the DeiT / PyLO recipe: 1.0)");
   cli.add(0, "smoothing", &a->smoothing, "label smoothing (0 = hard labels)");
   cli.add(0, "randaugment", &a->randaugment, "timm's RandAugment string, e.g. rand-m9-mstd0.5-inc1; empty = off");
+  cli.section("image loading");
   cli.add(0, "threads", &a->threads, "decoding threads (0 = one per hardware thread)");
   cli.add(0, "decoder", &a->decoder,
           "stb (CPU threads, exact) | nvjpeg (the GPU's JPEG engine) | auto (nvjpeg where available)");

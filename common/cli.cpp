@@ -99,7 +99,7 @@ int64_t parse_integer(const std::string& what, const std::string& v, int64_t lo,
 void Cli::push(char s, const std::string& l, Kind k, void* t, const std::string& help, std::string deflt) {
   for (const auto& f : flags_) CHECK((s == 0 || f.s != s) && f.l != l);
   CHECK(s != 'h' && l != "help");
-  flags_.push_back({s, l, help, k, t, std::move(deflt)});
+  flags_.push_back({s, l, help, k, t, std::move(deflt), section_});
 }
 
 void Cli::add(char s, const std::string& l, std::string* t, const std::string& h) { push(s, l, Kind::Str, t, h, *t); }
@@ -217,13 +217,21 @@ bool Cli::parse(int argc, char** argv) {
 }
 
 std::string Cli::help() const {
-  std::string out = "usage: " + program_ + " [flags]\n" + summary_ + "\n\nflags:\n";
-  for (const auto& f : flags_) {
-    std::string left = f.s ? str_cat("  -", f.s, ", --", f.l) : str_cat("      --", f.l);
-    if (left.size() < 28) left.resize(28, ' ');
-    out += left + " " + f.help;
-    if (f.kind != Kind::Multi) out += " (default: " + (f.deflt.empty() ? std::string("\"\"") : f.deflt) + ")";
-    out += "\n";
+  std::string out = "usage: " + program_ + " [flags]\n" + summary_ + "\n";
+  std::vector<std::string> sections;
+  for (const auto& f : flags_)
+    if (std::find(sections.begin(), sections.end(), f.section) == sections.end()) sections.push_back(f.section);
+  if (sections.empty()) sections.push_back(section_);
+  for (const auto& section : sections) {
+    out += "\n" + section + ":\n";
+    for (const auto& f : flags_) {
+      if (f.section != section) continue;
+      std::string left = f.s ? str_cat("  -", f.s, ", --", f.l) : str_cat("      --", f.l);
+      if (left.size() < 28) left.resize(28, ' ');
+      out += left + " " + f.help;
+      if (f.kind != Kind::Multi) out += " (default: " + (f.deflt.empty() ? std::string("\"\"") : f.deflt) + ")";
+      out += "\n";
+    }
   }
   std::string left = "  -h, --help";
   left.resize(28, ' ');

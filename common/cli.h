@@ -20,6 +20,10 @@ class Cli {
   void add(char short_name, const std::string& long_name, bool* target, const std::string& help);  // 0/1/true/false
   // Repeatable flag: every occurrence appends its value.
   void add(char short_name, const std::string& long_name, std::vector<std::string>* target, const std::string& help);
+  // The flags added from now on are listed in --help under `title`; sections are listed in the order they
+  // were first named, so a program can add a flag of its own to a shared section. Flags added before any
+  // section are listed under "flags". Sections keep a long help readable, one screen each.
+  void section(std::string title) { section_ = std::move(title); }
   // Text printed after the flags in --help (e.g. the keys a --set flag takes).
   void set_epilogue(std::string text) { epilogue_ = std::move(text); }
   // A note on one spelling ("-k", "--opts"): a flag that was renamed, a letter whose meaning changed, a
@@ -41,12 +45,12 @@ class Cli {
     std::string l, help;
     Kind kind;
     void* target;
-    std::string deflt;
+    std::string deflt, section;
   };
   void push(char s, const std::string& l, Kind k, void* t, const std::string& help, std::string deflt);
   void set(const Flag& f, const std::string& value) const;
   const std::string* find_note(const std::string& spelling) const;
-  std::string program_, summary_, epilogue_;
+  std::string program_, summary_, epilogue_, section_ = "flags";
   std::vector<Flag> flags_;
   std::vector<std::pair<std::string, std::string>> notes_;  // spelling, text
   std::vector<std::string> given_;                          // long names of the flags the parse set

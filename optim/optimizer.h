@@ -1,4 +1,4 @@
-// The optimizer interface shared by all five optimizers.
+// The optimizer interface that every optimizer implements (eight -o names, six classes).
 //
 // step() enqueues work on a stream and never synchronises with the host: the update counter, the LR
 // schedule, bias corrections and the clip scale are all read or computed on the device, so a whole

@@ -218,17 +218,39 @@ void check_options_apply(const std::vector<std::string>& sets, const std::vector
   }
 }
 
+// Each -o name with one line on what it is; the order of optimizer_names() and of the --help sections.
+const std::vector<std::pair<std::string, std::string>>& optimizer_summaries() {
+  static const std::vector<std::pair<std::string, std::string>> list = {
+      {"adamw", "AdamW (torch's fused AdamW)"},
+      {"adafactor", "Adafactor (torch.optim.Adafactor): factored second moments, relative step size"},
+      {"muon", "Muon (torch.optim.Muon): orthogonalised momentum on hidden matrices, AdamW (muon.aux) on the rest"},
+      {"velo", "VeLO, learned: a per-tensor LSTM and a per-element MLP; reads the loss (weights/VeLO_*)"},
+      {"small_fc_lopt", "muLO / small_fc_lopt, learned: a per-element MLP on Adafactor-style features (weights/mulo)"},
+      {"celo2", "CELO2, learned: a per-element MLP, then Newton-Schulz, on matrices; AdamW on the rest (weights ship)"},
+      {"elo", "ELO, learned: small_fc_lopt's network with fixed decays (weights/elo)"},
+      {"elo_celo2", "ELO_CELO2, learned: CELO2's rule with ELO's meta-training (weights/elo-celo2)"}};
+  return list;
+}
+
 std::string options_help(const OptimOptions& o) {
-  std::string out = "optimizer options (--set key=value; each applies to the optimizer it starts with):\n";
-  for (const auto& line : describe_options(o)) {
-    const size_t gap = line.find("  ");  // "key=value  help": the help in a column, as the flags have it
-    if (gap == std::string::npos) {
-      out += "  " + line + "\n";
-      continue;
+  std::string out = "optimizers (-o):\n";
+  for (const auto& [name, what] : optimizer_summaries()) {
+    std::string left = "  " + name;
+    left.resize(17, ' ');
+    out += left + what + "\n";
+  }
+  // Then each optimizer's options (--set key=value), one section each: "key=value  help", the help in a
+  // column as the flags have it.
+  const std::vector<std::string> lines = describe_options(o);
+  for (const auto& name : optimizer_names()) {
+    out += "\n" + name + " options (--set " + name + ".KEY=VALUE):\n";
+    for (const auto& line : lines) {
+      if (option_optimizer(line.substr(0, line.find('='))) != name) continue;
+      const size_t gap = line.find("  ");
+      std::string left = "  " + line.substr(0, gap);
+      if (left.size() < 34) left.resize(34, ' ');
+      out += left + (gap == std::string::npos ? "" : " " + line.substr(gap + 2)) + "\n";
     }
-    std::string left = "  " + line.substr(0, gap);
-    if (left.size() < 34) left.resize(34, ' ');
-    out += left + " " + line.substr(gap + 2) + "\n";
   }
   return out;
 }
@@ -279,8 +301,11 @@ std::vector<std::string> describe_options(const OptimOptions& o) {
 }
 
 const std::vector<std::string>& optimizer_names() {
-  static const std::vector<std::string> names = {"adamw",         "adafactor", "muon", "velo",
-                                                 "small_fc_lopt", "celo2",     "elo",  "elo_celo2"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& s : optimizer_summaries()) n.push_back(s.first);
+    return n;
+  }();
   return names;
 }
 

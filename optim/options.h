@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/temp_dir.h"
@@ -48,8 +49,11 @@ struct OptimOptions {
 void set_option(OptimOptions& o, const std::string& key_eq_value);
 // Every key with its current value and a one-line description (for --help).
 std::vector<std::string> describe_options(const OptimOptions& o);
-// describe_options as a --help section (Cli::set_epilogue), with a heading.
+// For --help (Cli::set_epilogue): every optimizer with one line on what it is, then each one's options
+// (describe_options) under a heading of its own.
 std::string options_help(const OptimOptions& o);
+// Each -o name with one line on what it is, in the order of optimizer_names().
+const std::vector<std::pair<std::string, std::string>>& optimizer_summaries();
 // The optimizer an option key belongs to: its first component ("muon" for muon.aux.lr).
 std::string option_optimizer(const std::string& key);
 // Refuses a "key=value" option whose optimizer is not one of `selected`: it would have no effect, and an

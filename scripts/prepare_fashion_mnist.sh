@@ -7,8 +7,9 @@
 #   scripts/prepare_fashion_mnist.sh [OUT_DIR]     (default data/fashion_mnist)
 #   FASHION_MNIST_SRC=DIR scripts/prepare_fashion_mnist.sh   (the four .gz files from elsewhere: no apt)
 #
-# Installs dataset-fashion-mnist and libstb-dev with apt-get where they are missing (and says so), builds
-# build/fashion_mnist_to_wds, unpacks the IDX files into a folder under OUT_DIR and removes it afterwards.
+# Installs dataset-fashion-mnist with apt-get where it is missing (and says so) and what the build lacks
+# (scripts/setup.sh), builds build/fashion_mnist_to_wds, unpacks the IDX files into a folder under OUT_DIR
+# and removes it afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-data/fashion_mnist}
@@ -26,7 +27,7 @@ install_package() {
   }
 }
 [ -f "$src/train-images-idx3-ubyte.gz" ] || install_package dataset-fashion-mnist
-[ -f /usr/include/stb/stb_image_write.h ] || [ -f "${STB_DIR:-.deps/stb}/include/stb/stb_image_write.h" ] || install_package libstb-dev
+scripts/setup.sh
 make build/fashion_mnist_to_wds >/dev/null
 
 mkdir -p "$out"

@@ -14,6 +14,7 @@
 #include "optim/options.h"
 
 void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
+  cli.section(help_section::kOptimizer);
   flags::add_optimizer(cli, &f->optimizer, optimizers);
   cli.add('l', "lr", &f->lr,
           "learning rate (AdamW; Muon's AdamW part; for Adafactor and learned optimizers only if given)");
@@ -21,25 +22,33 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   cli.add('k', "schedule", &f->schedule, "LR schedule: constant | warmup | cosine | wsd");
   cli.add('u', "warmup", &f->warmup, "LR warmup steps (-1 = min(100, steps / 10); not with -k constant)");
   cli.add('q', "final-lr-frac", &f->final_frac, "LR at the end of cosine / wsd, as a fraction");
-  flags::add_steps(cli, &f->steps, "optimizer steps");
-  cli.add('b', "batch", &f->B, "micro-batch size");
-  cli.add('d', "total-batch", &f->total_batch,
-          f->batch_unit + " per step (0 = " + f->micro_batch + "; else a multiple of it: gradient accumulation)");
   flags::add_clip(cli, &f->clip);
-  cli.add('v', "val-every", &f->val_every, "validate every N steps (0 = never)");
-  cli.add('m', "val-batches", &f->val_batches, f->val_all ? "validation batches (0 = all)" : "validation batches");
-  cli.add('n', "ckpt-every", &f->ckpt_every, "checkpoint every N steps (0 = only at the end and on a signal)");
-  cli.add(0, "ckpt-dir", &f->ckpt_dir, "checkpoint folder (empty = no checkpoints)");
-  cli.add(0, "resume", &f->resume, "checkpoint file to resume from (llm.c's -y 1 resumes from its output folder)");
-  cli.add(0, "log", &f->log, "JSON-lines log file (one line per step)");
-  cli.add(0, "dropout", &f->dropout,
-          "dropout probability in training (embeddings, attention, residual branches; 0 = off)");
+  flags::add_set(cli, &f->sets);
   cli.add(0, "lopt-weights", &f->lopt_weights,
           "learned-optimizer weights folder or file (velo, small_fc_lopt, celo2, elo, elo_celo2; no effect on the "
           "others)");
   cli.add(0, "lopt-random", &f->lopt_random,
           "random meta-weights of the published shapes for velo / small_fc_lopt / celo2 / elo / elo_celo2 (throughput "
           "tests only: they do not train well)");
+
+  cli.section(help_section::kBatch);
+  flags::add_steps(cli, &f->steps, "optimizer steps");
+  cli.add('b', "batch", &f->B, "micro-batch size");
+  cli.add('d', "total-batch", &f->total_batch,
+          f->batch_unit + " per step (0 = " + f->micro_batch + "; else a multiple of it: gradient accumulation)");
+  cli.add(0, "dropout", &f->dropout,
+          "dropout probability in training (embeddings, attention, residual branches; 0 = off)");
+  cli.add(0, "seed", &f->seed, "initialisation and sampling seed");
+
+  cli.section(help_section::kEval);
+  cli.add('v', "val-every", &f->val_every, "validate every N steps (0 = never)");
+  cli.add('m', "val-batches", &f->val_batches, f->val_all ? "validation batches (0 = all)" : "validation batches");
+  cli.add('n', "ckpt-every", &f->ckpt_every, "checkpoint every N steps (0 = only at the end and on a signal)");
+  cli.add(0, "ckpt-dir", &f->ckpt_dir, "checkpoint folder (empty = no checkpoints)");
+  cli.add(0, "resume", &f->resume, "checkpoint file to resume from (llm.c's -y 1 resumes from its output folder)");
+  cli.add(0, "log", &f->log, "JSON-lines log file (one line per step)");
+
+  cli.section(help_section::kSpeed);
   cli.add(0, "cuda-graph", &f->cuda_graph,
           "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
   cli.add(0, "overlap", &f->overlap,
@@ -49,15 +58,13 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
           "data parallel: the file through which the processes share NCCL's id (a fresh path each run, on a "
           "folder every process sees); the processes come from mpirun or RANK / WORLD_SIZE / LOCAL_RANK");
   cli.add(0, "nccl", &f->nccl, "sum gradients through NCCL even as one process (a check of that path)");
-  cli.add(
-      0, "shard", &f->shard,
-      "data parallel, sharded: each process keeps the optimizer state of and steps only its share of the "
-      "tensors (whole tensors, balanced by step cost); gradients reduced onto owners, the bf16 weights all-gathered");
+  cli.add(0, "shard", &f->shard,
+          "data parallel, sharded: each process keeps the optimizer state of and steps only its share of the "
+          "tensors (whole tensors, balanced by step cost); gradients reduced onto owners, the bf16 weights "
+          "all-gathered");
   cli.add(0, "grad-comm", &f->grad_comm,
           "data parallel: fp32, or bf16 (gradients rounded to bf16 and summed in bf16 through NCCL: half the bytes, "
           "as llm.c does; changes the results)");
-  cli.add(0, "seed", &f->seed, "initialisation and sampling seed");
-  flags::add_set(cli, &f->sets);
 }
 
 void check_train_flags(const TrainFlags& f) {

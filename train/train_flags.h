@@ -26,9 +26,19 @@ struct TrainFlags {
   bool val_all = false;  // -m 0 means the whole validation set (train_vit)
 };
 
-// Adds the shared flags to cli (-o, -l, -c, -k, -u, -q, -x, -b, -d, --clip, -v, -m, -n, --ckpt-dir,
-// --resume, --log, --dropout, --lopt-weights, --lopt-random, --cuda-graph, --overlap, --seed, --set); `optimizers`
-// is the -o help.
+// The sections of a training program's --help (Cli::section), in this order; a program adds its data and
+// model flags to kData before add_train_flags, and may add its own flags to the others after it.
+namespace help_section {
+constexpr const char* kData = "data and model";
+constexpr const char* kOptimizer = "optimizer (the -o names and each one's --set options follow the flags)";
+constexpr const char* kBatch = "batch and steps";
+constexpr const char* kEval = "evaluation, checkpoints and log";
+constexpr const char* kSpeed = "speed and several GPUs";
+}  // namespace help_section
+
+// Adds the shared flags to cli, section by section (-o, -l, -c, -k, -u, -q, --clip, --set, --lopt-weights,
+// --lopt-random; -x, -b, -d, --dropout, --seed; -v, -m, -n, --ckpt-dir, --resume, --log; --cuda-graph,
+// --overlap, --nccl-id-file, --nccl, --shard); `optimizers` is the -o help.
 void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers);
 // Every shared flag's range, before any file or GPU work: one sentence per mistake. A flag that the
 // other flags make pointless (-u with -k constant) is refused too, rather than ignored.

@@ -25,40 +25,77 @@ bool is_space(uint32_t cp) {  // Unicode White_Space
          (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
-// Decodes UTF-8 into code points with their byte offsets; invalid bytes become U+FFFD of length 1
-// (they are still encoded byte by byte, as the byte-level BPE requires).
-void decode_utf8(const std::string& s, std::vector<uint32_t>* cps, std::vector<size_t>* offs) {
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    uint32_t cp = 0xFFFD;
-    size_t len = 1;
-    if (c < 0x80)
-      cp = c;
-    else if ((c >> 5) == 6) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c >> 4) == 14) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c >> 3) == 30) {
-      len = 4;
-      cp = c & 0x07;
-    }
-    bool ok = i + len <= s.size();
-    for (size_t k = 1; ok && k < len; k++) {
-      const unsigned char d = static_cast<unsigned char>(s[i + k]);
-      ok = (d >> 6) == 2;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    if (!ok || (len > 1 && cp < 0x80)) {
-      cp = 0xFFFD;
-      len = 1;
-    }
-    cps->push_back(cp);
-    offs->push_back(i);
-    i += len;
+// The code point at byte i of s and its length in bytes; invalid bytes are U+FFFD of length 1 (they are still
+// encoded byte by byte, as the byte-level BPE requires). Decoded where the scanner stands, so the scan needs
+// no per-byte arrays (12 bytes per input byte, 600 MB for a 50 MB text).
+uint32_t cp_at(const std::string& s, size_t i, size_t* len) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  uint32_t cp = 0xFFFD;
+  *len = 1;
+  size_t n = 1;
+  if (c < 0x80)
+    return c;
+  else if ((c >> 5) == 6) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if ((c >> 4) == 14) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if ((c >> 3) == 30) {
+    n = 4;
+    cp = c & 0x07;
   }
-  offs->push_back(s.size());
+  bool ok = n > 1 && i + n <= s.size();
+  for (size_t k = 1; ok && k < n; k++) {
+    const unsigned char d = static_cast<unsigned char>(s[i + k]);
+    ok = (d >> 6) == 2;
+    cp = (cp << 6) | (d & 0x3F);
+  }
+  if (!ok || cp < 0x80) return 0xFFFD;
+  *len = n;
+  return cp;
+}
+
+bool is_other(uint32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); }
+
+// Calls emit(begin, end) for each piece of GPT-2's pattern, in order (see the header).
+template <class F>
+void for_each_piece(const std::string& text, F&& emit) {
+  const size_t n = text.size();
+  auto run = [&](size_t j, bool (*pred)(uint32_t)) {  // the end of the run of pred from j
+    for (size_t len; j < n && pred(cp_at(text, j, &len));) j += len;
+    return j;
+  };
+  for (size_t i = 0; i < n;) {
+    size_t l0, l1, l2 = 0;
+    const uint32_t c0 = cp_at(text, i, &l0);
+    size_t j = i;
+    if (c0 == '\'' && i + l0 < n) {  // contractions
+      const uint32_t a = cp_at(text, i + l0, &l1), b = i + l0 + l1 < n ? cp_at(text, i + l0 + l1, &l2) : 0;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        j = i + l0 + l1;
+      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+        j = i + l0 + l1 + l2;
+    }
+    if (j == i) {
+      const size_t k = (c0 == ' ' && i + l0 < n) ? i + l0 : i;  // " ?" before the three classes
+      size_t lk;
+      const uint32_t ck = cp_at(text, k, &lk);
+      if (is_letter(ck))
+        j = run(k, is_letter);
+      else if (is_number(ck))
+        j = run(k, is_number);
+      else if (is_other(ck))
+        j = run(k, is_other);
+    }
+    if (j == i) {  // whitespace: \s+(?!\S), else \s+
+      size_t e = i, last = i, count = 0;
+      for (size_t len; e < n && is_space(cp_at(text, e, &len)); e += len, count++) last = e;
+      j = (e < n && count >= 2) ? last : e;
+    }
+    emit(i, j);
+    i = j;
+  }
 }
 
 std::string base64_decode(const std::string& in, bool* ok) {
@@ -90,41 +127,8 @@ std::string base64_decode(const std::string& in, bool* ok) {
 }  // namespace
 
 std::vector<std::pair<size_t, size_t>> gpt2_pretokenize(const std::string& text) {
-  std::vector<uint32_t> cp;
-  std::vector<size_t> off;
-  decode_utf8(text, &cp, &off);
   std::vector<std::pair<size_t, size_t>> out;
-  const size_t n = cp.size();
-  auto run = [&](size_t j, bool (*pred)(uint32_t)) {
-    while (j < n && pred(cp[j])) j++;
-    return j;
-  };
-  auto other = [](uint32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
-  for (size_t i = 0; i < n;) {
-    size_t j = i;
-    if (cp[i] == '\'' && i + 1 < n) {  // contractions
-      const uint32_t a = cp[i + 1], b = i + 2 < n ? cp[i + 2] : 0;
-      if (a == 's' || a == 't' || a == 'm' || a == 'd')
-        j = i + 2;
-      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
-        j = i + 3;
-    }
-    if (j == i) {
-      const size_t k = (cp[i] == ' ' && i + 1 < n) ? i + 1 : i;  // " ?" before the three classes
-      if (is_letter(cp[k]))
-        j = run(k, is_letter);
-      else if (is_number(cp[k]))
-        j = run(k, is_number);
-      else if (other(cp[k]))
-        j = run(k, other);
-    }
-    if (j == i) {  // whitespace: \s+(?!\S), else \s+
-      const size_t e = run(i, is_space);
-      j = (e < n && e - i >= 2) ? e - 1 : e;
-    }
-    out.emplace_back(off[i], off[j]);
-    i = j;
-  }
+  for_each_piece(text, [&](size_t a, size_t b) { out.emplace_back(a, b); });
   return out;
 }
 
@@ -193,9 +197,20 @@ void Gpt2Tokenizer::bpe(const std::string& piece, std::vector<int>* out) const {
   for (size_t i = 0; i < n; i = next[i]) out->push_back(ranks_.at(piece.substr(i, next[i] - i)));
 }
 
+// A piece longer than kMaxBpeBytes is merged in chunks of that size, cut at a character boundary: the merge
+// takes about 60 bytes of memory per byte of its piece (a single 50 MB "word" took 3 GB), and no natural
+// text has a 64 KiB word or run (tiktoken would merge it whole; the tokens then differ near the cuts).
 std::vector<int> Gpt2Tokenizer::encode(const std::string& text) const {
   std::vector<int> ids;
-  for (auto [a, b] : gpt2_pretokenize(text)) bpe(text.substr(a, b - a), &ids);
+  for_each_piece(text, [&](size_t a, size_t b) {
+    while (b - a > kMaxBpeBytes) {
+      size_t cut = a + kMaxBpeBytes;
+      while (cut > a + 1 && (static_cast<unsigned char>(text[cut]) >> 6) == 2) cut--;  // not inside a character
+      bpe(text.substr(a, cut - a), &ids);
+      a = cut;
+    }
+    bpe(text.substr(a, b - a), &ids);
+  });
   return ids;
 }
 

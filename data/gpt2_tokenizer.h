@@ -2,7 +2,7 @@
 // Pre-tokenisation follows GPT-2's pattern
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // with a hand-written scanner and Unicode letter/number tables (data/unicode_tables.inc); each piece
-// is then merged by rank, lowest first. "<|endoftext|>" in text is ordinary text (encode_ordinary);
+// is then merged by rank, lowest first. Memory stays within a few times the text's size for any text. "<|endoftext|>" in text is ordinary text (encode_ordinary);
 // the EOT id 50256 is only ever inserted explicitly.
 #pragma once
 #include <cstdint>
@@ -13,6 +13,7 @@
 class Gpt2Tokenizer {
  public:
   static constexpr int kEot = 50256, kVocab = 50257;
+  static constexpr size_t kMaxBpeBytes = 65536;  // longer pieces are merged in chunks (gpt2_tokenizer.cpp)
   // Reads r50k_base.tiktoken (base64 token bytes, space, rank per line); UserError names the problem.
   explicit Gpt2Tokenizer(const std::string& tiktoken_path);
   std::vector<int> encode(const std::string& text) const;

@@ -2,7 +2,7 @@
 # capability when one is visible; override with `make GPU_ARCH=80`). Builds on machines without a GPU.
 #
 #   make            programs and test suites
-#   make test       CPU suite (GoogleTest, CLI errors, plot_compare.py's table), then GPU suite (GPU tests
+#   make test       CPU suite (GoogleTest, CLI errors, data safety, plot_compare.py's table), then GPU suite (GPU tests
 #                   report themselves skipped without a GPU)
 #   make clean
 
@@ -131,9 +131,12 @@ $(BUILD)/test_gpu: $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/liblopt_gpu.a $(BU
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS) $(GTEST_LIB)
 
 test: test-cpu test-gpu
-test-cpu: $(BUILD)/test_cpu $(PROGRAMS)
+# The data-safety script runs the tools too (tests/cli/test_data_safety.sh).
+test-cpu: $(BUILD)/test_cpu $(PROGRAMS) $(BUILD)/bench_image_loader $(BUILD)/ref_replay $(BUILD)/optim_replay \
+          $(BUILD)/vit_dump $(BUILD)/make_imagenet_like
 	./$(BUILD)/test_cpu
 	bash tests/cli/test_cli_errors.sh
+	bash tests/cli/test_data_safety.sh
 	@if command -v python3 >/dev/null 2>&1; then python3 tests/test_plot_compare.py; \
 	else echo "skipped tests/test_plot_compare.py: no python3"; fi
 test-gpu: $(BUILD)/test_gpu

@@ -86,8 +86,12 @@ SectionReader::SectionReader(std::string path) : path_(std::move(path)), f_(std:
   need(hdr, sizeof hdr, "the header");
   if (hdr[0] != kVersion)
     fail("", str_cat("has format version ", hdr[0], " but this program reads version ", kVersion));
-  // Grown to the largest piece read, at most 4 MiB: zeroing 4 MiB for every reader made small files slow.
+  // Grown to the largest piece read, at most 4 MiB and never past the file's size: zeroing 4 MiB for every
+  // reader (or for a section whose size is a lie) made small files slow.
   std::vector<char> buf;
+  std::fseek(f, 0, SEEK_END);
+  const uint64_t file_size = uint64_t(std::ftell(f));
+  std::fseek(f, 16, SEEK_SET);
   uint64_t sections = 0;
   for (;;) {
     uint32_t len;
@@ -98,6 +102,7 @@ SectionReader::SectionReader(std::string path) : path_(std::move(path)), f_(std:
     uint64_t nbytes;
     need(&nbytes, 8, "a section header");
     Entry e{uint64_t(std::ftell(f)), nbytes};
+    if (nbytes > file_size - e.offset) fail(name, "is truncated; the file is incomplete");
     uint32_t crc = 0;
     for (uint64_t left = nbytes; left > 0;) {
       size_t n = size_t(std::min<uint64_t>(left, kPiece));

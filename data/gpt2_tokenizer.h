@@ -7,7 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <vector>
 
 class Gpt2Tokenizer {
@@ -16,14 +16,21 @@ class Gpt2Tokenizer {
   static constexpr size_t kMaxBpeBytes = 65536;  // longer pieces are merged in chunks (gpt2_tokenizer.cpp)
   // Reads r50k_base.tiktoken (base64 token bytes, space, rank per line); UserError names the problem.
   explicit Gpt2Tokenizer(const std::string& tiktoken_path);
+  // The same from the file's bytes; `name` is the file named in messages.
+  struct FromBytes {};
+  Gpt2Tokenizer(FromBytes, const std::string& tiktoken_bytes, const std::string& name);
   std::vector<int> encode(const std::string& text) const;
   std::string decode(const std::vector<int>& ids) const;
   const std::string& token_bytes(int id) const;
 
  private:
   void bpe(const std::string& piece, std::vector<int>* out) const;
-  std::unordered_map<std::string, int> ranks_;
+  int rank_of(std::string_view bytes) const;  // the id of a token's bytes; -1 if none
+  void add_rank(int id);                      // bytes_[id] -> id (a later id with the same bytes wins)
   std::vector<std::string> bytes_;  // id -> bytes
+  // bytes -> id: an open-addressing table of ids (-1: empty), 2^17 slots. One allocation, and a lookup
+  // copies nothing (a map of strings made 50,000 nodes per load and a string per lookup).
+  std::vector<int32_t> slots_;
 };
 
 // The pre-tokeniser alone (exposed for tests): byte ranges of the pieces.

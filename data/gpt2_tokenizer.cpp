@@ -144,8 +144,8 @@ std::vector<std::pair<size_t, size_t>> gpt2_pretokenize(const std::string& text)
   return out;
 }
 
-// The file is read whole (at most 64 MB) and parsed in place, each token decoded straight into bytes_: a few allocations
-// per rank at most (most tokens fit std::string's inline buffer).
+// The file is read whole (at most 64 MB) and parsed in place, each token decoded straight into bytes_: a few
+// allocations per rank at most (most tokens fit std::string's inline buffer).
 namespace {
 std::string read_ranks_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);

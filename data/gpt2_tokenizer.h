@@ -2,8 +2,9 @@
 // Pre-tokenisation follows GPT-2's pattern
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // with a hand-written scanner and Unicode letter/number tables (data/unicode_tables.inc); each piece
-// is then merged by rank, lowest first. Memory stays within a few times the text's size for any text. "<|endoftext|>" in text is ordinary text (encode_ordinary);
-// the EOT id 50256 is only ever inserted explicitly.
+// is then merged by rank, lowest first. "<|endoftext|>" in text is ordinary text (encode_ordinary); the
+// EOT id 50256 is only ever inserted explicitly. Memory stays within a few times the text's size for any
+// text (a piece over kMaxBpeBytes is merged in chunks).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -27,7 +28,7 @@ class Gpt2Tokenizer {
   void bpe(const std::string& piece, std::vector<int>* out) const;
   int rank_of(std::string_view bytes) const;  // the id of a token's bytes; -1 if none
   void add_rank(int id);                      // bytes_[id] -> id (a later id with the same bytes wins)
-  std::vector<std::string> bytes_;  // id -> bytes
+  std::vector<std::string> bytes_;            // id -> bytes
   // bytes -> id: an open-addressing table of ids (-1: empty), 2^17 slots. One allocation, and a lookup
   // copies nothing (a map of strings made 50,000 nodes per load and a string per lookup).
   std::vector<int32_t> slots_;

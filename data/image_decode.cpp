@@ -52,7 +52,8 @@ std::string check_jpeg_tables(const uint8_t* p, size_t n) {
       const bool dc = !progressive || (ss == 0 && ah == 0), ac = !progressive || ss > 0;  // tables the scan reads
       for (size_t c = 0; c < ns; c++) {
         const uint8_t tables = at(i + 6 + 2 * c);
-        if ((dc && (tables >> 4) <= 3 && !defined[0][tables >> 4]) || (ac && (tables & 15) <= 3 && !defined[1][tables & 15]))
+        if ((dc && (tables >> 4) <= 3 && !defined[0][tables >> 4]) ||
+            (ac && (tables & 15) <= 3 && !defined[1][tables & 15]))
           return "corrupt JPEG (a scan uses a Huffman table that no DHT segment defines)";
       }
     }

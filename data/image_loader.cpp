@@ -54,8 +54,8 @@ ImageLoader::~ImageLoader() { stop_threads(); }
 void ImageLoader::start_threads() {
   const int max = ImageLoaderOptions::kMaxThreads;
   if (o_.threads < 0 || o_.threads > max)
-    user_error("the image loader takes 0 to ", max, " decoding threads (0: one per hardware thread), not ",
-               o_.threads, "; give fewer with --threads.");
+    user_error("the image loader takes 0 to ", max, " decoding threads (0: one per hardware thread), not ", o_.threads,
+               "; choose --threads in that range.");
   int n = o_.threads > 0 ? o_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   n = std::min({n, o_.batch, max});
   try {

@@ -37,7 +37,7 @@
 #include "data/wds_stream.h"
 
 struct ImageLoaderOptions {
-  static constexpr int kMaxThreads = 256;           // decoding threads (--threads)
+  static constexpr int kMaxThreads = 256;            // decoding threads (--threads)
   static constexpr int64_t kMaxSkipsInARow = 10000;  // undecodable images in a row before the run stops
   static constexpr int64_t kListedSkips = 10;        // skips named one by one on stderr
   int batch = 0, size = 224, channels = 3, classes = 1000;

@@ -88,7 +88,8 @@ bool recover_dataset(const std::string& dir, const std::string& name) {
     user_error("another run (process ", pid, ") is writing the dataset '", name, "' in '", dir,
                "'; wait for it to finish, or remove '", stage, "' if no such run exists.");
   if (exists(stage + "/done")) {
-    std::fprintf(stderr, "finished the commit of dataset '%s' in '%s' that a killed run left (its old shards deleted)\n",
+    std::fprintf(stderr,
+                 "finished the commit of dataset '%s' in '%s' that a killed run left (its old shards deleted)\n",
                  name.c_str(), dir.c_str());
   } else if (exists(stage + "/manifest")) {
     // Step 2 ends before step 3 begins: a new shard no longer in new/ was moved into the folder.
@@ -96,8 +97,8 @@ bool recover_dataset(const std::string& dir, const std::string& name) {
       if (!exists(stage + "/new/" + f) && exists(dir + "/" + f)) std::remove((dir + "/" + f).c_str());
     for (const std::string& f : list_dir(stage + "/old")) move(stage + "/old/" + f, dir + "/" + f);
     sync_dir(dir);
-    std::fprintf(stderr, "restored dataset '%s' in '%s', whose replacement a killed run left half done\n",
-                 name.c_str(), dir.c_str());
+    std::fprintf(stderr, "restored dataset '%s' in '%s', whose replacement a killed run left half done\n", name.c_str(),
+                 dir.c_str());
   }
   remove_staging(stage);
   return true;

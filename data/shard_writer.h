@@ -43,7 +43,7 @@ class ShardWriter {
   std::string dir_, name_, stage_;
   int64_t shard_tokens_, val_tokens_, total_ = 0;
   std::vector<uint16_t> buf_;
-  std::vector<std::string> written_;               // the new shards' file names, in staging/new until commit()
+  std::vector<std::string> written_;                // the new shards' file names, in staging/new until commit()
   std::vector<std::string> moved_old_, moved_new_;  // by commit() so far
   bool committed_ = false, consistent_ = true;      // consistent_: the folder holds the old set (no half commit)
 };

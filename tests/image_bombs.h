@@ -13,9 +13,7 @@
 #include "tests/jpeg_samples.h"
 
 namespace image_bombs {
-inline std::string be32(uint32_t v) {
-  return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-}
+inline std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
 inline std::string chunk(const std::string& type, const std::string& data, uint32_t claimed_length) {
   const std::string body = type + data;
   return be32(claimed_length) + body + be32(crc32_update(0, body.data(), body.size()));

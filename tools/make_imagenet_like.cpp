@@ -225,9 +225,9 @@ void run(const Options& o) {
     total.pixels_h += st.pixels_h;
     total.bytes += st.bytes;
   };
-  const int n_threads = o.threads > 0 ? o.threads
-                                      : std::min(ImageLoaderOptions::kMaxThreads,
-                                                 int(std::max(1u, std::thread::hardware_concurrency())));
+  const int n_threads =
+      o.threads > 0 ? o.threads
+                    : std::min(ImageLoaderOptions::kMaxThreads, int(std::max(1u, std::thread::hardware_concurrency())));
   std::vector<std::thread> pool;
   try {
     for (int t = 0; t < n_threads; t++) pool.emplace_back(worker);

@@ -295,7 +295,8 @@ TEST(ImageLoader, RefusesThreadCountsOutsideItsLimit) {
   TempDir dir("image_loader_");
   const auto shards = make_shards(dir.path(), 2);
   ImageLoaderOptions o = options(true, ImageLoaderOptions::kMaxThreads + 1);
-  expect_user_error([&] { ImageLoader l(shards, o); }, "takes 0 to 256 decoding threads (0: one per hardware thread), not 257");
+  expect_user_error([&] { ImageLoader l(shards, o); },
+                    "takes 0 to 256 decoding threads (0: one per hardware thread), not 257");
   o.threads = -3;
   expect_user_error([&] { ImageLoader l(shards, o); }, "not -3");
   o.threads = ImageLoaderOptions::kMaxThreads;

@@ -87,7 +87,8 @@ TEST(Safetensors, RefusesOverlapsGapsAndWrongSizes) {
   write_file(f, file_of("{" + tensor("a", "4", 0, 16) + "," + tensor("b", "2", 8, 16) + "}", 16));
   expect_user_error([&] { read_safetensors(f); }, "without overlap or gap");
   write_file(f, file_of("{" + tensor("a", "4", 0, 16) + "," + tensor("b", "4", 20, 36) + "}", 36));
-  expect_user_error([&] { read_safetensors(f); }, "tensor 'b' starts at byte 20 of the data section, but the tensors before it end at 16");
+  expect_user_error([&] { read_safetensors(f); },
+                    "tensor 'b' starts at byte 20 of the data section, but the tensors before it end at 16");
   write_file(f, file_of("{" + tensor("a", "4", 4, 20) + "}", 20));
   expect_user_error([&] { read_safetensors(f); }, "starts at byte 4");
   write_file(f, file_of("{" + tensor("a", "4", 0, 16) + "}", 20));

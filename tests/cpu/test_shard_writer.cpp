@@ -103,7 +103,8 @@ TEST(ShardWriter, ARenameRefusedMidCommitRestoresTheOldSet) {
     ShardWriter w(d, "x", 10, 5);
     add_new_set(w);
     ASSERT_EQ(std::remove((w.staging() + "/new/x_train_000003.bin").c_str()), 0);
-    expect_user_error([&] { w.commit(); }, "x_train_000003.bin': No such file or directory; the previous dataset was restored.");
+    expect_user_error([&] { w.commit(); },
+                      "x_train_000003.bin': No such file or directory; the previous dataset was restored.");
   }
   EXPECT_TRUE(is_old_set(d));
   EXPECT_EQ(dir_names(d), with_notes(kOld));

@@ -64,7 +64,8 @@ inline ParamTable read_manifest(const std::string& dir, int* steps) {
     int decay = 0, ndim = 0;
     mf >> s.name >> role >> decay >> ndim;
     if (!mf || ndim < 1 || ndim > 4)
-      user_error("manifest line of tensor '", s.name, "' is not 'tensor NAME ROLE DECAY NDIM d0 ...' with 1 to 4 dims.");
+      user_error("manifest line of tensor '", s.name,
+                 "' is not 'tensor NAME ROLE DECAY NDIM d0 ...' with 1 to 4 dims.");
     s.role = parse_role(role);
     s.decay = decay != 0;
     s.shape.resize(size_t(ndim));

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 
 #include "common/cli.h"
 #include "common/error.h"
@@ -47,11 +48,18 @@ void check_signal() {
                "; the dataset in the output folder was left as it was.");
 }
 
-// A whole file, read into one string of its size (a stream copy would hold it twice).
+// A whole file, read into one string of its size (a stream copy would hold it twice); a pipe, whose size
+// is unknown, as a stream.
 std::string read_whole(const std::string& file) {
-  std::ifstream f(file, std::ios::binary | std::ios::ate);
+  std::ifstream f(file, std::ios::binary);
   if (!f) user_error("cannot read '", file, "'.");
-  std::string text(size_t(f.tellg()), '\0');
+  f.seekg(0, std::ios::end);
+  const std::streamoff size = f ? std::streamoff(f.tellg()) : -1;
+  if (size < 0) {
+    f.clear();
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  std::string text(size_t(size), '\0');
   f.seekg(0);
   if (!f.read(&text[0], std::streamsize(text.size()))) user_error("cannot read '", file, "'.");
   return text;
@@ -117,8 +125,8 @@ int main(int argc, char** argv) {
       }
     check_signal();
     if (text_tokens == 0)
-      user_error("the input holds no text (", docs, " document(s), all empty); the dataset '", name, "' in '", out_dir,
-                 "' was left as it was.");
+      user_error("the input holds no text (", docs == 0 ? "no documents" : str_cat(docs, " empty document(s)"),
+                 "); the dataset '", name, "' in '", out_dir, "' was left as it was.");
     sink.commit();
     std::printf("tokenize: %lld documents, %lld tokens, %d shard(s) in %s\n", (long long)docs, (long long)sink.tokens(),
                 sink.shards(), out_dir.c_str());

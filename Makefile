@@ -3,8 +3,8 @@
 #
 #   make            programs and test suites
 #   make test       installs what the machine lacks (scripts/setup.sh test), then the CPU suite (GoogleTest,
-#                   the README's figures; CLI errors and --help; the layering rule; plot_compare.py's table)
-#                   and the GPU suite (GPU tests report themselves skipped without a GPU)
+#                   the README's figures; CLI errors, data safety and --help; the layering rule; plot_compare.py's
+#                   table) and the GPU suite (GPU tests report themselves skipped without a GPU)
 #   make clean
 
 CUDA_HOME ?= /usr/local/cuda
@@ -38,7 +38,7 @@ HOST_SRC := common/crc32.cpp common/atomic_file.cpp common/sections.cpp common/c
             optim/ref/ref_small_fc.cpp optim/ref/ref_velo.cpp optim/ref/ref_lo_tensor.cpp optim/ref/ref_state.cpp \
             optim/ref/ref_celo2.cpp optim/ref/ref_celo2_parts.cpp optim/ref/ref_elo_celo2.cpp optim/ref/ref_elo.cpp \
             models/model_tables.cpp models/block_table.cpp models/ref_ops.cpp models/ref_block.cpp models/gpt2_ref.cpp models/vit_ref.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp \
-            data/tar_reader.cpp data/tar_writer.cpp data/wds_samples.cpp data/wds_stream.cpp \
+            data/shard_writer.cpp data/tar_reader.cpp data/tar_writer.cpp data/wds_samples.cpp data/wds_stream.cpp \
             train/train_flags.cpp train/checkpoint_read.cpp train/process_group.cpp
 # Images (train_vit): decoding (stb_image, implementation compiled once here), augmentations, Mixup/CutMix.
 HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cpp data/image_encode.cpp \
@@ -151,11 +151,15 @@ $(BUILD)/test_gpu: $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/liblopt_gpu.a $(BU
 # which the GPU suite writes to).
 test:
 	@scripts/setup.sh test
-	@$(MAKE) --no-print-directory $(BUILD)/test_cpu $(BUILD)/test_gpu $(PROGRAMS)
+	@$(MAKE) --no-print-directory $(BUILD)/test_cpu $(BUILD)/test_gpu $(PROGRAMS) $(DATA_SAFETY_TOOLS)
 	@$(MAKE) --no-print-directory -j1 test-cpu test-gpu
-test-cpu: $(BUILD)/test_cpu $(PROGRAMS)
+# The data-safety script runs the tools too (tests/cli/test_data_safety.sh).
+DATA_SAFETY_TOOLS := $(BUILD)/bench_image_loader $(BUILD)/ref_replay $(BUILD)/optim_replay $(BUILD)/vit_dump \
+                     $(BUILD)/make_imagenet_like
+test-cpu: $(BUILD)/test_cpu $(PROGRAMS) $(DATA_SAFETY_TOOLS)
 	./$(BUILD)/test_cpu
 	bash tests/cli/test_cli_errors.sh
+	bash tests/cli/test_data_safety.sh
 	bash tests/cli/test_help.sh
 	bash tests/test_layers.sh
 	@if command -v python3 >/dev/null 2>&1; then python3 tests/test_plot_compare.py; \
@@ -169,26 +173,29 @@ clean:
 # Fuzzing (tests/fuzz/): one libFuzzer target per parser of untrusted bytes, built with clang
 # (ASan + UBSan) in build/fuzz/ from the host sources they need, apart from the normal build.
 #   make fuzz FUZZ_SECONDS=N   runs every target N seconds (make -jJ runs J at once) from a copy of its
-#                              seed corpus; fails on any finding (input saved in build/fuzz/findings/)
+#                              seed corpus, then on until it has made FUZZ_MIN_RUNS runs (20,000) if it has
+#                              not; fails on any finding (input saved in build/fuzz/findings/)
+#   make fuzz FUZZ_SECONDS=1 FUZZ_MIN_RUNS=1000000   the offline run of docs/hardening.md
 #   make fuzz-seeds            rewrites the committed seeds (tests/fuzz/corpus/) with tests/fuzz/make_seeds.cpp
 FUZZ_CXX     ?= $(if $(shell command -v clang++-14 2>/dev/null),clang++-14,clang++)
 FUZZ_SECONDS ?= 20
+FUZZ_MIN_RUNS ?= 20000
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -MMD -MP -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_TARGETS := safetensors msgpack sections token_shards tokenizer_ranks tokenizer_encode json cli options tar
+FUZZ_TARGETS := safetensors msgpack sections token_shards tokenizer_ranks tokenizer_encode json cli options tar image resume
 FUZZ_HOST_SRC := common/crc32.cpp common/atomic_file.cpp common/sections.cpp common/cli.cpp common/json.cpp core/param_table.cpp \
                  optim/options.cpp optim/lopt/lopt_common.cpp optim/lopt/lopt_weights.cpp optim/lopt/celo2_weights.cpp \
                  optim/lopt/safetensors.cpp \
                  optim/lopt/msgpack.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp data/tar_reader.cpp data/tar_writer.cpp \
                  data/wds_samples.cpp data/wds_stream.cpp
 FUZZ_HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cpp data/image_encode.cpp \
-                 data/rng.cpp data/resample.cpp data/augment.cpp data/randaugment.cpp
+                 data/rng.cpp data/resample.cpp data/augment.cpp data/randaugment.cpp data/mixup.cpp data/image_loader.cpp \
+                 train/checkpoint_read.cpp
 FUZZ_HOST_OBJ := $(FUZZ_HOST_SRC:%.cpp=$(FUZZ_DIR)/obj/%.o)
+# The checkpoint reader's header declares the GPU side too (CUDA's headers, no CUDA code).
+$(FUZZ_DIR)/obj/train/checkpoint_read.o $(FUZZ_DIR)/obj/tests/fuzz/fuzz_resume.o: FUZZ_FLAGS += -I$(CUDA_HOME)/include
 # stb's own code runs under ASan only: UBSan stops at its harmless signed overflows and shifts.
 $(FUZZ_DIR)/obj/data/stb_image_impl.o $(FUZZ_DIR)/obj/data/stb_write_impl.o: FUZZ_FLAGS += -fno-sanitize=undefined
-# Targets that find bugs in code we do not own, run by hand (`make fuzz-image`), not by `make fuzz`:
-#   image: stb_image 2.27 (Debian 12) reads out of bounds decoding some corrupt Huffman data.
-FUZZ_KNOWN_FINDINGS := image
 # Longest input per target: a few seeds' worth (shards and ranks heads are the largest seeds).
 FUZZ_MAX_LEN_safetensors := 4096
 FUZZ_MAX_LEN_msgpack := 4096
@@ -201,10 +208,10 @@ FUZZ_MAX_LEN_cli := 1024
 FUZZ_MAX_LEN_options := 1024
 FUZZ_MAX_LEN_tar := 16384
 FUZZ_MAX_LEN_image := 4096
+FUZZ_MAX_LEN_resume := 4096
 
-.PHONY: fuzz fuzz-build fuzz-seeds check-fuzz $(FUZZ_TARGETS:%=fuzz-%) $(FUZZ_KNOWN_FINDINGS:%=fuzz-%)
-.SECONDARY: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o) $(FUZZ_KNOWN_FINDINGS:%=$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o) \
-            $(FUZZ_DIR)/obj/tests/fuzz/make_seeds.o
+.PHONY: fuzz fuzz-build fuzz-seeds check-fuzz $(FUZZ_TARGETS:%=fuzz-%)
+.SECONDARY: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o) $(FUZZ_DIR)/obj/tests/fuzz/make_seeds.o
 $(FUZZ_DIR)/obj/%.o: %.cpp | check-fuzz
 	@mkdir -p $(dir $@)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
@@ -225,14 +232,18 @@ fuzz-seeds: $(FUZZ_DIR)/make_seeds
 fuzz: $(FUZZ_TARGETS:%=fuzz-%)
 
 # One target: a scratch copy of the seeds (the committed corpus stays as it is), the log in build/fuzz/logs/.
-$(FUZZ_TARGETS:%=fuzz-%) $(FUZZ_KNOWN_FINDINGS:%=fuzz-%): fuzz-%: $(FUZZ_DIR)/fuzz_%
+$(FUZZ_TARGETS:%=fuzz-%): fuzz-%: $(FUZZ_DIR)/fuzz_%
 	@rm -rf $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/tmp/$* $(FUZZ_DIR)/findings/$*-*
 	@mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/tmp/$* $(FUZZ_DIR)/logs $(FUZZ_DIR)/findings
 	@cp -r tests/fuzz/corpus/$* $(FUZZ_DIR)/corpus/$*
-	@if TMPDIR=$(abspath $(FUZZ_DIR)/tmp/$*) ./$(FUZZ_DIR)/fuzz_$* $(FUZZ_DIR)/corpus/$* -max_total_time=$(FUZZ_SECONDS) \
+	@run() { TMPDIR=$(abspath $(FUZZ_DIR)/tmp/$*) ./$(FUZZ_DIR)/fuzz_$* $(FUZZ_DIR)/corpus/$* "$$@" \
 	      -max_len=$(FUZZ_MAX_LEN_$*) -rss_limit_mb=2048 -timeout=10 -close_fd_mask=1 -print_final_stats=1 \
-	      -artifact_prefix=$(FUZZ_DIR)/findings/$*- > $(FUZZ_DIR)/logs/$*.log 2>&1; then \
-	  echo "fuzz $*: $$(grep -o 'number_of_executed_units: *[0-9]*' $(FUZZ_DIR)/logs/$*.log | grep -o '[0-9]*$$') runs in $(FUZZ_SECONDS) s, no findings"; \
+	      -artifact_prefix=$(FUZZ_DIR)/findings/$*- >> $(FUZZ_DIR)/logs/$*.log 2>&1; }; \
+	runs() { grep -o 'number_of_executed_units: *[0-9]*' $(FUZZ_DIR)/logs/$*.log | awk '{ n += $$2 } END { print n + 0 }'; }; \
+	: > $(FUZZ_DIR)/logs/$*.log; start=$$(date +%s); \
+	if run -max_total_time=$(FUZZ_SECONDS) && \
+	   { [ "$$(runs)" -ge $(FUZZ_MIN_RUNS) ] || run -runs=$$(( $(FUZZ_MIN_RUNS) - $$(runs) )); }; then \
+	  echo "fuzz $*: $$(runs) runs in $$(( $$(date +%s) - start )) s, no findings"; \
 	else \
 	  tail -n 40 $(FUZZ_DIR)/logs/$*.log; \
 	  echo "fuzz $*: FINDING (log $(FUZZ_DIR)/logs/$*.log; reproduce: ./$(FUZZ_DIR)/fuzz_$* $(FUZZ_DIR)/findings/$*-*)"; exit 1; \

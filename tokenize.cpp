@@ -5,22 +5,66 @@
 //   ./tokenize -i "data/kjv/books/*.txt" --out data/kjv --name kjv
 //   ./tokenize -i corpus.jsonl --out data/mine --shard-tokens 100000000   (one document per line, its "text" field)
 //
+// The dataset of that name in --out is replaced all or nothing (data/shard_writer.h): an error, SIGINT or
+// SIGTERM leaves the previous set as it was, and a run killed outright is finished or undone by the next.
+//
 // Flags: train/flags.h's vocabulary. -i is the input data, as in train_gpt2; the rest are long-only, for
 // their letters mean other things in train_gpt2 and llm.c (-o there is the optimizer, -n checkpoints, ...).
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
+#include <iterator>
 
 #include "common/cli.h"
 #include "common/error.h"
 #include "common/json.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/shard_writer.h"
 #include "data/token_shards.h"
 #include "train/flags.h"
+
+namespace {
+volatile std::sig_atomic_t g_signal = 0;
+
+// SIGINT and SIGTERM stop the run between documents (SA_RESTART: a write in progress finishes), so that
+// the staging folder is removed and the previous dataset stays as it was.
+void catch_stop_signals() {
+  struct sigaction sa = {};
+  sa.sa_handler = [](int sig) { g_signal = sig; };
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+void check_signal() {
+  if (g_signal)
+    user_error("stopped by ", g_signal == SIGINT ? "SIGINT" : "SIGTERM",
+               "; the dataset in the output folder was left as it was.");
+}
+
+// A whole file, read into one string of its size (a stream copy would hold it twice); a pipe, whose size
+// is unknown, as a stream.
+std::string read_whole(const std::string& file) {
+  std::ifstream f(file, std::ios::binary);
+  if (!f) user_error("cannot read '", file, "'.");
+  f.seekg(0, std::ios::end);
+  const std::streamoff size = f ? std::streamoff(f.tellg()) : -1;
+  if (size < 0) {
+    f.clear();
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  std::string text(size_t(size), '\0');
+  f.seekg(0);
+  if (!f.read(&text[0], std::streamsize(text.size()))) user_error("cannot read '", file, "'.");
+  return text;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> inputs;
@@ -50,31 +94,30 @@ int main(int argc, char** argv) {
       user_error("the output folder '", out_dir, "' does not exist or is not writable; create it first.");
     for (const auto& pattern : inputs) glob_files(pattern);  // every input pattern matches, before the slow work
     Gpt2Tokenizer tok(tokenizer);
-    // Shards get their final names only when every input has been read: an error part way (a bad line
-    // 3001) leaves no shards behind, and existing files in the folder are not touched.
+    catch_stop_signals();
     ShardWriter sink(out_dir, name, shard_tokens, val_tokens ? val_tokens : shard_tokens);
-    int64_t docs = 0;
+    int64_t docs = 0, text_tokens = 0;
     auto document = [&](const std::string& text) {
-      std::vector<int> ids = {Gpt2Tokenizer::kEot};
-      auto body = tok.encode(text);
-      ids.insert(ids.end(), body.begin(), body.end());
-      sink.add(ids);
+      check_signal();
+      const std::vector<int> body = tok.encode(text);
+      sink.add({Gpt2Tokenizer::kEot});
+      sink.add(body);
+      text_tokens += int64_t(body.size());
       docs++;
     };
     for (const auto& pattern : inputs)
       for (const auto& file : glob_files(pattern)) {
-        std::ifstream f(file, std::ios::binary);
-        if (!f) user_error("cannot read '", file, "'.");
         const bool jsonl =
             format == "jsonl" || (format == "auto" && file.size() > 6 && file.substr(file.size() - 6) == ".jsonl");
         if (!jsonl) {
-          std::stringstream ss;
-          ss << f.rdbuf();
-          document(ss.str());
+          document(read_whole(file));
           continue;
         }
+        std::ifstream f(file, std::ios::binary);
+        if (!f) user_error("cannot read '", file, "'.");
         std::string line;
         for (int64_t n = 1; std::getline(f, line); n++) {
+          check_signal();
           if (line.empty()) continue;
           Json j = parse_json(line, str_cat("line ", n, " of '", file, "'"));
           if (!j.has("text") || j.at("text").type != Json::String)
@@ -82,6 +125,10 @@ int main(int argc, char** argv) {
           document(j.at("text").str);
         }
       }
+    check_signal();
+    if (text_tokens == 0)
+      user_error("the input holds no text (", docs == 0 ? "no documents" : str_cat(docs, " empty document(s)"),
+                 "); the dataset '", name, "' in '", out_dir, "' was left as it was.");
     sink.commit();
     std::printf("tokenize: %lld documents, %lld tokens, %d shard(s) in %s\n", (long long)docs, (long long)sink.tokens(),
                 sink.shards(), out_dir.c_str());

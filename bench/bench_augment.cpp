@@ -14,6 +14,7 @@
 
 #include "common/cli.h"
 #include "common/error.h"
+#include "common/tool_errors.h"
 #include "data/augment.h"
 #include "data/image_decode.h"
 #include "data/image_encode.h"
@@ -126,9 +127,8 @@ int main(int argc, char** argv) {
       eval_transform(images[i], eval, out.data(), &scratch);
       write_png(dump + str_cat("/eval_", i, ".png"), to_image(out, size, eval.norm));
     }
-  } catch (const UserError& e) {
-    std::fprintf(stderr, "bench_augment: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return report_tool_error("bench_augment");
   }
   return 0;
 }

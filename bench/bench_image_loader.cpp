@@ -10,7 +10,9 @@
 #include <sstream>
 
 #include "common/cli.h"
+#include "common/cuda_check.h"
 #include "common/error.h"
+#include "common/tool_errors.h"
 #include "data/image_loader.h"
 #include "data/nvjpeg_decoder.h"
 
@@ -77,18 +79,25 @@ int main(int argc, char** argv) {
     if (o.train_tf.use_randaugment) o.train_tf.randaugment = parse_randaugment(randaugment);
     const std::vector<std::string> shards = list_shards(input);
     for (const std::string& d : split(decoders)) check_decoder_option(d);
-    for (const std::string& t : split(threads))
-      if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos)
-        user_error("--threads must be whole numbers separated by commas (got '", threads, "').");
+    std::vector<int> counts;
+    for (const std::string& t : split(threads)) {
+      if (t.empty() || t.size() > 3 || t.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoi(t) > ImageLoaderOptions::kMaxThreads)
+        user_error("--threads must be whole numbers from 0 to ", ImageLoaderOptions::kMaxThreads,
+                   " separated by commas (got '", threads, "').");
+      counts.push_back(std::stoi(t));
+    }
     for (const std::string& d : split(decoders))
-      for (const std::string& t : split(threads)) {
+      for (int t : counts) {
         o.decoder = d;
-        o.threads = std::atoi(t.c_str());
+        o.threads = t;
         run(shards, o, batches, warmup);
       }
-  } catch (const UserError& e) {
-    std::fprintf(stderr, "bench_image_loader: %s\n", e.what());
-    return 1;
+  } catch (const CudaError& e) {  // the nvjpeg decoder's
+    std::fprintf(stderr, "bench_image_loader: CUDA error: %s\n", e.what());
+    return 2;
+  } catch (...) {
+    return report_tool_error("bench_image_loader");
   }
   return 0;
 }

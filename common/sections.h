@@ -4,8 +4,9 @@
 //   per section: u32 name_len | name | u64 nbytes | data[nbytes] | u32 crc32(data)
 //   last section: "__end__" holding the u64 number of sections before it
 //
-// SectionWriter writes to "<path>.tmp", and commit() fsyncs and renames it over <path>: a crash or a
-// signal at any moment leaves either the old file or the new one, never half of one. SectionReader
+// SectionWriter writes to a temporary beside <path> (common/atomic_file.h), and commit() fsyncs and renames
+// it over <path>: a crash or a signal at any moment leaves either the old file or the new one, never half
+// of one. SectionReader
 // checks structure and every checksum when it opens, so a truncated or corrupt file is refused before
 // any of it is used.
 #pragma once

@@ -2,12 +2,14 @@
 
 #include <stb/stb_image.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 
 #include "common/error.h"
+#include "data/stb_alloc.h"
 
 namespace {
 // JPEG: FF D8 FF; PNG: 89 'P' 'N' 'G'. Checked first so that other bytes get a clear reason.
@@ -16,10 +18,13 @@ bool looks_like_jpeg_or_png(const uint8_t* p, size_t n) {
   return n >= 8 && std::memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0;
 }
 
-// stb_image 2.27 (Debian 12's) copies a DHT table's codes into fixed arrays of 256 without checking their
-// count, so a corrupt or hostile JPEG can overwrite memory (found by tests/fuzz/fuzz_image.cpp). Walks the
-// markers, skipping entropy-coded data, and returns the reason if a table has more than 256 codes.
-std::string check_huffman_tables(const uint8_t* p, size_t n) {
+// Checks stb_image 2.27 (Debian 12's) does not make: it copies a DHT table's codes into fixed arrays of 256
+// without checking their count, so a corrupt or hostile JPEG could overwrite memory; and a scan may name a
+// Huffman table no DHT defined, which stb then reads uninitialised (out of bounds reads; both found by
+// tests/fuzz/fuzz_image.cpp). Walks the markers, skipping entropy-coded data; returns the reason, or "".
+std::string check_jpeg_tables(const uint8_t* p, size_t n) {
+  bool defined[2][4] = {};  // [DC, AC][table id]
+  bool progressive = false;
   for (size_t i = 2; i + 4 <= n;) {
     if (p[i] != 0xFF || p[i + 1] == 0xFF) {  // scan data, or fill bytes before a marker
       i++;
@@ -31,17 +36,41 @@ std::string check_huffman_tables(const uint8_t* p, size_t n) {
       continue;
     }
     if (m == 0xD9) break;  // EOI
-    // As stb reads a DHT segment: tables while the declared length lasts, bytes past the end read as 0.
+    // As stb reads a segment: the declared length, bytes past the end of the file read as 0.
     const size_t len = size_t(p[i + 2]) << 8 | p[i + 3];
-    for (size_t t = i + 4; m == 0xC4 && t < i + 2 + len;) {
+    auto at = [&](size_t k) -> uint8_t { return k < n ? p[k] : 0; };
+    if (m == 0xC2) progressive = true;
+    for (size_t t = i + 4; m == 0xC4 && t < i + 2 + len;) {  // DHT: tables while the length lasts
       size_t codes = 0;
-      for (size_t k = t + 1; k <= t + 16 && k < n; k++) codes += p[k];
+      for (size_t k = t + 1; k <= t + 16; k++) codes += at(k);
       if (codes > 256) return str_cat("corrupt JPEG (a Huffman table with ", codes, " codes; at most 256 exist)");
+      if ((at(t) >> 4) <= 1 && (at(t) & 15) <= 3) defined[at(t) >> 4][at(t) & 15] = true;
       t += 17 + codes;
+    }
+    if (m == 0xDA) {  // SOS: Ns, then (component, DC table << 4 | AC table) each, then Ss, Se, Ah << 4 | Al
+      const size_t ns = at(i + 4), ss = at(i + 5 + 2 * ns), ah = at(i + 7 + 2 * ns) >> 4;
+      const bool dc = !progressive || (ss == 0 && ah == 0), ac = !progressive || ss > 0;  // tables the scan reads
+      for (size_t c = 0; c < ns; c++) {
+        const uint8_t tables = at(i + 6 + 2 * c);
+        if ((dc && (tables >> 4) <= 3 && !defined[0][tables >> 4]) ||
+            (ac && (tables & 15) <= 3 && !defined[1][tables & 15]))
+          return "corrupt JPEG (a scan uses a Huffman table that no DHT segment defines)";
+      }
     }
     i += 2 + len;
   }
   return "";
+}
+
+// What stb may allocate for a w x h image from `size` bytes: one buffer at most 8 bytes per pixel (16-bit
+// RGBA; JPEG planes padded to whole MCUs, hence the 32), plus 1 MiB; a buffer grown at most to twice that,
+// and never past 2,100 times the file (deflate expands at most 1,032 times; the growth doubles).
+StbAllocLimit alloc_limit(int w, int h, size_t size) {
+  StbAllocLimit l;
+  const size_t slack = size_t(1) << 20;
+  l.malloc_bytes = 8 * (size_t(w) + 32) * (size_t(h) + 32) + slack;
+  l.realloc_bytes = std::min(2 * l.malloc_bytes, 2100 * size + slack);
+  return l;
 }
 }  // namespace
 
@@ -84,10 +113,11 @@ bool try_decode_image(const void* data, size_t size, int channels, Image* out, s
     return false;
   }
   if (bytes[0] == 0xFF) {  // before stb reads any table, stbi_info included
-    *why = check_huffman_tables(bytes, size);
+    *why = check_jpeg_tables(bytes, size);
     if (!why->empty()) return false;
   }
   int w = 0, h = 0, c = 0;
+  ScopedStbAllocLimit header_limit(alloc_limit(1, 1, size));  // the header alone needs little
   if (!stbi_info_from_memory(bytes, int(size), &w, &h, &c)) {
     *why = str_cat("unreadable header (stb_image: ", stbi_failure_reason(), ")");
     return false;
@@ -97,6 +127,13 @@ bool try_decode_image(const void* data, size_t size, int channels, Image* out, s
                    " in all)");
     return false;
   }
+  // PNG data is deflated, which expands at most 1,032 times: a smaller file cannot hold the pixels (1 bit
+  // each at least, and a filter byte per row) and would only make stb allocate them.
+  if (bytes[0] == 0x89 && int64_t(h) * (1 + (int64_t(w) + 7) / 8) > 1032 * int64_t(size)) {
+    *why = str_cat(w, " x ", h, " pixels cannot come from a ", size, "-byte PNG (deflate expands at most 1032 times)");
+    return false;
+  }
+  ScopedStbAllocLimit limit(alloc_limit(w, h, size));
   std::unique_ptr<uint8_t, void (*)(void*)> px(stbi_load_from_memory(bytes, int(size), &w, &h, &c, channels),
                                                stbi_image_free);
   if (!px) {

@@ -3,7 +3,8 @@
 // all become `channels` (3: RGB, gray replicated; 1: luma), as stb's req_comp does.
 //
 // The dimensions are read from the header and checked against DecodeLimits before anything is decoded,
-// so a corrupt or hostile header cannot make us allocate gigabytes.
+// and every allocation stb makes is capped from them and the file's size (data/stb_alloc.h), so a corrupt
+// or hostile file cannot make us allocate gigabytes.
 //
 // A data set of a million images may hold a few bad ones: try_decode_image() returns false with the
 // reason, so a loader can skip the sample and count it; decode_image() throws a UserError instead.

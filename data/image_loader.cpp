@@ -1,6 +1,7 @@
 #include "data/image_loader.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common/error.h"
@@ -43,18 +44,38 @@ ImageLoader::ImageLoader(const std::vector<std::string>& shards, const ImageLoad
     check_options(o_.eval_tf);
   }
   tasks_.resize(size_t(o_.batch));
-  int n = o_.threads > 0 ? o_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  n = std::min(n, o_.batch);
-  for (int i = 0; i < n; i++) threads_.emplace_back([this, i] { worker(i); });
+  start_threads();
 }
 
-ImageLoader::~ImageLoader() {
+ImageLoader::~ImageLoader() { stop_threads(); }
+
+// A failed start stops and joins the threads already running before the UserError leaves the constructor:
+// destroying the condition variables they wait on would hang, and a joinable std::thread would abort.
+void ImageLoader::start_threads() {
+  const int max = ImageLoaderOptions::kMaxThreads;
+  if (o_.threads < 0 || o_.threads > max)
+    user_error("the image loader takes 0 to ", max, " decoding threads (0: one per hardware thread), not ", o_.threads,
+               "; choose --threads in that range.");
+  int n = o_.threads > 0 ? o_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  n = std::min({n, o_.batch, max});
+  try {
+    for (int i = 0; i < n; i++) threads_.emplace_back([this, i] { worker(i); });
+  } catch (const std::exception& e) {
+    const size_t started = threads_.size();
+    stop_threads();
+    user_error("could not start image decoding thread ", started + 1, " of ", n, " (", e.what(),
+               "); give fewer with --threads or raise the process limit (ulimit -u).");
+  }
+}
+
+void ImageLoader::stop_threads() {
   {
     std::lock_guard<std::mutex> g(mu_);
     stop_ = true;
   }
   cv_.notify_all();
   for (auto& t : threads_) t.join();
+  threads_.clear();
 }
 
 // Decode, then crop / resize / flip (training) or resize / centre-crop (evaluation) into t.out.
@@ -195,25 +216,61 @@ std::vector<int> ImageLoader::fill(std::vector<int> places, const ImageBatchView
         break;
       }
       t.index = served_++;
+      t.epoch = stream_.epoch();
       t.out = out.pixels + size_t(places[n]) * px;
     }
     decode_round(n);
     std::vector<int> again;
-    for (size_t k = 0; k < n; k++) {
+    for (size_t k = 0; k < n; k++) {  // in stream order, so that in_a_row_ counts a run of the stream
       if (tasks_[k].ok) {
         out.labels[places[k]] = tasks_[k].sample.label;
         ++*real;
+        decoded_++;
+        in_a_row_ = 0;
         continue;
       }
-      skipped_++;
-      std::fprintf(stderr, "skipped an image that cannot be decoded (%s, %s): %s\n", tasks_[k].sample.shard.c_str(),
-                   tasks_[k].sample.key.c_str(), tasks_[k].why.c_str());
+      count_skip(tasks_[k]);
       again.push_back(places[k]);
     }
     for (size_t k = n; k < places.size(); k++) again.push_back(places[k]);  // the pass ended
     places = again;
+    check_progress(ended);
   }
   return places;
+}
+
+// Names the first skips, then says how many at 100, 1000, ...: a data set of broken files must not write a
+// line per retry.
+void ImageLoader::count_skip(const Task& t) {
+  if (in_a_row_++ == 0) row_epoch_ = t.epoch;
+  skipped_++;
+  last_skip_ = str_cat("'", t.sample.key, "' in '", t.sample.shard, "': ", t.why);
+  if (skipped_ <= ImageLoaderOptions::kListedSkips) {
+    std::fprintf(stderr, "skipped an image that cannot be decoded (%s)%s\n", last_skip_.c_str(),
+                 skipped_ == ImageLoaderOptions::kListedSkips ? "; further skips are counted, not listed" : "");
+    return;
+  }
+  int64_t p = 100;
+  while (p < skipped_ && p <= INT64_MAX / 10) p *= 10;
+  if (p == skipped_)
+    std::fprintf(stderr, "skipped %lld images that cannot be decoded so far (the latest: %s)\n", (long long)skipped_,
+                 last_skip_.c_str());
+}
+
+// A stream in which nothing decodes would be read forever (a training stream wraps its epochs): stop once a
+// whole epoch, or kMaxSkipsInARow images, went by without a decodable image, or a pass ended without one.
+void ImageLoader::check_progress(bool ended) const {
+  if (in_a_row_ == 0) return;
+  const bool whole_epoch = stream_.epoch() >= row_epoch_ + 2;  // epoch row_epoch_ + 1 was read in full
+  const bool empty_pass = ended && decoded_ == 0;
+  if (!whole_epoch && !empty_pass && in_a_row_ < ImageLoaderOptions::kMaxSkipsInARow) return;
+  const std::vector<std::string>& shards = stream_.shards();
+  user_error("no image decodes: the last ", in_a_row_, " images read were skipped (",
+             whole_epoch  ? "a whole epoch"
+             : empty_pass ? "the whole pass"
+                          : str_cat("the limit is ", ImageLoaderOptions::kMaxSkipsInARow, " in a row"),
+             ", of the ", shards.size(), " shard(s) from '", shards[0], "'; the latest: ", last_skip_,
+             "); check that the shards hold JPEG or PNG images.");
 }
 
 // An evaluation pass's last batch: the real samples move to the front, and the places after them repeat
@@ -285,4 +342,5 @@ void ImageLoader::seek(const Position& p) {
   stream_.seek(p.stream);
   served_ = p.served;
   batches_ = p.batches;
+  in_a_row_ = 0;
 }

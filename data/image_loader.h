@@ -13,7 +13,14 @@
 //
 // An image stb_image cannot decode is skipped and counted (skipped()), its place taken by the stream's
 // next sample: a data set of a million photos may hold a few broken files, and one should not stop a
-// run of days. A tar or label error stops the run (data/wds_samples).
+// run of days. The first kListedSkips are named on stderr, then one line at 100, 1000, ... skips (a bad
+// data set must not write gigabytes of warnings). A stream where nothing decodes stops with a UserError
+// naming what was skipped and where: a whole epoch, or kMaxSkipsInARow images, without one decodable
+// image (or an evaluation pass without one). A tar or label error stops the run (data/wds_samples).
+//
+// Threads: at most kMaxThreads (a thread per image of a batch is the most that can help; thousands of
+// threads exhaust the machine's process table). A thread that cannot be started is a UserError, after
+// the ones already started have been stopped and joined.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -30,10 +37,13 @@
 #include "data/wds_stream.h"
 
 struct ImageLoaderOptions {
+  static constexpr int kMaxThreads = 256;            // decoding threads (--threads)
+  static constexpr int64_t kMaxSkipsInARow = 10000;  // undecodable images in a row before the run stops
+  static constexpr int64_t kListedSkips = 10;        // skips named one by one on stderr
   int batch = 0, size = 224, channels = 3, classes = 1000;
   bool train = true;  // shuffled, augmented, endless; false: one pass in shard order, evaluation transform
   uint64_t seed = 0;
-  int threads = 0;             // decoding threads; 0: the machine's hardware threads
+  int threads = 0;             // decoding threads, at most kMaxThreads; 0: the machine's hardware threads
   int64_t shuffle_buffer = 0;  // samples (training)
   int rank = 0, world = 1;     // this process reads shards rank, rank + world, ...
   TrainTransformOptions train_tf;
@@ -86,6 +96,7 @@ class ImageLoader {
   struct Task {
     WdsSample sample;
     int64_t index = 0;  // in the stream: the generator's
+    int64_t epoch = 0;  // the stream's when the sample was read
     uint8_t* out = nullptr;
     bool ok = false;
     bool augment_only = false;  // decoded and resized by the batch decoder: RandAugment is left
@@ -102,10 +113,16 @@ class ImageLoader {
   void pack(const std::vector<int>& empty, int real, const ImageBatchView& out) const;
   void mix(const ImageBatchView& out) const;
   void worker(int id);
+  void start_threads();
+  void stop_threads();
+  void count_skip(const Task& t);
+  void check_progress(bool ended) const;
 
   ImageLoaderOptions o_;
   WdsStream stream_;
-  int64_t served_ = 0, batches_ = 0, skipped_ = 0, device_decoded_ = 0;
+  int64_t served_ = 0, batches_ = 0, skipped_ = 0, device_decoded_ = 0, decoded_ = 0;
+  int64_t in_a_row_ = 0, row_epoch_ = 0;  // undecodable images since the last good one; the epoch of the first
+  std::string last_skip_;                 // the latest skip: shard, key and reason
   std::unique_ptr<BatchImageDecoder> device_;
   std::vector<Task> tasks_;
   std::vector<size_t> todo_;  // the pool's tasks

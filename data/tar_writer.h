@@ -3,9 +3,9 @@
 // split at a '/', otherwise a pax 'x' header with a `path` record before the member. Used by the dataset
 // converters, the tests and the fuzz seeds.
 //
-// The archive is written to "<path>.tmp" in the same folder; commit() ends it with two zero blocks, fsyncs
-// it and renames it over <path>, so a reader never sees half a shard. A writer destroyed without commit()
-// (an error part way) removes its temporary file.
+// The archive is written to a temporary file beside <path> (common/atomic_file.h); commit() ends it with two zero
+// blocks, fsyncs it and renames it over <path>, so a reader never sees half a shard. A writer destroyed without
+// commit() (an error part way) removes its temporary file.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -4,12 +4,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <numeric>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
 
 void write_token_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
@@ -19,16 +18,10 @@ void write_token_shard(const std::string& path, const std::vector<uint16_t>& tok
   header[2] = int32_t(tokens.size());
   if (tokens.size() > size_t(INT32_MAX))
     user_error("a shard holds at most 2^31-1 tokens; '", path, "' would hold ", tokens.size(), ".");
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) user_error("cannot write '", tmp, "'; check that the folder exists and is writable.");
-  bool ok =
-      std::fwrite(header, sizeof header, 1, f) == 1 && std::fwrite(tokens.data(), 2, tokens.size(), f) == tokens.size();
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    user_error("writing '", path, "' failed (disk full?).");
-  }
+  AtomicFile f(path, size_t(1) << 20);
+  f.write(header, sizeof header);
+  f.write(tokens.data(), 2 * tokens.size());
+  f.commit();
 }
 
 namespace {
@@ -194,49 +187,4 @@ void TokenLoader::next(int32_t* inputs, int32_t* targets) {
     inputs[i] = src[i];
     targets[i] = src[i + 1];
   }
-}
-
-// ------------------------------------------------------------------------------------------ ShardWriter
-
-ShardWriter::ShardWriter(std::string dir, std::string name, int64_t shard_tokens, int64_t val_tokens)
-    : dir_(std::move(dir)), name_(std::move(name)), shard_tokens_(shard_tokens), val_tokens_(val_tokens) {
-  CHECK(shard_tokens_ >= 1 && val_tokens_ >= 1);
-}
-
-ShardWriter::~ShardWriter() {
-  if (!committed_)
-    for (const auto& f : written_) std::remove((f + ".partial").c_str());
-}
-
-void ShardWriter::add(const std::vector<int>& ids) {
-  for (int id : ids) {
-    CHECK(id >= 0 && id <= 65535);
-    buf_.push_back(uint16_t(id));
-    if (int64_t(buf_.size()) == (written_.empty() ? val_tokens_ : shard_tokens_)) flush();
-  }
-}
-
-void ShardWriter::flush() {
-  if (buf_.empty()) return;
-  const int index = int(written_.size());
-  char file[64];
-  std::snprintf(file, sizeof file, "_%s_%06d.bin", index == 0 ? "val" : "train", index);
-  written_.push_back(dir_ + "/" + name_ + file);
-  write_token_shard(written_.back() + ".partial", buf_);
-  total_ += int64_t(buf_.size());
-  buf_.clear();
-}
-
-void ShardWriter::commit() {
-  CHECK(!committed_);
-  flush();
-  for (size_t i = 0; i < written_.size(); i++) {
-    const std::string& f = written_[i];
-    if (std::rename((f + ".partial").c_str(), f.c_str()) != 0) {
-      const std::string why = std::strerror(errno);
-      for (size_t j = 0; j < i; j++) std::remove(written_[j].c_str());  // no partial dataset under final names
-      user_error("cannot rename '", f, ".partial' to '", f, "': ", why, ".");
-    }
-  }
-  committed_ = true;
 }

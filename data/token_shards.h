@@ -15,36 +15,13 @@
 
 constexpr int32_t kShardMagic = 20240520, kShardVersion = 1;
 
-void write_token_shard(const std::string& path, const std::vector<uint16_t>& tokens);  // atomic
+void write_token_shard(const std::string& path, const std::vector<uint16_t>& tokens);  // atomic, fsynced
 // Reads and validates a whole shard; UserError names the file and what is wrong.
 std::vector<uint16_t> read_token_shard(const std::string& path, int vocab);
 // Sorted files matching a glob pattern; UserError when none match or one of them is a folder.
 std::vector<std::string> glob_files(const std::string& pattern);
 
-// Writes a dataset's shards as llm.c's fineweb.py does: shard 0 ({name}_val_000000.bin) holds val_tokens
-// tokens, the others ({name}_train_000001.bin, ...) shard_tokens each, the last one the rest. Each full
-// shard is written at once, under "<final name>.partial"; commit() writes the last one and renames them
-// all. A writer destroyed without commit() (an error part way) removes the shards it wrote, so a failed
-// run leaves nothing behind and never touches existing files with the final names.
-class ShardWriter {
- public:
-  ShardWriter(std::string dir, std::string name, int64_t shard_tokens, int64_t val_tokens);
-  ~ShardWriter();
-  ShardWriter(const ShardWriter&) = delete;
-  ShardWriter& operator=(const ShardWriter&) = delete;
-  void add(const std::vector<int>& ids);
-  void commit();
-  int shards() const { return int(written_.size()); }
-  int64_t tokens() const { return total_; }
-
- private:
-  void flush();
-  std::string dir_, name_;
-  int64_t shard_tokens_, val_tokens_, total_ = 0;
-  std::vector<uint16_t> buf_;
-  std::vector<std::string> written_;  // final names; the files are "<name>.partial" until commit()
-  bool committed_ = false;
-};
+// ShardWriter (data/shard_writer.h) writes a whole dataset's shards for tokenize.
 
 class TokenLoader {
  public:

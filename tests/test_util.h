@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -30,6 +31,13 @@ inline std::string read_file(const std::string& path) {
 inline void write_file(const std::string& path, const std::string& data) {
   std::ofstream f(path, std::ios::binary);
   f.write(data.data(), std::streamsize(data.size()));
+}
+// The names in a folder, sorted (to check that no temporary file was left beside a written one).
+inline std::vector<std::string> dir_names(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 // ||got - want|| / ||want|| over elements [off, off + n) of both (n = -1: to the end of want).

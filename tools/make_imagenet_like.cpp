@@ -12,7 +12,8 @@
 // shards %04d of --per-shard samples; and the lists of members the script re-encodes with jpegtran, for
 // what stb_image_write cannot write: <out>/grayscale.txt (one-component JPEGs; stb writes gray as YCbCr
 // with neutral chroma) and <out>/progressive.txt (stb writes baseline only). Ends with one JSON line of
-// statistics.
+// statistics. Bad flags are refused before anything is created; after an error the folders this run created
+// are removed.
 //
 //   build/make_imagenet_like -i "photos/*.jpg" --out stage -n 500 --per-shard 200
 #include <sys/stat.h>
@@ -22,16 +23,21 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "common/cli.h"
 #include "common/error.h"
+#include "common/tool_errors.h"
 #include "data/augment.h"
 #include "data/image_decode.h"
 #include "data/image_encode.h"
+#include "data/image_loader.h"
 #include "data/resample.h"
 #include "data/rng.h"
 #include "data/token_shards.h"
@@ -141,19 +147,50 @@ void write_sample(const Options& o, int64_t i, Spec& s, const std::vector<std::s
   st->bytes += double(bytes.size());
 }
 
+constexpr int64_t kMaxImages = 100000000;  // a hundred million samples: 80 ImageNets
+
+void check_options(const Options& o) {
+  if (o.out.empty()) user_error("--out is required: the staging folder to write.");
+  if (o.images < 1 || o.images > kMaxImages || o.per_shard < 1)
+    user_error("-n must be in [1, ", kMaxImages, "] and --per-shard at least 1.");
+  if (o.threads < 0 || o.threads > ImageLoaderOptions::kMaxThreads)
+    user_error("--threads must be in [0, ", ImageLoaderOptions::kMaxThreads, "] (0: one per core), not ", o.threads,
+               ".");
+  const std::pair<const char*, double> pcts[] = {
+      {"--gray-pct", o.gray_pct}, {"--png-pct", o.png_pct}, {"--progressive-pct", o.progressive_pct}};
+  for (const auto& [flag, v] : pcts)
+    if (!(v >= 0 && v <= 100)) user_error(flag, " must be a percentage in [0, 100], not ", v, ".");
+}
+
+// The folders this run made, removed with their contents unless release() is called (after success).
+class CreatedFolders {
+ public:
+  ~CreatedFolders() {
+    std::error_code ec;
+    for (auto it = made_.rbegin(); it != made_.rend(); ++it) std::filesystem::remove_all(*it, ec);
+  }
+  // Creates `dir` if it is missing (an existing one is kept, and kept after an error).
+  void make(const std::string& dir, const char* hint) {
+    if (mkdir(dir.c_str(), 0755) == 0)
+      made_.push_back(dir);
+    else if (errno != EEXIST)
+      user_error("cannot create the folder '", dir, "': ", std::strerror(errno), "; ", hint);
+  }
+  void release() { made_.clear(); }
+
+ private:
+  std::vector<std::string> made_;
+};
+
 void run(const Options& o) {
   std::vector<std::string> photos;
   for (const std::string& pattern : o.inputs)
     for (const std::string& f : glob_files(pattern)) photos.push_back(f);
   if (photos.empty()) user_error("no photos given; pass them with -i (files or glob patterns).");
-  if (o.images < 1 || o.per_shard < 1) user_error("-n and --per-shard must be at least 1.");
-  if (mkdir(o.out.c_str(), 0755) != 0 && errno != EEXIST)
-    user_error("cannot create the folder '", o.out, "'; check that its parent exists and is writable.");
-  for (int64_t s = 0; s * o.per_shard < o.images; s++) {
-    const std::string d = shard_dir(o, s * o.per_shard);
-    if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST)
-      user_error("cannot create the folder '", d, "' (disk full, or not writable?).");
-  }
+  CreatedFolders folders;
+  folders.make(o.out, "check that its parent exists and is writable.");
+  for (int64_t s = 0; s * o.per_shard < o.images; s++)
+    folders.make(shard_dir(o, s * o.per_shard), "disk full, or not writable?");
   // Group the samples by photo, so each photo is decoded once.
   std::vector<std::vector<int64_t>> by_photo(photos.size());
   for (int64_t i = 0; i < o.images; i++) by_photo[size_t(draw_spec(o, int(photos.size()), i).source)].push_back(i);
@@ -173,9 +210,10 @@ void run(const Options& o) {
           write_sample(o, i, s, photos, photo, &st);
         }
       }
-    } catch (const UserError& e) {
+    } catch (const std::exception& e) {  // out of memory too: a thread must not end the program
       std::lock_guard<std::mutex> lock(mu);
-      if (first_error.empty()) first_error = e.what();
+      if (first_error.empty())
+        first_error = dynamic_cast<const UserError*>(&e) ? e.what() : str_cat("failed: ", e.what(), ".");
       next = photos.size();
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -187,9 +225,18 @@ void run(const Options& o) {
     total.pixels_h += st.pixels_h;
     total.bytes += st.bytes;
   };
-  const int n_threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int n_threads =
+      o.threads > 0 ? o.threads
+                    : std::min(ImageLoaderOptions::kMaxThreads, int(std::max(1u, std::thread::hardware_concurrency())));
   std::vector<std::thread> pool;
-  for (int t = 0; t < n_threads; t++) pool.emplace_back(worker);
+  try {
+    for (int t = 0; t < n_threads; t++) pool.emplace_back(worker);
+  } catch (const std::system_error& e) {  // the started threads stop at their next photo, then join
+    next = photos.size();
+    for (std::thread& t : pool) t.join();
+    user_error("could not start thread ", pool.size() + 1, " of ", n_threads, " (", e.what(),
+               "); give fewer with --threads.");
+  }
   for (std::thread& t : pool) t.join();
   if (!first_error.empty()) throw UserError(first_error);
   // The members the script re-encodes with jpegtran, in key order.
@@ -210,6 +257,7 @@ void run(const Options& o) {
       "\"gray\": %lld, \"png\": %lld, \"progressive\": %lld}\n",
       (long long)total.images, photos.size(), total.pixels_w / n, total.pixels_h / n, total.bytes / n,
       (long long)total.gray, (long long)total.png, (long long)total.progressive);
+  folders.release();
 }
 }  // namespace
 
@@ -229,11 +277,10 @@ int main(int argc, char** argv) {
   cli.add(0, "progressive-pct", &o.progressive_pct, "percent of JPEG samples listed for progressive re-encoding");
   try {
     if (!cli.parse(argc, argv)) return 0;
-    if (o.out.empty()) user_error("--out is required: the staging folder to write.");
+    check_options(o);
     run(o);
-  } catch (const UserError& e) {
-    std::fprintf(stderr, "make_imagenet_like: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return report_tool_error("make_imagenet_like");
   }
   return 0;
 }

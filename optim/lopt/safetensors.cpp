@@ -1,10 +1,9 @@
 #include "optim/lopt/safetensors.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
 #include <fstream>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/json.h"
 #include "core/param_table.h"
@@ -18,8 +17,63 @@ bool json_to_u64(const Json& v, uint64_t* out) {
   *out = uint64_t(v.num);
   return true;
 }
+constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;
 }  // namespace
 
+namespace {
+struct Entry {
+  std::string name;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // in the data section
+};
+
+Entry header_entry(const std::string& path, const std::string& name, const Json& t, uint64_t data_size) {
+  if (t.type != Json::Object || !t.has("dtype") || !t.has("shape") || !t.has("data_offsets"))
+    user_error("'", path, "': tensor '", name, "' has a malformed header entry.");
+  if (t.at("dtype").str != "F32")
+    user_error("'", path, "': tensor '", name, "' has dtype ", t.at("dtype").str, " but float32 (F32) is required.");
+  Entry x;
+  x.name = name;
+  if (t.at("shape").type != Json::Array) user_error("'", path, "': tensor '", name, "' has a bad shape (not a list).");
+  for (const auto& d : t.at("shape").arr) {
+    uint64_t v;
+    if (!json_to_u64(d, &v))
+      user_error("'", path, "': tensor '", name, "' has a bad shape (dimensions must be non-negative integers).");
+    x.shape.push_back(int64_t(v));
+  }
+  const auto& off = t.at("data_offsets").arr;
+  if (off.size() != 2 || !json_to_u64(off[0], &x.begin) || !json_to_u64(off[1], &x.end) || x.end < x.begin)
+    user_error("'", path, "': tensor '", name, "' has bad data offsets (two non-negative integers, begin <= end).");
+  if (x.end > data_size)
+    user_error("'", path, "' is truncated: tensor '", name, "' ends at byte ", x.end, " of a ", data_size,
+               "-byte data section.");
+  float32_count(x.shape, x.end - x.begin, str_cat("'", path, "': tensor '", name, "'"));
+  return x;
+}
+
+// The format's rule (safetensors' own reader applies it): the tensors, in offset order, tile the data section
+// from its first byte to its last, with no overlap and no gap. Overlapping ranges would let a small file
+// name its data many times over (each tensor is a copy: gigabytes from megabytes).
+void check_tiling(const std::string& path, std::vector<Entry>* entries, uint64_t data_size) {
+  std::stable_sort(entries->begin(), entries->end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t at = 0;
+  for (const Entry& e : *entries) {
+    if (e.begin != at)
+      user_error("'", path, "': tensor '", e.name, "' starts at byte ", e.begin, " of the data section, but ",
+                 e.begin < at ? "an earlier tensor's data ends at " : "the tensors before it end at ", at,
+                 " (the tensors' data must follow one another without overlap or gap); the file is corrupt.");
+    at = e.end;
+  }
+  if (at != data_size)
+    user_error("'", path, "': the tensors' data ends at byte ", at, " of a ", data_size,
+               "-byte data section (trailing bytes no tensor names); the file is corrupt.");
+}
+}  // namespace
+
+// Memory: the header (at most 100 MB) and each tensor read into its own buffer; as the tensors tile the
+// data section, they take at most the file's size.
 TensorMap read_safetensors(const std::string& path) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) user_error("cannot open weight file '", path, "'.");
@@ -28,43 +82,27 @@ TensorMap read_safetensors(const std::string& path) {
   uint64_t hlen = 0;
   if (size < 8 || !f.read(reinterpret_cast<char*>(&hlen), 8))
     user_error("'", path, "' is too short to be a safetensors file.");
-  if (hlen > size - 8 || hlen > (uint64_t(100) << 20))
+  if (hlen > size - 8 || hlen > kMaxHeaderBytes)
     user_error("'", path, "' is not a safetensors file or is truncated (header length ", hlen, " for a ", size,
-               "-byte file).");
+               "-byte file; at most ", kMaxHeaderBytes, ").");
   std::string header(size_t(hlen), '\0');
-  f.read(&header[0], std::streamsize(hlen));
+  if (!f.read(&header[0], std::streamsize(hlen))) user_error("'", path, "' could not be read.");
   Json j = parse_json(header, "the header of '" + path + "'");
   if (j.type != Json::Object) user_error("the header of '", path, "' is not a JSON object.");
-  const uint64_t data_size = size - 8 - hlen;
-  std::vector<char> data(static_cast<size_t>(data_size));
-  if (!f.read(data.data(), std::streamsize(data_size))) user_error("'", path, "' could not be read.");
+  const uint64_t data_start = 8 + hlen, data_size = size - data_start;
+  std::vector<Entry> entries;
+  for (const auto& [name, t] : j.obj)
+    if (name != "__metadata__") entries.push_back(header_entry(path, name, t, data_size));
+  check_tiling(path, &entries, data_size);
   TensorMap out;
-  for (const auto& [name, t] : j.obj) {
-    if (name == "__metadata__") continue;
-    if (t.type != Json::Object || !t.has("dtype") || !t.has("shape") || !t.has("data_offsets"))
-      user_error("'", path, "': tensor '", name, "' has a malformed header entry.");
-    if (t.at("dtype").str != "F32")
-      user_error("'", path, "': tensor '", name, "' has dtype ", t.at("dtype").str, " but float32 (F32) is required.");
+  for (const Entry& e : entries) {
     F32Tensor x;
-    if (t.at("shape").type != Json::Array)
-      user_error("'", path, "': tensor '", name, "' has a bad shape (not a list).");
-    for (const auto& d : t.at("shape").arr) {
-      uint64_t v;
-      if (!json_to_u64(d, &v))
-        user_error("'", path, "': tensor '", name, "' has a bad shape (dimensions must be non-negative integers).");
-      x.shape.push_back(int64_t(v));
-    }
-    const auto& off = t.at("data_offsets").arr;
-    uint64_t b = 0, e = 0;
-    if (off.size() != 2 || !json_to_u64(off[0], &b) || !json_to_u64(off[1], &e) || e < b)
-      user_error("'", path, "': tensor '", name, "' has bad data offsets (two non-negative integers, begin <= end).");
-    if (e > data_size)
-      user_error("'", path, "' is truncated: tensor '", name, "' ends at byte ", e, " of a ", data_size,
-                 "-byte data section.");
-    const uint64_t n = float32_count(x.shape, e - b, str_cat("'", path, "': tensor '", name, "'"));
-    x.data.resize(size_t(n));
-    if (n) std::memcpy(x.data.data(), data.data() + b, size_t(n * 4));
-    out[name] = std::move(x);
+    x.shape = e.shape;
+    x.data.resize(size_t((e.end - e.begin) / 4));
+    f.seekg(std::streamoff(data_start + e.begin));
+    if (!x.data.empty() && !f.read(reinterpret_cast<char*>(x.data.data()), std::streamsize(e.end - e.begin)))
+      user_error("'", path, "' could not be read (tensor '", e.name, "').");
+    out[e.name] = std::move(x);
   }
   return out;
 }
@@ -102,15 +140,12 @@ void write_safetensors(const std::string& path, const TensorMap& tensors) {
   }
   header += "}";
   while ((8 + header.size()) % 8) header += ' ';
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) user_error("cannot write '", tmp, "'.");
-  uint64_t hlen = header.size();
-  bool ok = std::fwrite(&hlen, 8, 1, f) == 1 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  for (const auto& kv : tensors)
-    ok = ok && std::fwrite(kv.second.data.data(), 4, kv.second.data.size(), f) == kv.second.data.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) user_error("writing '", path, "' failed.");
+  AtomicFile f(path);
+  const uint64_t hlen = header.size();
+  f.write(&hlen, 8);
+  f.write(header.data(), header.size());
+  for (const auto& kv : tensors) f.write(kv.second.data.data(), kv.second.data.size() * 4);
+  f.commit();
 }
 
 const F32Tensor& require_tensor(const TensorMap& m, const std::string& name, const std::vector<int64_t>& shape,

@@ -1,7 +1,9 @@
 // Decoding JPEG and PNG bytes written by stb_image_write: exact PNG round trips, gray and RGBA sources to
-// RGB, JPEG within its loss, and bad bytes refused with a reason (before decoding, for absurd sizes).
+// RGB, JPEG within its loss, and bad bytes refused with a reason (before decoding, for absurd sizes; with
+// a bounded allocation for streams that would grow without end).
 #include "data/image_decode.h"
 #include "data/image_encode.h"
+#include "tests/image_bombs.h"
 #include "tests/jpeg_samples.h"
 #include "tests/test_util.h"
 
@@ -171,4 +173,23 @@ TEST(ImageDecode, RgbCodedJpegsAreRecognised) {
   EXPECT_FALSE(jpeg_codes_rgb(gray.data(), gray.size()));
   EXPECT_FALSE(jpeg_codes_rgb(png.data(), png.size()));
   EXPECT_FALSE(jpeg_codes_rgb(rgb.data(), 9));  // cut short
+}
+
+// The 76-byte PNG made stb 2.27 grow a buffer to 2 GiB for an IDAT chunk that claimed 2 GB; a
+// header of 16384 x 4096 pixels with 4 bytes of data made it allocate its 64 MB output. stb's allocations
+// are now capped from the header's size and the file's (data/stb_alloc.h), and a PNG too short for its
+// size is refused before decoding: neither allocates.
+TEST(ImageDecode, HostileStreamsAreRefusedBeforeTheyAllocate) {
+  const std::string claim = idat_claim_png(), huge = huge_png();
+  EXPECT_LT(claim.size(), 80u);
+  EXPECT_EQ(why_not(claim, 1), "corrupt or truncated image (stb_image: outofmem)") << "refused before it was read";
+  EXPECT_EQ(why_not(huge), "16384 x 4096 pixels cannot come from a 61-byte PNG (deflate expands at most 1032 times)");
+}
+
+// Found by tests/fuzz/fuzz_image.cpp: stb 2.27 decodes a scan with a Huffman table no DHT defined, reading
+// the uninitialised table out of bounds. Refused before stb sees it; the file it came from still decodes.
+TEST(ImageDecode, ScansOfUndefinedHuffmanTablesAreRefused) {
+  EXPECT_EQ(why_not(progressive_jpeg_with_undefined_table(), 1),
+            "corrupt JPEG (a scan uses a Huffman table that no DHT segment defines)");
+  EXPECT_EQ(why_not(std::string(kGrayProgressiveJpeg, sizeof kGrayProgressiveJpeg - 1), 1), "decoded");
 }

@@ -1,10 +1,16 @@
 // The image loader (data/image_loader): batches that do not depend on the thread count, exact resume
 // from a position, an evaluation pass that serves every image once (the last batch padded, the real count
-// returned), undecodable images skipped and counted, soft targets and mix draws for training; with a batch
+// returned), undecodable images skipped and counted (and a stream where nothing decodes stopped, not read
+// forever), thread counts bounded and a failed thread start a UserError, not a hang; soft targets and mix
+// draws for training; with a batch
 // decoder (here a CPU stand-in for the GPU's), the same batches and the same fallbacks.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "common/temp_dir.h"
@@ -217,4 +223,102 @@ TEST(ImageLoader, RefusesUnknownDecoders) {
   o.decoder = "auto";  // no batch decoder: stb
   ImageLoader l(shards, o);
   EXPECT_EQ(l.decoder_name(), "stb");
+}
+
+// The rest run in a child process (a death test) with an alarm: a loader that hangs is killed, and the test
+// fails instead of hanging the suite.
+namespace {
+// Runs `body` to its UserError and exits 1 with the message on stderr; 2 if it returned, 3 if more than
+// `max_lines` lines reached stderr before the error.
+template <class F>
+void expect_sentence_in_child(F body, int max_lines) {
+  alarm(60);
+  std::FILE* capture = std::tmpfile();  // stderr of the body (gtest's capturer is the death test's own)
+  const int saved = dup(2);
+  if (!capture || saved < 0 || dup2(fileno(capture), 2) < 0) std::_Exit(5);
+  std::string msg;
+  try {
+    body();
+  } catch (const UserError& e) {
+    msg = e.what();
+  }
+  std::fflush(stderr);
+  dup2(saved, 2);
+  std::rewind(capture);
+  long lines = 0;
+  for (int c; (c = std::fgetc(capture)) != EOF;) lines += c == '\n';
+  std::fprintf(stderr, "%s\n%ld lines before it\n", msg.c_str(), lines);
+  std::_Exit(msg.empty() ? 2 : lines > max_lines ? 3 : 1);
+}
+}  // namespace
+
+TEST(ImageLoaderDeathTest, StopsWhenNothingInTheTrainingStreamDecodes) {
+  TempDir dir("image_loader_");
+  const auto shards = make_shards(dir.path(), 3, {0, 1, 2, 3, 4, 5});
+  auto body = [&] {
+    ImageLoader l(shards, options(true, 2));
+    for (int i = 0; i < 100000; i++) next(l);
+  };
+  EXPECT_EXIT(expect_sentence_in_child(body, int(ImageLoaderOptions::kListedSkips)), testing::ExitedWithCode(1),
+              "no image decodes: the last [0-9]+ images read were skipped \\(a whole epoch, of the 2 shard\\(s\\) "
+              "from '.*shard-.\\.tar'; the latest: 'img100.' in '.*shard-.\\.tar': not a JPEG or PNG image\\)");
+}
+
+TEST(ImageLoaderDeathTest, StopsWhenNothingInAnEvaluationPassDecodes) {
+  TempDir dir("image_loader_");
+  const auto shards = make_shards(dir.path(), 3, {0, 1, 2, 3, 4, 5});
+  auto body = [&] {
+    ImageLoader l(shards, options(false, 1));
+    for (int i = 0; i < 100000; i++) next(l);
+  };
+  EXPECT_EXIT(expect_sentence_in_child(body, int(ImageLoaderOptions::kListedSkips)), testing::ExitedWithCode(1),
+              "no image decodes: the last 6 images read were skipped \\(the whole pass");
+}
+
+TEST(ImageLoader, ListsTheFirstSkipsOnly) {
+  TempDir dir("image_loader_");
+  std::set<int> bad;
+  for (int i = 0; i < 40; i += 2) bad.insert(i);  // every other image: the run goes on
+  const auto shards = make_shards(dir.path(), 20, bad);
+  ImageLoader l(shards, options(false, 2));
+  testing::internal::CaptureStderr();
+  int total = 0;
+  for (Got g; (g = next(l)).real > 0;) total += g.real;
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(total, 20);
+  EXPECT_EQ(l.skipped(), 20);
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), ImageLoaderOptions::kListedSkips) << err;
+  EXPECT_NE(err.find("further skips are counted, not listed"), std::string::npos) << err;
+}
+
+TEST(ImageLoader, RefusesThreadCountsOutsideItsLimit) {
+  TempDir dir("image_loader_");
+  const auto shards = make_shards(dir.path(), 2);
+  ImageLoaderOptions o = options(true, ImageLoaderOptions::kMaxThreads + 1);
+  expect_user_error([&] { ImageLoader l(shards, o); },
+                    "takes 0 to 256 decoding threads (0: one per hardware thread), not 257");
+  o.threads = -3;
+  expect_user_error([&] { ImageLoader l(shards, o); }, "not -3");
+  o.threads = ImageLoaderOptions::kMaxThreads;
+  ImageLoader l(shards, o);  // at the limit: fine (as many as the batch)
+}
+
+// Address space for a few thread stacks only: starting 200 threads fails part way, and the loader must stop
+// and join the ones it started (the condition variables they wait on used to be destroyed under them: a hang).
+TEST(ImageLoaderDeathTest, AFailedThreadStartIsASentenceNotAHang) {
+  TempDir dir("image_loader_");
+  const auto shards = make_shards(dir.path(), 2);
+  ImageLoaderOptions o = options(true, 200);
+  o.batch = 200;
+  auto body = [&] {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t now = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)), room = rlim_t(96) << 20;
+    const rlimit lim{now + room, now + room};
+    if (setrlimit(RLIMIT_AS, &lim) != 0) std::_Exit(4);
+    ImageLoader l(shards, o);
+  };
+  EXPECT_EXIT(expect_sentence_in_child(body, 0), testing::ExitedWithCode(1),
+              "could not start image decoding thread [0-9]+ of 200 \\(.*\\); give fewer with --threads or raise the "
+              "process limit");
 }

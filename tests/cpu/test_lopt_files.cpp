@@ -43,7 +43,7 @@ TEST(Safetensors, BadFilesAreRefused) {
   write_file(f, bad);
   expect_user_error([&] { load_small_fc_weights(d); }, "dtype F16 but float32 (F32) is required");
   bad = good;
-  bad.replace(bad.find("network.output.bias"), 19, "network.output.bias_");  // a renamed tensor
+  bad.replace(bad.find("network.output.bias"), 19, "network.output.bixs");  // a renamed tensor (same length)
   write_file(f, bad);
   expect_user_error([&] { load_small_fc_weights(d); }, "has no tensor 'network.output.bias'");
   bad = good;
@@ -58,6 +58,56 @@ TEST(Safetensors, BadFilesAreRefused) {
   write_file(d + "/config.json", R"({"hidden_layers": 1, "hidden_size": 64, "input_size": 39})");
   expect_user_error([&] { load_small_fc_weights(d); }, "hidden_size = 64 but 32 is required");
   expect_user_error([&] { load_small_fc_weights(d + "/../missing"); }, "scripts/download_lopt_weights.sh");
+}
+
+namespace {
+// A safetensors file from its JSON header and `data_bytes` bytes of data.
+std::string file_of(const std::string& header, size_t data_bytes) {
+  const uint64_t n = header.size();
+  return std::string(reinterpret_cast<const char*>(&n), 8) + header + std::string(data_bytes, '\x01');
+}
+std::string tensor(const std::string& name, const std::string& shape, uint64_t begin, uint64_t end) {
+  return str_cat("\"", name, "\":{\"dtype\":\"F32\",\"shape\":[", shape, "],\"data_offsets\":[", begin, ",", end, "]}");
+}
+}  // namespace
+
+// The tensors must tile the data section (the format's rule): overlapping ranges let a 4 MB file name its
+// data a thousand times (4 GB of copies); gaps and trailing bytes are refused as well, and sizes that do not
+// match shape x 4 bytes.
+TEST(Safetensors, RefusesOverlapsGapsAndWrongSizes) {
+  const std::string f = make_temp_dir() + "/w.safetensors";
+  write_file(f, file_of("{" + tensor("a", "4", 0, 16) + "," + tensor("b", "2", 16, 24) + "}", 24));
+  const TensorMap ok = read_safetensors(f);
+  EXPECT_EQ(ok.at("b").data.size(), 2u);
+  write_file(f, file_of("{" + tensor("b", "4", 16, 32) + "," + tensor("a", "4", 0, 16) + "}", 32));
+  EXPECT_EQ(read_safetensors(f).size(), 2u) << "the header's order is not the data's: fine";
+  write_file(f, file_of("{" + tensor("a", "4", 0, 16) + "," + tensor("b", "4", 0, 16) + "}", 16));
+  expect_user_error([&] { read_safetensors(f); },
+                    "tensor 'b' starts at byte 0 of the data section, but an earlier tensor's data ends at 16");
+  write_file(f, file_of("{" + tensor("a", "4", 0, 16) + "," + tensor("b", "2", 8, 16) + "}", 16));
+  expect_user_error([&] { read_safetensors(f); }, "without overlap or gap");
+  write_file(f, file_of("{" + tensor("a", "4", 0, 16) + "," + tensor("b", "4", 20, 36) + "}", 36));
+  expect_user_error([&] { read_safetensors(f); },
+                    "tensor 'b' starts at byte 20 of the data section, but the tensors before it end at 16");
+  write_file(f, file_of("{" + tensor("a", "4", 4, 20) + "}", 20));
+  expect_user_error([&] { read_safetensors(f); }, "starts at byte 4");
+  write_file(f, file_of("{" + tensor("a", "4", 0, 16) + "}", 20));
+  expect_user_error([&] { read_safetensors(f); }, "ends at byte 16 of a 20-byte data section (trailing bytes");
+  write_file(f, file_of("{" + tensor("a", "5", 0, 16) + "}", 16));
+  expect_user_error([&] { read_safetensors(f); }, "has 16 bytes of data but shape (5,) needs 20 bytes");
+  write_file(f, file_of("{" + tensor("a", "4", 16, 0) + "}", 16));
+  expect_user_error([&] { read_safetensors(f); }, "begin <= end");
+  write_file(f, file_of("{" + tensor("a", "4", 0, 16) + "}", 12));
+  expect_user_error([&] { read_safetensors(f); }, "is truncated: tensor 'a' ends at byte 16 of a 12-byte data section");
+}
+
+// The issue's file, smaller: a hundred tensors over one 1 MiB range. Refused before any tensor is copied.
+TEST(Safetensors, AHundredTensorsOverOneRangeAreRefused) {
+  const std::string f = make_temp_dir() + "/w.safetensors";
+  std::string header = "{";
+  for (int i = 0; i < 100; i++) header += (i ? "," : "") + tensor("t" + std::to_string(i), "262144", 0, 1048576);
+  write_file(f, file_of(header + "}", 1048576));
+  expect_user_error([&] { read_safetensors(f); }, "without overlap or gap");
 }
 
 TEST(VeloWeightsFiles, PyloAndJaxFormatsAgree) {

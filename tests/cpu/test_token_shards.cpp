@@ -173,38 +173,3 @@ TEST(TokenShards, GlobMatchingAFolderIsAClearError) {
   write_token_shard(d + "/a.bin", ramp(10));
   EXPECT_EQ(glob_files(d + "/*.bin"), std::vector<std::string>{d + "/a.bin"});
 }
-
-// tokenize's output: shards appear under their final names only when the whole run succeeded.
-TEST(ShardWriter, CommitRenamesAllShards) {
-  const std::string d = make_temp_dir();
-  {
-    ShardWriter w(d, "x", 10, 5);
-    std::vector<int> ids(27);
-    for (int i = 0; i < 27; i++) ids[size_t(i)] = 100 + i;
-    w.add(ids);
-    EXPECT_EQ(glob_files(d + "/*").size(), 3u);  // val, train 1 and 2 written so far, all .partial
-    EXPECT_EQ(glob_files(d + "/*.partial").size(), 3u);
-    w.commit();
-    EXPECT_EQ(w.shards(), 4);
-    EXPECT_EQ(w.tokens(), 27);
-  }
-  EXPECT_EQ(glob_files(d + "/*"), (std::vector<std::string>{d + "/x_train_000001.bin", d + "/x_train_000002.bin",
-                                                            d + "/x_train_000003.bin", d + "/x_val_000000.bin"}));
-  EXPECT_EQ(read_token_shard(d + "/x_val_000000.bin", 50257), (std::vector<uint16_t>{100, 101, 102, 103, 104}));
-  EXPECT_EQ(read_token_shard(d + "/x_train_000003.bin", 50257), (std::vector<uint16_t>{125, 126}));
-}
-
-TEST(ShardWriter, FailedRunLeavesNothingBehind) {
-  const std::string d = make_temp_dir();
-  write_token_shard(d + "/x_val_000000.bin", ramp(3));  // a user's existing shard with a name the run would use
-  write_file(d + "/notes.txt", "keep me");
-  try {
-    ShardWriter w(d, "x", 10, 5);
-    w.add(std::vector<int>(42, 7));
-    user_error("bad input at line 3001.");  // what tokenize does on an error; the writer is never committed
-  } catch (const UserError&) {
-  }
-  EXPECT_EQ(glob_files(d + "/*"), (std::vector<std::string>{d + "/notes.txt", d + "/x_val_000000.bin"}));
-  EXPECT_EQ(read_token_shard(d + "/x_val_000000.bin", 50257), ramp(3));
-  EXPECT_EQ(read_file(d + "/notes.txt"), "keep me");
-}

@@ -2,6 +2,9 @@
 // 4.0.0, r50k_base, encode with no special tokens) for text that exercises every branch of the
 // pre-tokeniser: contractions, leading spaces, whitespace runs, numbers, punctuation, accents, CJK,
 // emoji (multi-token byte pieces), compatibility characters, and the literal "<|endoftext|>".
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -236,4 +239,53 @@ TEST_F(Tokenizer, LongWordEncodesFast) {
   // 40000 a's: "aa" merges first, then "aaaa" (the longest run of a's in r50k), leftmost first.
   EXPECT_EQ(a, std::vector<int>(10000, 24794));
   EXPECT_EQ(tok.token_bytes(24794), "aaaa");
+}
+
+// A 50 MB "word" took 3.08 GB and 67 s. Pieces over kMaxBpeBytes are merged in chunks (cut at a character),
+// and the scan keeps no per-byte arrays: a 4 MB word encodes within 8 bytes of address space per input byte
+// (RLIMIT_AS, in a child process), and a long piece gives its chunks' tokens.
+class TokenizerDeathTest : public Tokenizer {};
+
+TEST_F(TokenizerDeathTest, AHugeWordStaysWithinASmallMultipleOfItsSize) {
+  Gpt2Tokenizer tok(kTok);
+  std::mt19937 rng(4);
+  std::string word(size_t(4) << 20, 'a');
+  for (char& c : word) c = char('a' + rng() % 26);
+  auto body = [&] {
+    alarm(120);
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    rlimit lim;
+    getrlimit(RLIMIT_AS, &lim);
+    lim.rlim_cur = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + 8 * word.size();
+    if (setrlimit(RLIMIT_AS, &lim) != 0) std::_Exit(4);
+    std::vector<int> ids;
+    try {
+      ids = tok.encode(word);
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "out of memory\n");
+      std::_Exit(2);
+    }
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_AS, &lim);
+    std::fprintf(stderr, "encoded\n");
+    std::_Exit(tok.decode(ids) == word ? 1 : 3);
+  };
+  EXPECT_EXIT(body(), testing::ExitedWithCode(1), "encoded");
+}
+
+TEST_F(Tokenizer, ALongPieceIsMergedInChunks) {
+  Gpt2Tokenizer tok(kTok);
+  const size_t k = Gpt2Tokenizer::kMaxBpeBytes;
+  std::vector<int> want = tok.encode(std::string(k, 'a')), tail = tok.encode("aaaa");
+  want.insert(want.end(), tail.begin(), tail.end());
+  EXPECT_EQ(tok.encode(std::string(k + 4, 'a')), want);
+  // A cut never splits a character: 2-byte letters, the chunk ends a byte early.
+  std::string e;
+  while (e.size() < k + 10) e += "\xc3\xa9";
+  const std::vector<int> ids = tok.encode(e);
+  EXPECT_EQ(tok.decode(ids), e);
+  std::vector<int> first = tok.encode(e.substr(0, k)), rest = tok.encode(e.substr(k));
+  first.insert(first.end(), rest.begin(), rest.end());
+  EXPECT_EQ(ids, first) << "k is even: the cut falls between two characters";
 }

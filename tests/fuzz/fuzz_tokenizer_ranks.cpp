@@ -34,9 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!file.empty() && file.back() != '\n') file += '\n';
     if (lines < syn.at.size()) file.append(syn.text, syn.at[lines], std::string::npos);
   }
-  const std::string path = fuzz_file("ranks.tiktoken", file.data(), file.size());
-  try {
-    Gpt2Tokenizer tok(path);
+  try {  // from memory: writing and reading 0.7 MB per run held the target to 150 runs/s
+    Gpt2Tokenizer tok(Gpt2Tokenizer::FromBytes{}, file, "ranks.tiktoken");
     std::string text = "Hello world, it's 42 caf\xc3\xa9 \xf0\x9f\x8e\x89  end\n";
     for (int b = 0; b < 256; b++) text += char(b);
     const std::vector<int> ids = tok.encode(text);

@@ -4,17 +4,22 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/sections.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/image_encode.h"
+#include "data/image_loader.h"
 #include "data/tar_writer.h"
 #include "data/token_shards.h"
 #include "optim/lopt/msgpack.h"
 #include "optim/lopt/safetensors.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/resume_fixture.h"
+#include "tests/image_bombs.h"
 #include "tests/jpeg_samples.h"
 
 namespace {
@@ -300,6 +305,47 @@ void image_seeds() {
   put("image", "jpeg_gray_one_component", std::string(1, '\0') + std::string(kGrayJpeg, sizeof kGrayJpeg - 1));
   put("image", "jpeg_progressive",
       std::string(1, '\0') + std::string(kGrayProgressiveJpeg, sizeof kGrayProgressiveJpeg - 1));
+  // Found by this target: a scan naming a Huffman table no DHT defined (stb 2.27 read it uninitialised),
+  // and the PNGs that made stb allocate gigabytes (tests/cpu/test_image_decode.cpp).
+  put("image", "regress_undefined_huffman_table", std::string(1, '\0') + progressive_jpeg_with_undefined_table());
+  put("image", "regress_idat_claims_2gb", std::string(1, '\0') + idat_claim_png());
+  put("image", "regress_huge_header_tiny_data", "\x01" + huge_png());
+}
+
+// Checkpoints as train/checkpoint.cu writes them, for the model and loaders of tests/fuzz/resume_fixture.h.
+void resume_seeds() {
+  using namespace resume_fixture;
+  const ParamTable t = table();
+  const std::string tmp = fuzz_dir() + "/x.bin";
+  auto checkpoint = [&](const std::vector<int64_t>& loader, bool fingerprint, int world) {
+    SectionWriter w(tmp);
+    const uint64_t f = t.fingerprint();
+    if (fingerprint) w.put("model.table", &f, sizeof f);
+    if (world > 1) w.put_i64("dp.world", world), w.put_vector("dp.owner", std::vector<int>{0, 1, 1});
+    w.put_vector("model.params", std::vector<float>(size_t(t.natural_total()), 0.5f));
+    w.put_string("model.kernels", "");
+    w.put_string("optim.name", "adamw");
+    w.put_i64("train.step", 12);
+    w.put_i64("train.dropout_counter", 0);
+    w.put_vector("train.loader", loader);
+    std::ostringstream rng;
+    rng << std::mt19937_64(7);
+    w.put_string("train.sample_rng", rng.str());
+    w.commit();
+    return slurp(tmp);
+  };
+  put("resume", "gpt2", checkpoint({1, 0, 3}, true, 1));
+  put("resume", "gpt2_before_fingerprints", checkpoint({0, 0, 0}, false, 1));
+  put("resume", "rank_file_sharded", checkpoint({2, 0, 1}, true, 2));
+  WdsStream stream(wds_shards(fuzz_dir()), wds_options());
+  WdsSample x;
+  for (int served = 0; served <= 8; served++) {
+    if (served == 3 || served == 8) {  // in the first epoch, and in the second (a shuffle buffer in flight)
+      const ImageLoader::Position p{stream.position(), served, served / kB};
+      put("resume", "vit_after_" + std::to_string(served), checkpoint(p.to_ints(), true, 1));
+    }
+    stream.next(x);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -320,6 +366,7 @@ int main(int argc, char** argv) {
     cli_seeds();
     options_seeds();
     image_seeds();
+    resume_seeds();
   } catch (const UserError& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

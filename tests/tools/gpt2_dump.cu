@@ -27,6 +27,7 @@
 
 #include "common/cli.h"
 #include "common/cuda_check.h"
+#include "common/tool_errors.h"
 #include "models/gpt2_net.h"
 #include "models/gpt2_ref.h"
 #include "optim/optimizer.h"
@@ -187,12 +188,11 @@ int main(int argc, char** argv) {
     std::printf("gpt2_dump: %s %s L=%d C=%d NH=%d V=%d maxT=%d B=%d T=%d: loss0 %.6f, loss after %d steps %.6f -> %s\n",
                 precision.c_str(), qkv.c_str(), s.layers, s.channels, s.heads, s.vocab, s.max_seq, B, T, loss0, steps,
                 losses.back(), out.c_str());
-  } catch (const UserError& e) {
-    std::fprintf(stderr, "gpt2_dump: %s\n", e.what());
-    return 1;
   } catch (const CudaError& e) {
     std::fprintf(stderr, "gpt2_dump: CUDA error: %s\n", e.what());
     return 2;
+  } catch (...) {
+    return report_tool_error("gpt2_dump");
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 
 #include "common/cli.h"
 #include "common/cuda_check.h"
+#include "common/tool_errors.h"
 #include "optim/optimizer.h"
 #include "tests/tools/replay_io.h"
 
@@ -66,9 +67,11 @@ int main(int argc, char** argv) {
   try {
     if (!cli.parse(argc, argv)) return 0;
     run(r);
-  } catch (const UserError& e) {
-    std::fprintf(stderr, "optim_replay: %s\n", e.what());
-    return 1;
+  } catch (const CudaError& e) {
+    std::fprintf(stderr, "optim_replay: CUDA error: %s\n", e.what());
+    return 2;
+  } catch (...) {
+    return report_tool_error("optim_replay");
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "common/cli.h"
+#include "common/tool_errors.h"
 #include "tests/tools/replay_io.h"
 
 int main(int argc, char** argv) {
@@ -18,9 +19,8 @@ int main(int argc, char** argv) {
   try {
     if (!cli.parse(argc, argv)) return 0;
     run_reference(r);
-  } catch (const UserError& e) {
-    std::fprintf(stderr, "ref_replay: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return report_tool_error("ref_replay");
   }
   return 0;
 }

@@ -35,8 +35,14 @@ inline Role parse_role(const std::string& s) {
   user_error("unknown role '", s, "' in the manifest.");
 }
 
+// The file must hold exactly n floats: checked before the buffer is allocated.
 inline std::vector<float> read_floats(const std::string& path, size_t n) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) user_error("cannot open '", path, "'.");
+  if (uint64_t(f.tellg()) != uint64_t(n) * 4)
+    user_error("'", path, "' holds ", uint64_t(f.tellg()), " bytes, but the manifest needs ", n, " floats (",
+               uint64_t(n) * 4, " bytes).");
+  f.seekg(0);
   std::vector<float> v(n);
   if (!f.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * 4)))
     user_error("cannot read ", n, " floats from '", path, "'.");
@@ -48,7 +54,8 @@ inline ParamTable read_manifest(const std::string& dir, int* steps) {
   if (!mf) user_error("cannot open '", dir, "/manifest.txt'.");
   std::string word;
   mf >> word >> *steps;
-  if (word != "steps" || *steps <= 0) user_error("manifest must start with 'steps S'.");
+  if (!mf || word != "steps" || *steps <= 0 || *steps > 1000000)
+    user_error("manifest must start with 'steps S' (1 <= S <= 1000000).");
   ParamTable table;
   while (mf >> word) {
     if (word != "tensor") user_error("bad manifest line starting with '", word, "'.");
@@ -56,10 +63,15 @@ inline ParamTable read_manifest(const std::string& dir, int* steps) {
     std::string role;
     int decay = 0, ndim = 0;
     mf >> s.name >> role >> decay >> ndim;
+    if (!mf || ndim < 1 || ndim > 4)
+      user_error("manifest line of tensor '", s.name,
+                 "' is not 'tensor NAME ROLE DECAY NDIM d0 ...' with 1 to 4 dims.");
     s.role = parse_role(role);
     s.decay = decay != 0;
     s.shape.resize(size_t(ndim));
-    for (auto& d : s.shape) mf >> d;
+    for (auto& d : s.shape)
+      if (!(mf >> d) || d < 1 || d > (int64_t(1) << 31))
+        user_error("tensor '", s.name, "' in the manifest has a dimension that is not in [1, 2^31].");
     table.add(s);
   }
   return table;

@@ -30,6 +30,7 @@
 
 #include "common/cli.h"
 #include "common/cuda_check.h"
+#include "common/tool_errors.h"
 #include "models/vit_bf16.h"
 #include "models/vit_ref.h"
 #include "optim/optimizer.h"
@@ -266,12 +267,11 @@ int main(int argc, char** argv) {
         "loss after %d steps %.6f -> %s\n",
         qkv.c_str(), s.image, s.image, s.in_chans, s.patch, s.layers, s.channels, s.heads, s.classes, B, double(loss0),
         double(ref_loss), steps, double(losses.back()), out.c_str());
-  } catch (const UserError& e) {
-    std::fprintf(stderr, "vit_dump: %s\n", e.what());
-    return 1;
   } catch (const CudaError& e) {
     std::fprintf(stderr, "vit_dump: CUDA error: %s\n", e.what());
     return 2;
+  } catch (...) {
+    return report_tool_error("vit_dump");
   }
   return 0;
 }

@@ -29,10 +29,10 @@ NcclComm::NcclComm(const ProcessGroup& g, const std::string& id_file, double tim
     nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     if (world_ > 1) {
       if (id_file.empty()) user_error("several processes need an NCCL id file that all of them can read.");
-      publish_unique_id(id_file, std::vector<char>(id.internal, id.internal + sizeof id.internal));
+      publish_unique_id(id_file, std::vector<char>(id.internal, id.internal + sizeof id.internal), g);
     }
   } else {
-    const std::vector<char> got = wait_for_unique_id(id_file, sizeof id.internal, timeout_s);
+    const std::vector<char> got = wait_for_unique_id(id_file, sizeof id.internal, timeout_s, g);
     std::copy(got.begin(), got.end(), id.internal);
   }
   nccl_check(ncclCommInitRank(&comm_, world_, id, rank_), "ncclCommInitRank");

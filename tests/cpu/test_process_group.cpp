@@ -1,4 +1,8 @@
 // The process group read from the launcher's environment, and the NCCL id shared through a file.
+#include <sys/stat.h>
+#include <sys/time.h>
+
+#include <chrono>
 #include <map>
 #include <thread>
 
@@ -62,28 +66,56 @@ TEST(ProcessGroup, RefusesInconsistentEnvironments) {
 
 TEST(ProcessGroup, UniqueIdTravelsThroughAFile) {
   const std::string dir = make_temp_dir(), path = dir + "/nccl_id";
+  const ProcessGroup g = from({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"LOCAL_RANK", "0"}});
   std::vector<char> id(128);
   for (size_t i = 0; i < id.size(); i++) id[i] = char(i * 7 + 1);
   std::thread writer([&] {  // rank 0 comes late: the reader waits for it
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    publish_unique_id(path, id);
+    publish_unique_id(path, id, g);
   });
-  EXPECT_EQ(wait_for_unique_id(path, id.size(), 10.0), id);
+  EXPECT_EQ(wait_for_unique_id(path, id.size(), 10.0, g), id);
   writer.join();
-  std::vector<char> other(id.rbegin(), id.rend());
-  publish_unique_id(path, other);  // an old file is replaced whole
-  EXPECT_EQ(wait_for_unique_id(path, id.size(), 1.0), other);
-  try {
-    wait_for_unique_id(dir + "/never", 128, 0.2);
-    ADD_FAILURE() << "no timeout";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("did not write the NCCL id"), std::string::npos) << e.what();
-  }
-  write_file(dir + "/short", "abc");
-  try {
-    wait_for_unique_id(dir + "/short", 128, 1.0);
-    ADD_FAILURE() << "a 3-byte id was accepted";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("holds 3 bytes, not an NCCL id of 128"), std::string::npos) << e.what();
-  }
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "the id lets a process join the run: its owner's only";
+  expect_user_error([&] { publish_unique_id(path, id, g); }, "exists already: an earlier run's NCCL id file?");
+  expect_user_error([&] { wait_for_unique_id(dir + "/never", 128, 0.2, g); }, "did not write the NCCL id");
+  write_file(dir + "/short", std::string(128, 'x'));  // the raw id of an older version
+  expect_user_error([&] { wait_for_unique_id(dir + "/short", 128, 1.0, g); }, "is not an NCCL id file");
+}
+
+// A file left by an earlier run is never taken for this run's: one of another launch or written long
+// before this process looked is waited past (and named when no newer one comes), one of another world
+// size refused at once.
+TEST(ProcessGroup, StaleOrForeignIdFilesAreNotTaken) {
+  const std::string dir = make_temp_dir();
+  const std::vector<char> id(128, 'a');
+  const ProcessGroup mpi2 = from({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"},
+                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"PMIX_NAMESPACE", "prterun-a-1@1"}});
+  const ProcessGroup next = from({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"},
+                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"PMIX_NAMESPACE", "prterun-a-2@1"}});
+  EXPECT_EQ(mpi2.launch_id, "PMIX_NAMESPACE=prterun-a-1@1");
+  publish_unique_id(dir + "/other_launch", id, mpi2);
+  expect_user_error([&] { wait_for_unique_id(dir + "/other_launch", 128, 0.3, next); },
+                    "holds the id of another launch (PMIX_NAMESPACE=prterun-a-1@1, this one is "
+                    "PMIX_NAMESPACE=prterun-a-2@1), and rank 0 wrote no newer one");
+
+  const ProcessGroup env2 = from({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"LOCAL_RANK", "0"}});
+  EXPECT_EQ(env2.launch_id, "");
+  const std::string old = dir + "/old";
+  publish_unique_id(old, id, env2);
+  const struct timeval ten_minutes_ago[2] = {{time(nullptr) - 600, 0}, {time(nullptr) - 600, 0}};
+  ASSERT_EQ(utimes(old.c_str(), ten_minutes_ago), 0);
+  expect_user_error([&] { wait_for_unique_id(old, 128, 0.3, env2); }, "was written more than 120 s before");
+
+  const ProcessGroup env4 = from({{"WORLD_SIZE", "4"}, {"RANK", "3"}, {"LOCAL_RANK", "3"}});
+  publish_unique_id(dir + "/two", id, env2);
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_user_error([&] { wait_for_unique_id(dir + "/two", 128, 30.0, env4); },
+                    "rank 0 was launched with 2 processes and this process with 4");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0) << "waited on";
+
+  EXPECT_EQ(from({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"LOCAL_RANK", "0"}, {"SLURM_JOB_ID", "77"},
+                  {"SLURM_STEP_ID", "3"}}).launch_id,
+            "SLURM_JOB_ID=77.3");
 }

@@ -59,7 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   TrainState state;
   try {
     check_checkpoint_params(*r, l.table, "the model flags");
-    state = read_train_state(*r);
+    check_checkpoint_optimizer(*r, "adamw", false);
+    state = read_train_state(*r, int64_t(1) << 40);  // any step a run could resume at
   } catch (const UserError&) {
   }
   for (const DpRecord& dp : {DpRecord{1, {}}, DpRecord{2, {0, 1, 1}}}) {

@@ -140,8 +140,15 @@ TEST(ShardWriter, AKilledRunIsUndoneOrFinishedByTheNext) {
     for (const std::string& f : kOld)  // every old shard is in the folder or the staging folder's old/
       EXPECT_TRUE(std::ifstream(d + "/" + f).good() || std::ifstream(stage + "/old/" + f).good())
           << f << ", kill at " << kill_at;
+    testing::internal::CaptureStderr();
     EXPECT_TRUE(recover_dataset(d, "x")) << "kill at " << kill_at;
+    const std::string said = testing::internal::GetCapturedStderr();
     const bool committed = kill_at == steps - 1;
+    EXPECT_NE(said.find(kill_at < 0 ? ""
+                        : committed ? "finished the commit"
+                                    : "restored dataset 'x'"),
+              std::string::npos)
+        << said;
     EXPECT_TRUE(committed ? is_new_set(d) : is_old_set(d)) << "kill at " << kill_at;
     EXPECT_EQ(dir_names(d), with_notes(committed ? kNew : kOld)) << "kill at " << kill_at;
     EXPECT_FALSE(recover_dataset(d, "x"));

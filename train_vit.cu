@@ -274,11 +274,9 @@ struct Inputs {
   TrainState state;
 };
 
-// Decoding threads: a thread per image of a batch is the most that helps, and --threads 60000 once made
-// 32,436 threads and exhausted the machine's processes. The image loader gets this limit of its own
-// (ImageLoader::kMaxThreads, 256); refer to it here once it has landed. Checked with the flags, before any
-// shard is read.
-constexpr int kMaxThreads = 256;
+// Decoding threads: the image loader's own limit (--threads 60000 once made 32,436 threads and exhausted
+// the machine's processes), checked with the flags, before any shard is read.
+constexpr int kMaxThreads = ImageLoaderOptions::kMaxThreads;
 
 // train_vit's checks beside the shared ones (check_train_flags), before any file or GPU work.
 void check_flags(const Args& a) {

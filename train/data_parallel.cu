@@ -6,6 +6,7 @@
 
 DataParallel::DataParallel(const TrainFlags& f, const ParamTable& table) : group_(process_group_from_env()) {
   sharded_ = f.shard;
+  timeout_s_ = f.nccl_timeout;
   bf16_sums_ = f.grad_comm == "bf16";
   on_ = group_.world > 1 || f.nccl || f.shard;
   if (group_.world > 1 && f.nccl_id_file.empty())
@@ -28,7 +29,7 @@ DataParallel::DataParallel(const TrainFlags& f, const ParamTable& table) : group
 void DataParallel::connect(const std::string& id_file) {
   if (!on_) return;
   select_gpu(group_.local_rank);  // before anything makes a context on another GPU
-  comm_ = std::make_unique<NcclComm>(group_, id_file);
+  comm_ = std::make_unique<NcclComm>(group_, id_file, timeout_s_);
   flags_.alloc(2, "data-parallel flags");
   if (group_.rank > 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
     user_error("cannot send rank ", group_.rank, "'s output to /dev/null.");
@@ -83,5 +84,6 @@ DataParallel::StepEnd DataParallel::step_end(bool stop, uint64_t digest) {
   flags_.upload(v, 2);
   comm_->sum(flags_.get(), 2, 0);
   const std::vector<uint64_t> got = flags_.download(2);
+  comm_->beat();  // the answer needed every process: each has finished this step
   return {got[0] > 0, got[1]};
 }

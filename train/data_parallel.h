@@ -63,6 +63,7 @@ class DataParallel {
  private:
   ProcessGroup group_;
   bool on_ = false, sharded_ = false, bf16_sums_ = false;
+  double timeout_s_ = NcclComm::kDefaultTimeout;  // --nccl-timeout
   ShardPlan plan_;
   std::unique_ptr<NcclComm> comm_;
   DeviceBuffer<uint64_t> flags_;  // step_end's stop flag and digest

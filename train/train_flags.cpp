@@ -62,6 +62,9 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
           "data parallel, sharded: each process keeps the optimizer state of and steps only its share of the "
           "tensors (whole tensors, balanced by step cost); gradients reduced onto owners, the bf16 weights "
           "all-gathered");
+  cli.add(0, "nccl-timeout", &f->nccl_timeout,
+          "data parallel: seconds to wait for the other processes (to join; between two finished steps) before "
+          "stopping with a sentence when one died or hangs (0 = wait forever)");
   cli.add(0, "grad-comm", &f->grad_comm,
           "data parallel: fp32, or bf16 (gradients rounded to bf16 and summed in bf16 through NCCL: half the bytes, "
           "as llm.c does; changes the results)");
@@ -95,6 +98,8 @@ void check_train_flags(const TrainFlags& f) {
     user_error("-q ", f.final_frac, " has no effect with -k ", f.schedule,
                ", which does not decay; use -k cosine or wsd, or leave out -q.");
   if (!(f.dropout >= 0 && f.dropout < 1)) user_error("--dropout must be at least 0 and below 1 (got ", f.dropout, ").");
+  if (!(f.nccl_timeout >= 0))
+    user_error("--nccl-timeout must be >= 0 seconds, where 0 waits forever (got ", f.nccl_timeout, ").");
   if (f.grad_comm != "fp32" && f.grad_comm != "bf16")
     user_error("--grad-comm must be fp32 or bf16 (got '", f.grad_comm, "').");
   if (f.overlap && f.clip > 0)

@@ -17,6 +17,7 @@ struct TrainFlags {
   int B = 8, val_every = 100, val_batches = 10, ckpt_every = 0;
   int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
   double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0, dropout = 0.0;
+  double nccl_timeout = 300;  // seconds; NcclComm::kDefaultTimeout
   bool lr_given = false;  // -l was given: the learned optimizers take it as their multiplier only then
   bool lopt_random = false, cuda_graph = false, overlap = false, nccl = false, shard = false;
   std::vector<std::string> sets;

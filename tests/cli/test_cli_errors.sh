@@ -291,6 +291,10 @@ case_ train_nccl_id_file_no_folder "--nccl-id-file '$tmp/none/id' is not in an e
 case_ train_shard_overlap         "--shard 1 steps each process's tensors after backward, --overlap during it; leave out one of them." \
   train_gpt2 --shard 1 --overlap 1 --clip 0
 case_ vit_shard_overlap           "--shard 1 steps each process's tensors after backward" train_vit --shard 1 --overlap 1 --clip 0
+flag_ --nccl-timeout train_nccl_timeout_negative "--nccl-timeout must be >= 0 seconds, where 0 waits forever (got -1)." \
+  train_gpt2 --nccl-timeout -1
+flag_ --nccl-timeout vit_nccl_timeout_negative "--nccl-timeout must be >= 0 seconds, where 0 waits forever (got -0.5)." \
+  train_vit --nccl-timeout -0.5
 flag_ --grad-comm train_grad_comm_bad "--grad-comm must be fp32 or bf16 (got 'fp16')." train_gpt2 --grad-comm fp16
 flag_ --grad-comm vit_grad_comm_bad "--grad-comm must be fp32 or bf16 (got '16')." train_vit --grad-comm 16
 case_ train_grad_comm_one_process "--grad-comm bf16 rounds the gradients that processes send each other, and this run is one process without NCCL" \

@@ -111,10 +111,11 @@ grep -q "NCCL was still joining the other processes after $T s" "$work/alone.0.t
 echo "rank 0 alone of 2: ended after $took s with status 1: $(tail -n 1 "$work/alone.0.txt")"
 
 # 4. Another world size.
-rank 0 2 world "${flags[@]}" --nccl-id-file "$work/id.world" --nccl-timeout "$T"
-rank 1 3 world "${flags[@]}" --nccl-id-file "$work/id.world" --nccl-timeout "$T"
+# -d a multiple of both worlds' -b * -t, so that no flag check refuses rank 1 before the id does.
+rank 0 2 world "${flags[@]}" -d 3072 --nccl-id-file "$work/id.world" --nccl-timeout "$T"
+rank 1 3 world "${flags[@]}" -d 3072 --nccl-id-file "$work/id.world" --nccl-timeout "$T"
 ended_within "$pid_1" 5 || { kill -9 "$pid_1"; fail "rank 1 of 3 still waited for an id of 2 processes 5 s later"; }
-[ "$status" = 1 ] && grep -q "world size\|processes" "$work/world.1.txt" ||
+[ "$status" = 1 ] && grep -q "rank 0 was launched with 2 processes and this process with 3" "$work/world.1.txt" ||
   fail "rank 1 of 3: status $status: $(tail -n 1 "$work/world.1.txt")"
 echo "rank 1 launched with WORLD_SIZE 3 beside 2: refused after $took s: $(tail -n 1 "$work/world.1.txt")"
 ended_within "$pid_0" $((T + MARGIN)) || { kill -9 "$pid_0"; fail "rank 0 still waited for rank 1"; }

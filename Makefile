@@ -51,7 +51,7 @@ CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/group
             models/transformer_block.cu models/vit_bf16.cu models/gpt2_model.cu models/gpt2_bf16.cu models/gpt2_net.cu data/prefetcher.cu data/image_prefetcher.cu \
             data/gpu_resize.cu data/nvjpeg_decoder.cu \
             train/checkpoint.cu train/program.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu train/nccl_comm.cu \
-            train/data_parallel.cu train/step_trace.cu
+            train/data_parallel.cu train/step_trace.cu train/checkpointer.cu train/trainer.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
 # The GPU resize rounds each product and sum as the CPU's resampler does (data/gpu_resize.h).

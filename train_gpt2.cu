@@ -5,7 +5,7 @@
 // The loop, top to bottom: validation every -v steps, a sample every -s steps, checkpoints every -n
 // steps (and on SIGINT/SIGTERM), then per step: micro-batches with gradient accumulation, global
 // grad-norm clipping, one optimizer step over the whole arena, one log line. What every trainer shares
-// (flags, checkpoints, the step, the log) is in train/.
+// (flags, the set-up of train/trainer.h, checkpoints, the step, the log) is in train/.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,14 +18,9 @@
 #include "data/token_shards.h"
 #include "kernels/reduce.h"
 #include "models/gpt2_net.h"
-#include "optim/grad_clip.h"
-#include "train/checkpoint.h"
 #include "train/data_error.h"
-#include "train/data_parallel.h"
 #include "train/program.h"
-#include "train/step_runner.h"
-#include "train/train_flags.h"
-#include "train/train_log.h"
+#include "train/trainer.h"
 
 namespace {
 struct Args : TrainFlags {  // train_gpt2's own flags beside the shared ones
@@ -77,24 +72,6 @@ Gpt2Shape model_shape(const Args& a) {
   return s;
 }
 
-// The optimizers' settings before the schedule and --set: GPT-2 pretraining's defaults and the flags.
-OptimOptions gpt2_optimizer_defaults(const TrainFlags& a) {
-  OptimOptions o;
-  o.adamw.beta2 = 0.95;  // GPT-2 pretraining practice (llm.c); --set adamw.beta2=... overrides
-  o.adamw.lr = a.lr;
-  o.adamw.weight_decay = a.wd;
-  o.adafactor.weight_decay = 0.0;
-  o.muon.lr = 0.02;  // Muon: Keller's lr for the matrices, -l for the rest
-  o.muon.aux.lr = a.lr;
-  o.muon.aux.beta2 = 0.95;
-  // Adafactor's and the learned optimizers' lr (1 = as meta-trained for the latter) change only when -l is given.
-  if (a.lr_given) o.adafactor.lr = o.small_fc.lr = o.velo.lr = o.celo2.lr = o.elo.lr = o.elo_celo2.lr = a.lr;
-  o.velo.num_steps = a.steps;
-  if (!a.lopt_weights.empty())
-    o.small_fc.weights = o.velo.weights = o.celo2.weights = o.elo.weights = o.elo_celo2.weights = a.lopt_weights;
-  return o;
-}
-
 // targets.md's count (the one llm.c's MFU figures use): 6 per parameter plus 6 * L * C * T for attention.
 double flops_per_token(const Gpt2Shape& s, const ParamTable& t, int T) {
   return 6.0 * double(t.num_params()) + 6.0 * s.layers * s.channels * double(T);
@@ -141,37 +118,23 @@ float validation_loss(Gpt2Net& model, TokenLoader& val, int batches, DeviceBuffe
 // What run() reads and checks before it touches the GPU: a mistake costs no GPU time and shows on any
 // machine.
 struct Inputs {
-  std::unique_ptr<DataParallel> dp;  // this process among the others (one process without a launcher)
-  int accum = 1;
+  TrainPlan plan;  // what every trainer reads and checks (train/trainer.h)
   Gpt2Shape shape;
-  OptimOptions options;
-  ParamTable table;  // in its natural layout (the arena's is dp->layout(table))
   std::unique_ptr<TokenLoader> train, val;
   std::unique_ptr<Gpt2Tokenizer> tok;
-  std::unique_ptr<SectionReader> resume;       // opened, checksums verified, model and data position checked
-  std::unique_ptr<SectionReader> rank_resume;  // data parallel, ranks > 0: the rank's own file
-  TrainState state;
 };
 
 // Nothing is created before the last check (the GPU's).
 Inputs prepare(Args& a) {
   Inputs in;
+  TrainPlan& p = in.plan;
   check_flags(a);
-  const ProcessGroup g = process_group_from_env();
-  if (g.rank > 0) {  // rank 0 alone logs, validates and samples; every rank writes its part of a checkpoint
-    a.log.clear();
-    a.val_every = a.sample_every = 0;
-  }
-  check_output_paths(a);
-  if (g.world > 1) a.micro_batch = "-b * -t * " + std::to_string(g.world) + " processes";
-  in.accum = resolve_batching(&a, int64_t(a.B) * a.T * g.world);
+  p.start(&a, int64_t(a.B) * a.T);
+  if (p.dp->rank() > 0) a.sample_every = 0;  // rank 0 alone samples
   in.shape = model_shape(a);
-  in.options = train_optimizer_options(a, gpt2_optimizer_defaults(a));
-  check_train_optimizer(a, in.options);
-  in.table = gpt2_param_table(in.shape);
-  in.dp = std::make_unique<DataParallel>(a, in.table);
-  in.train = std::make_unique<TokenLoader>(glob_files(a.train), a.B, a.T, g.rank, g.world, in.shape.vocab, true,
-                                           uint64_t(a.seed));
+  p.set_model(a, gpt2_param_table(in.shape));
+  in.train = std::make_unique<TokenLoader>(glob_files(a.train), a.B, a.T, p.dp->rank(), p.dp->world(), in.shape.vocab,
+                                           true, uint64_t(a.seed));
   if (!a.val.empty() && a.val_every > 0)
     in.val = std::make_unique<TokenLoader>(glob_files(a.val), a.B, a.T, 0, 1, in.shape.vocab, false, 0);
   if (std::FILE* f = std::fopen(a.tokenizer.c_str(), "r")) {
@@ -181,28 +144,23 @@ Inputs prepare(Args& a) {
     user_error("cannot open the tokenizer '", a.tokenizer, "' given by --tokenizer; run scripts/download_tokenizer.sh ",
                "or leave out --tokenizer.");
   }
-  in.state.rng.seed(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
-  if (!a.resume.empty()) {
-    in.resume = open_checkpoint(a.resume);
-    check_checkpoint_params(*in.resume, in.table, "-e and --qkv");
-    check_checkpoint_optimizer(*in.resume, a.optimizer, a.overlap);
-    in.state = read_train_state(*in.resume, a.steps);
-    in.rank_resume = in.dp->check_resume(*in.resume, in.table, &in.state);
-    const std::vector<int64_t>& d = in.state.data;
+  p.state.rng.seed(uint64_t(a.seed) + 1);  // samples only; saved in checkpoints
+  if (p.open_resume(a, "-e and --qkv")) {
+    const std::vector<int64_t>& d = p.state.data;
     if (d.size() != 3) user_error("'", a.resume, "' holds no token-loader position; is it a train_vit checkpoint?");
     in.train->seek({d[0], d[1], d[2]});
   }
-  require_cuda_gpu();  // the last check; then what the run writes (TrainLog opens the log after this)
-  if (!a.ckpt_dir.empty()) prepare_ckpt_dir(a.ckpt_dir);
+  p.finish(a);
   return in;
 }
 
-void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const Gpt2Net& model) {
+void print_header(const Args& a, const Inputs& in, const Trainer& t, const Gpt2Net& model) {
+  const DevicePeak& peak = t.peak();
   std::printf(
       "train_gpt2 | %s | %s %s q/k/v %s, %.1fM params | %s | batch %d x %d x %d accum = %lld tokens/step | %lld "
       "steps\n",
-      peak.name.c_str(), a.model.c_str(), a.qkv.c_str(), a.precision.c_str(), in.table.num_params() / 1e6,
-      a.optimizer.c_str(), a.B, a.T, in.accum, (long long)a.total_batch, (long long)a.steps);
+      peak.name.c_str(), a.model.c_str(), a.qkv.c_str(), a.precision.c_str(), in.plan.table.num_params() / 1e6,
+      a.optimizer.c_str(), a.B, a.T, in.plan.accum, (long long)a.total_batch, (long long)a.steps);
   std::printf("MFU against %.0f TFLOP/s bf16 (%s)\n", peak.flops / 1e12, peak.how.c_str());
   if (!model.kernel_choices().empty()) std::printf("kernels: %s\n", model.kernel_choices().c_str());
   if (a.dropout > 0) std::printf("dropout: %g in training\n", a.dropout);
@@ -210,87 +168,50 @@ void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const
     std::printf(
         "each step replays %s (captured at the second step)\n",
         a.overlap ? "one CUDA graph, gradients with the optimizer" : "two CUDA graphs, gradients and optimizer");
-  if (a.overlap) std::printf("optimizer: each block's tensors step during backward (--overlap)\n");
-  if (in.dp->on()) std::printf("data parallel: %s\n", in.dp->describe().c_str());
+  t.print_step_setup();
 }
 
 int run(Args& a) {
   Inputs in = prepare(a);
-  DataParallel& dp = *in.dp;
-  dp.connect(a.nccl_id_file);  // before anything makes a context on another GPU
   const Gpt2Shape& shape = in.shape;
-  const ParamTable table = dp.layout(in.table);
-  const OptimOptions& oo = in.options;
-  TrainState& state = in.state;
-  const DevicePeak peak = cuda_device_available() ? device_peak_bf16() : DevicePeak{};
-  TrainLog log(a.log, peak.flops * dp.world(), flops_per_token(shape, table, a.T) * double(a.total_batch),
-               double(a.total_batch), "tok");
-  if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
-
-  Arena arena(table, a.precision == "bf16");
-  const std::vector<float> init = init_params(table, uint64_t(a.seed));
-  for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
-  std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, arena, a.B, a.T);
-  const std::vector<std::vector<int>> groups = hook_groups(table, gpt2_tensors(table, shape).blocks);
-  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, oo, arena, groups, dp.owned(), dp.cross());
-  GradClipper clipper(arena, float(a.clip), dp.owned(), dp.cross());
-  if (in.resume) {
-    load_checkpoint(*in.resume, arena, *model, *opt, dp.sharded() ? in.rank_resume.get() : nullptr);
-    std::printf("resumed from %s at step %lld\n", a.resume.c_str(), (long long)state.step);
-  }
-  catch_stop_signals();
-  print_header(a, in, peak, *model);
+  const double step_flops = flops_per_token(shape, in.plan.table, a.T) * double(a.total_batch);
+  Trainer t(a, in.plan, step_flops, "tok", a.precision == "bf16");  // the processes joined, the log, the arena
+  std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, t.arena(), a.B, a.T);
+  t.set_model(*model, gpt2_tensors(t.table(), shape).blocks);  // optimizer, clipper, --resume, signals
+  print_header(a, in, t, *model);
 
   BatchPrefetcher batches(*in.train, a.B, a.T);
-  const BatchSource source{[&] {
-                             const BatchPrefetcher::Batch b = read_data([&] { return batches.next(); });
-                             Batch out{b.x, b.y};
-                             out.digest = b.digest;
-                             return out;
-                           },
-                           [&](cudaStream_t s) { batches.release(s); }};
-  StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, dp.comm(), groups, dp.plan(),
-                    dp.bf16_sums());
+  t.start({[&] {
+             const BatchPrefetcher::Batch b = read_data([&] { return batches.next(); });
+             Batch out{b.x, b.y};
+             out.digest = b.digest;
+             return out;
+           },
+           [&](cudaStream_t s) { batches.release(s); }});
   DeviceBuffer<float> val_loss(1, "loss");
   std::unique_ptr<Gpt2Net> sampler;
-  const Checkpointer ckpt(a.ckpt_dir, arena, *model, *opt, &dp);
-  auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
+  TrainState& state = t.state();
   const uint64_t dropout_seed = uint64_t(a.seed) + 2;
-  const int64_t step0 = state.step;
-  for (int64_t step = step0; step < a.steps; step++) {
-    const TrainState start = state;  // a data error saves the state at the step's start
-    DataParallel::StepEnd end{};
-    try {
+  for (int64_t step = t.first_step(); step < a.steps; step++) {
+    const bool stop = t.guard(step, [&] {  // a bad shard: the steps done are saved
       if (in.val && (step % a.val_every == 0 || step + 1 == a.steps))
-        log.validation(step, validation_loss(*model, *in.val, a.val_batches, val_loss));
-      if (a.sample_every > 0 && step > step0 && step % a.sample_every == 0) {
+        t.log().validation(step, validation_loss(*model, *in.val, a.val_batches, val_loss));
+      if (a.sample_every > 0 && step > t.first_step() && step % a.sample_every == 0) {
         if (!sampler)
-          sampler = make_gpt2(a.precision, shape, arena, 1, int(std::min<int64_t>(a.T, int64_t(a.sample_tokens) + 1)));
+          sampler =
+              make_gpt2(a.precision, shape, t.arena(), 1, int(std::min<int64_t>(a.T, int64_t(a.sample_tokens) + 1)));
         std::printf("--- sample ---\n%s\n--------------\n",
                     sample_text(*sampler, shape, in.tok.get(), a.sample_tokens, state.rng).c_str());
       }
       model->set_dropout(float(a.dropout), dropout_seed);
-      const StepRunner::Result r = runner.run(source);
-      end = dp.step_end(stop_requested(), r.digest);  // every process stops after the same step
-      if (!std::isfinite(r.loss))
-        user_error("the loss became ", r.loss, " at step ", step, "; lower the learning rate (-l).");
-      log.step({step + 1, a.steps, r.loss, r.grad_norm, oo.schedule.factor(step), r.ms, r.opt_ms, end.digest});
-    } catch (const DataError& e) {
-      // The failed step's micro-batches changed only gradients, which a checkpoint does not keep, so the
-      // state at its start is the run's progress. Nothing to keep when this run has done no step. With
-      // several processes the others are already in the next collective: exit, and the launcher ends them.
-      if (a.ckpt_dir.empty() || step == step0 || dp.world() > 1) throw;
-      state = start;
-      user_error(data_error_saved(e.what(), step, checkpoint(step)));
-    }
+      return t.step(step);  // micro-batches, clip, update, log
+    });
     const TokenLoader::Position at = batches.position();
     state.data = {at.epoch, at.shard, at.sample};
     if (a.dropout > 0) state.dropout_counter = model->dropout_counter();  // it advances only with dropout on
-    if (end.stop) std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
-    if (end.stop || (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0)) checkpoint(step + 1);
-    if (end.stop) return 0;
+    if (t.end_step(step, stop)) return 0;  // a checkpoint every -n steps; a signal: checkpoint and stop
   }
-  checkpoint(a.steps);
+  t.checkpoint(a.steps);
   return 0;
 }
 }  // namespace
@@ -300,8 +221,6 @@ int main(int argc, char** argv) {
   Cli cli("train_gpt2",
           "Pretrains GPT-2 on llm.c token shards (prepare the default corpus with scripts/prepare_kjv.sh).");
   add_flags(cli, &a);
-  cli.set_epilogue(
-      options_help(gpt2_optimizer_defaults(a)));  // the values train_gpt2 starts from, before -l, -c and --set
   return run_program("train_gpt2", cli, argc, argv, [&] {
     a.lr_given = cli.given("lr");
     a.tokenizer_given = cli.given("tokenizer");

@@ -6,7 +6,7 @@
 // on SIGINT/SIGTERM), then per step: micro-batches with gradient accumulation, grad-norm clipping, one
 // optimizer step, one log line. Images are decoded and augmented on CPU threads (data/image_loader), or with
 // --decoder nvjpeg the JPEGs by the GPU's JPEG engine (data/nvjpeg_decoder), and normalised and mixed on the
-// GPU (models/vit_bf16); what every trainer shares is in train/.
+// GPU (models/vit_bf16); what every trainer shares is in train/ (the set-up: train/trainer.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,14 +19,9 @@
 #include "data/image_prefetcher.h"
 #include "data/nvjpeg_decoder.h"
 #include "models/vit_bf16.h"
-#include "optim/grad_clip.h"
-#include "train/checkpoint.h"
 #include "train/data_error.h"
-#include "train/data_parallel.h"
 #include "train/program.h"
-#include "train/step_runner.h"
-#include "train/train_flags.h"
-#include "train/train_log.h"
+#include "train/trainer.h"
 
 namespace {
 struct Args : TrainFlags {  // train_vit's own flags beside the shared ones
@@ -47,6 +42,8 @@ struct Args : TrainFlags {  // train_vit's own flags beside the shared ones
     batch_unit = "images";
     val_all = true;
     micro_batch = "-b";
+    adamw_beta2 = AdamWOptions().beta2;  // torch's, as timm and DeiT train ViTs
+    muon_aux_decay = true;
   }
 };
 
@@ -141,22 +138,6 @@ ImageLoaderOptions loader_options(const Args& a, bool train, int rank = 0, int w
   o.mixup.mixup_alpha = a.mixup;
   o.mixup.cutmix_alpha = a.cutmix;
   o.mixup.label_smoothing = a.smoothing;
-  return o;
-}
-
-// ViT's optimizer settings before the schedule and --set: timm's / DeiT's AdamW and the flags.
-OptimOptions vit_optimizer_defaults(const TrainFlags& a) {
-  OptimOptions o;
-  o.adamw.lr = a.lr;
-  o.adamw.weight_decay = a.wd;
-  o.adafactor.weight_decay = 0.0;
-  o.muon.lr = 0.02;  // Muon: Keller's lr for the hidden matrices, -l for the rest
-  o.muon.aux.lr = a.lr;
-  o.muon.aux.weight_decay = a.wd;
-  if (a.lr_given) o.adafactor.lr = o.small_fc.lr = o.velo.lr = o.celo2.lr = o.elo.lr = o.elo_celo2.lr = a.lr;
-  o.velo.num_steps = a.steps;
-  if (!a.lopt_weights.empty())
-    o.small_fc.weights = o.velo.weights = o.celo2.weights = o.elo.weights = o.elo_celo2.weights = a.lopt_weights;
   return o;
 }
 
@@ -262,16 +243,10 @@ class SyntheticBatches {
 };
 
 struct Inputs {
-  std::unique_ptr<DataParallel> dp;  // this process among the others (one process without a launcher)
-  int accum = 1;
+  TrainPlan plan;  // what every trainer reads and checks (train/trainer.h)
   VitShape shape;
   ImageNorm norm;
-  OptimOptions options;
-  ParamTable table;
   std::unique_ptr<ImageLoader> train;
-  std::unique_ptr<SectionReader> resume;
-  std::unique_ptr<SectionReader> rank_resume;  // data parallel, ranks > 0: the rank's own file
-  TrainState state;
 };
 
 // Decoding threads: the image loader's own limit (--threads 60000 once made 32,436 threads and exhausted
@@ -298,21 +273,19 @@ void check_flags(const Args& a) {
 
 // The shards (the first sample of each read and checked), the checkpoint to resume from, then the training
 // loader at its position.
-void prepare_data(const Args& a, const ProcessGroup& g, Inputs& in) {
+void prepare_data(const Args& a, Inputs& in) {
+  TrainPlan& p = in.plan;
   const std::vector<std::string> train = list_shards(a.train);
   check_shard_starts(train, a.classes);
   if (!a.val.empty() && a.val_every > 0) check_shard_starts(list_shards(a.val), a.classes);
-  if (!a.resume.empty()) {
-    in.resume = open_checkpoint(a.resume);
-    check_checkpoint_params(*in.resume, in.table, "-e, --image, --channels, --classes and --qkv");
-    check_checkpoint_optimizer(*in.resume, a.optimizer, a.overlap);
-    in.state = read_train_state(*in.resume, a.steps);
-    in.rank_resume = in.dp->check_resume(*in.resume, in.table, &in.state);
+  const bool resume = p.open_resume(a, "-e, --image, --channels, --classes and --qkv");
+  const ImageLoaderOptions o = loader_options(a, true, p.dp->rank(), p.dp->world());
+  if (a.decoder != "stb") {  // the nvjpeg decoder is made on the GPU: this process's, not GPU 0 for all
+    require_cuda_gpu();
+    select_gpu(p.dp->group().local_rank);
   }
-  const ImageLoaderOptions o = loader_options(a, true, g.rank, g.world);
-  if (a.decoder != "stb") require_cuda_gpu();  // the nvjpeg decoder is made on the GPU
   in.train = std::make_unique<ImageLoader>(train, o, make_batch_decoder(o));
-  if (in.resume) in.train->seek(ImageLoader::Position::from_ints(in.state.data));
+  if (resume) in.train->seek(ImageLoader::Position::from_ints(p.state.data));
 }
 
 // Everything read and checked before the GPU is touched: a mistake costs no GPU time, and nothing is
@@ -320,72 +293,46 @@ void prepare_data(const Args& a, const ProcessGroup& g, Inputs& in) {
 Inputs prepare(Args& a) {
   Inputs in;
   check_flags(a);
-  const ProcessGroup g = process_group_from_env();
-  if (g.rank > 0) {  // rank 0 alone logs and evaluates; every rank writes its part of a checkpoint
-    a.log.clear();
-    a.val_every = 0;
-  }
-  check_output_paths(a);
-  if (g.world > 1) a.micro_batch = "-b * " + std::to_string(g.world) + " processes";
-  in.accum = resolve_batching(&a, int64_t(a.B) * g.world);
+  in.plan.start(&a, a.B);
   in.shape = model_shape(a);
   in.norm = image_norm(a);
-  in.options = train_optimizer_options(a, vit_optimizer_defaults(a));
-  check_train_optimizer(a, in.options);
-  in.table = vit_param_table(in.shape);
-  in.dp = std::make_unique<DataParallel>(a, in.table);
+  in.plan.set_model(a, vit_param_table(in.shape));
   if (a.synthetic) {
     if (!a.resume.empty()) user_error("--synthetic runs cannot be resumed; leave out --resume.");
     a.val.clear();
   } else {
-    prepare_data(a, g, in);
+    prepare_data(a, in);
   }
-  require_cuda_gpu();  // the last check; then what the run writes (TrainLog opens the log after this)
-  if (!a.ckpt_dir.empty()) prepare_ckpt_dir(a.ckpt_dir);
+  in.plan.finish(a);
   return in;
 }
 
-void print_header(const Args& a, const Inputs& in, const DevicePeak& peak) {
+void print_header(const Args& a, const Inputs& in, const Trainer& t) {
+  const DevicePeak& peak = t.peak();
   std::printf(
       "train_vit | %s | %s %dx%dx%d q/k/v %s, %d tokens, %.2fM params | %s | batch %d x %d accum = %lld images/step | "
       "%lld steps\n",
       peak.name.c_str(), a.model.c_str(), a.image, a.image, a.channels, a.qkv.c_str(), in.shape.tokens(),
-      in.table.num_params() / 1e6, a.optimizer.c_str(), a.B, in.accum, (long long)a.total_batch, (long long)a.steps);
+      in.plan.table.num_params() / 1e6, a.optimizer.c_str(), a.B, in.plan.accum, (long long)a.total_batch,
+      (long long)a.steps);
   std::printf("MFU against %.0f TFLOP/s bf16 (%s)\n", peak.flops / 1e12, peak.how.c_str());
   std::printf("augmentation: crop scale >= %g, flip %g, mixup %g, cutmix %g, smoothing %g%s%s\n", a.scale_min, a.hflip,
               a.mixup, a.cutmix, a.smoothing, a.randaugment.empty() ? "" : ", ", a.randaugment.c_str());
-  if (a.overlap) std::printf("optimizer: each block's tensors step during backward (--overlap)\n");
-  if (in.dp->on()) std::printf("data parallel: %s\n", in.dp->describe().c_str());
+  t.print_step_setup();
 }
 
 int run(Args& a) {
   Inputs in = prepare(a);
-  DataParallel& dp = *in.dp;
-  dp.connect(a.nccl_id_file);  // before anything makes a context on another GPU
-  TrainState& state = in.state;
-  const DevicePeak peak = cuda_device_available() ? device_peak_bf16() : DevicePeak{};
-  TrainLog log(a.log, peak.flops * dp.world(), flops_per_image(in.shape) * double(a.total_batch), double(a.total_batch),
-               "img");
-  if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
-  const ParamTable table = dp.layout(in.table);
-  Arena arena(table, true);
-  const std::vector<float> init = init_params(table, uint64_t(a.seed));
-  for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
-  VitBf16 model(in.shape, arena, a.B, in.norm);
-  const std::vector<std::vector<int>> groups = hook_groups(table, vit_tensors(table, in.shape).blocks);
-  std::unique_ptr<Optimizer> opt = make_train_optimizer(a, in.options, arena, groups, dp.owned(), dp.cross());
-  GradClipper clipper(arena, float(a.clip), dp.owned(), dp.cross());
-  if (in.resume) {
-    load_checkpoint(*in.resume, arena, model, *opt, dp.sharded() ? in.rank_resume.get() : nullptr);
-    std::printf("resumed from %s at step %lld\n", a.resume.c_str(), (long long)state.step);
-  }
-  catch_stop_signals();
-  print_header(a, in, peak);
+  const double step_flops = flops_per_image(in.shape) * double(a.total_batch);
+  Trainer t(a, in.plan, step_flops, "img", /*bf16=*/true);  // the processes joined, the log, the arena
+  VitBf16 model(in.shape, t.arena(), a.B, in.norm);
+  t.set_model(model, vit_tensors(t.table(), in.shape).blocks);  // optimizer, clipper, --resume, signals
+  print_header(a, in, t);
 
   std::unique_ptr<ImagePrefetcher> batches;
   std::unique_ptr<SyntheticBatches> synthetic;
   if (a.synthetic)
-    synthetic = std::make_unique<SyntheticBatches>(a, dp.rank(), dp.world(), in.accum);
+    synthetic = std::make_unique<SyntheticBatches>(a, in.plan.dp->rank(), in.plan.dp->world(), in.plan.accum);
   else
     batches = std::make_unique<ImagePrefetcher>(*in.train);
   auto next_batch = [&] {
@@ -399,41 +346,23 @@ int run(Args& a) {
     b.digest = p.digest;
     return b;
   };
-  const BatchSource source{next_batch, [&](cudaStream_t s) {
-                             if (batches) batches->release(s);
-                           }};
-  StepRunner runner(model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, dp.comm(), groups, dp.plan(),
-                    dp.bf16_sums());
-  const Checkpointer ckpt(a.ckpt_dir, arena, model, *opt, &dp);
-  auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
-  const int64_t step0 = state.step;
-  for (int64_t step = step0; step < a.steps; step++) {
-    const TrainState start = state;
-    DataParallel::StepEnd end{};
-    try {
+  t.start({next_batch, [&](cudaStream_t s) {
+             if (batches) batches->release(s);
+           }});
+  for (int64_t step = t.first_step(); step < a.steps; step++) {
+    const bool stop = t.guard(step, [&] {  // a bad shard: the steps done are saved
       if (!a.val.empty() && a.val_every > 0 && (step % a.val_every == 0 || step + 1 == a.steps)) {
         const Eval e = evaluate(model, a);
-        log.validation(step, float(e.loss), e.top1, e.top5);
+        t.log().validation(step, float(e.loss), e.top1, e.top5);
       }
-      const StepRunner::Result r = runner.run(source);
-      end = dp.step_end(stop_requested(), r.digest);  // every process stops after the same step
-      if (!std::isfinite(r.loss))
-        user_error("the loss became ", r.loss, " at step ", step, "; lower the learning rate (-l).");
-      log.step({step + 1, a.steps, r.loss, r.grad_norm, in.options.schedule.factor(step), r.ms, r.opt_ms, end.digest});
-    } catch (const DataError& e) {
-      // Several processes: the others are in the next collective; exit, and the launcher ends them.
-      if (a.ckpt_dir.empty() || step == step0 || dp.world() > 1) throw;
-      state = start;
-      user_error(data_error_saved(e.what(), step, checkpoint(step)));
-    }
-    if (batches) state.data = batches->position().to_ints();
-    if (end.stop) std::printf("signal received: stopping after step %lld\n", (long long)step + 1);
-    if (end.stop || (a.ckpt_every > 0 && (step + 1) % a.ckpt_every == 0)) checkpoint(step + 1);
-    if (end.stop) return 0;
+      return t.step(step);  // micro-batches, clip, update, log
+    });
+    if (batches) t.state().data = batches->position().to_ints();
+    if (t.end_step(step, stop)) return 0;  // a checkpoint every -n steps; a signal: checkpoint and stop
   }
   if (in.train && in.train->skipped() > 0)
     std::printf("skipped %lld undecodable images\n", (long long)in.train->skipped());
-  checkpoint(a.steps);
+  t.checkpoint(a.steps);
   return 0;
 }
 }  // namespace
@@ -444,7 +373,6 @@ int main(int argc, char** argv) {
       "train_vit",
       "Pretrains a ViT on WebDataset image shards (prepare the default data with scripts/prepare_fashion_mnist.sh).");
   add_flags(cli, &a);
-  cli.set_epilogue(options_help(vit_optimizer_defaults(a)));
   return run_program("train_vit", cli, argc, argv, [&] {
     a.lr_given = cli.given("lr");
     return run(a);

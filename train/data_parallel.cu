@@ -4,7 +4,7 @@
 #include "optim/step_cost.h"
 #include "train/data_parallel.h"
 
-DataParallel::DataParallel(const TrainFlags& f, const ParamTable& table) : group_(process_group_from_env()) {
+void DataParallel::set_up(const TrainFlags& f, const ParamTable& table) {
   sharded_ = f.shard;
   timeout_s_ = f.nccl_timeout;
   bf16_sums_ = f.grad_comm == "bf16";

@@ -21,8 +21,12 @@
 
 class DataParallel {
  public:
-  // From the environment and the flags, before any GPU work; UserError on a combination that cannot run.
-  DataParallel(const TrainFlags& f, const ParamTable& table);
+  // This process among the others: the group the caller read from the environment (process_group_from_env,
+  // once per run), kept here alone. rank() and world() hold from here on; the rest after set_up.
+  explicit DataParallel(const ProcessGroup& g) : group_(g) {}
+  // The mode of the flags over the model's table (the shard plan), before any GPU work; UserError on a
+  // combination that cannot run.
+  void set_up(const TrainFlags& f, const ParamTable& table);
   // Picks this process's GPU and joins the others (before anything makes a context); from here on rank 0
   // alone prints. Nothing to do unless on().
   void connect(const std::string& id_file);

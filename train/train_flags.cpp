@@ -68,6 +68,7 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   cli.add(0, "grad-comm", &f->grad_comm,
           "data parallel: fp32, or bf16 (gradients rounded to bf16 and summed in bf16 through NCCL: half the bytes, "
           "as llm.c does; changes the results)");
+  cli.set_epilogue(options_help(optimizer_defaults(*f)));
 }
 
 void check_train_flags(const TrainFlags& f) {
@@ -195,7 +196,24 @@ int resolve_batching(TrainFlags* f, int64_t micro_tokens) {
   return int(f->total_batch / micro_tokens);
 }
 
-OptimOptions train_optimizer_options(const TrainFlags& f, OptimOptions o) {
+OptimOptions optimizer_defaults(const TrainFlags& f) {
+  OptimOptions o;  // torch's defaults (Adafactor keeps its weight decay 0: -c is AdamW's), Keller's for Muon's AdamW
+  o.adamw.lr = f.lr;
+  o.adamw.beta2 = f.adamw_beta2;
+  o.adamw.weight_decay = f.wd;
+  o.muon.lr = 0.02;  // Muon: Keller's lr for the hidden matrices, -l for the rest
+  o.muon.aux.lr = f.lr;
+  if (f.muon_aux_decay) o.muon.aux.weight_decay = f.wd;
+  // Adafactor's and the learned optimizers' lr (1 = as meta-trained for the latter) change only when -l is given.
+  if (f.lr_given) o.adafactor.lr = o.small_fc.lr = o.velo.lr = o.celo2.lr = o.elo.lr = o.elo_celo2.lr = f.lr;
+  o.velo.num_steps = f.steps;
+  if (!f.lopt_weights.empty())
+    o.small_fc.weights = o.velo.weights = o.celo2.weights = o.elo.weights = o.elo_celo2.weights = f.lopt_weights;
+  return o;
+}
+
+OptimOptions train_optimizer_options(const TrainFlags& f) {
+  OptimOptions o = optimizer_defaults(f);
   o.schedule = f.schedule == "constant" ? make_schedule("constant", 0, f.steps, 0, 0.2)
                                         : make_schedule(f.schedule, std::max<int64_t>(f.warmup, f.schedule == "warmup"),
                                                         f.steps, f.final_frac, 0.2);

@@ -25,6 +25,11 @@ struct TrainFlags {
   // sequences, ViT's images of -b.
   std::string batch_unit = "tokens", micro_batch = "-b * -t";
   bool val_all = false;  // -m 0 means the whole validation set (train_vit)
+  // The program's recipe where no flag reaches, as data for optimizer_defaults (one function for every
+  // program): AdamW's beta2 (GPT-2 pretraining's, llm.c's, here), and whether -c decays Muon's AdamW part
+  // too (else it keeps Keller's 0).
+  double adamw_beta2 = 0.95;
+  bool muon_aux_decay = false;
 };
 
 // The sections of a training program's --help (Cli::section), in this order; a program adds its data and
@@ -39,7 +44,9 @@ constexpr const char* kSpeed = "speed and several GPUs";
 
 // Adds the shared flags to cli, section by section (-o, -l, -c, -k, -u, -q, --clip, --set, --lopt-weights,
 // --lopt-random; -x, -b, -d, --dropout, --seed; -v, -m, -n, --ckpt-dir, --resume, --log; --cuda-graph,
-// --overlap, --nccl-id-file, --nccl, --shard); `optimizers` is the -o help.
+// --overlap, --nccl-id-file, --nccl, --shard); `optimizers` is the -o help. The help's epilogue lists the
+// optimizers' options at the values the program starts from (optimizer_defaults of f's defaults, before
+// -l, -c and --set).
 void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers);
 // Every shared flag's range, before any file or GPU work: one sentence per mistake. A flag that the
 // other flags make pointless (-u with -k constant) is refused too, rather than ignored.
@@ -51,8 +58,11 @@ void check_output_paths(const TrainFlags& f);
 // Fills the defaults -1 (-u) and 0 (-d) in; returns the micro-batches per step for micro-batches of
 // micro_tokens tokens.
 int resolve_batching(TrainFlags* f, int64_t micro_tokens);
-// The program's defaults `base` with the schedule of the flags and --set applied.
-OptimOptions train_optimizer_options(const TrainFlags& f, OptimOptions base);
+// The optimizers' settings before the schedule and --set, for every program: optim/options.h's defaults,
+// the program's recipe (above) and -l, -c, -x and --lopt-weights.
+OptimOptions optimizer_defaults(const TrainFlags& f);
+// optimizer_defaults with the schedule of the flags and --set applied: what the optimizer is made with.
+OptimOptions train_optimizer_options(const TrainFlags& f);
 // The optimizer's name, --set options and learned-optimizer weights, before any GPU work.
 void check_train_optimizer(const TrainFlags& f, const OptimOptions& o);
 bool is_learned(const std::string& optimizer);

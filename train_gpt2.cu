@@ -17,7 +17,7 @@
 #include "data/prefetcher.h"
 #include "data/token_shards.h"
 #include "kernels/reduce.h"
-#include "models/gpt2_net.h"
+#include "models/gpt2.h"
 #include "optim/grad_clip.h"
 #include "train/checkpoint.h"
 #include "train/data_error.h"
@@ -100,7 +100,7 @@ double flops_per_token(const Gpt2Shape& s, const ParamTable& t, int T) {
   return 6.0 * double(t.num_params()) + 6.0 * s.layers * s.channels * double(T);
 }
 
-std::string sample_text(Gpt2Net& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok, int n, std::mt19937_64& rng) {
+std::string sample_text(Gpt2& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok, int n, std::mt19937_64& rng) {
   const int T = m.T();
   std::vector<int> x(size_t(T), Gpt2Tokenizer::kEot), out;
   std::vector<float> row(size_t(s.vocab));
@@ -124,7 +124,7 @@ std::string sample_text(Gpt2Net& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok
 }
 
 // Mean loss over the first `batches` validation batches (no dropout).
-float validation_loss(Gpt2Net& model, TokenLoader& val, int batches, DeviceBuffer<float>& acc) {
+float validation_loss(Gpt2& model, TokenLoader& val, int batches, DeviceBuffer<float>& acc) {
   std::vector<int32_t> x(size_t(model.B()) * size_t(model.T())), y(x.size());
   read_data([&] { val.seek({}); });
   model.set_dropout(0.0f, 0);
@@ -197,7 +197,7 @@ Inputs prepare(Args& a) {
   return in;
 }
 
-void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const Gpt2Net& model) {
+void print_header(const Args& a, const Inputs& in, const DevicePeak& peak, const Gpt2& model) {
   std::printf(
       "train_gpt2 | %s | %s %s q/k/v %s, %.1fM params | %s | batch %d x %d x %d accum = %lld tokens/step | %lld "
       "steps\n",
@@ -230,7 +230,7 @@ int run(Args& a) {
   Arena arena(table, a.precision == "bf16");
   const std::vector<float> init = init_params(table, uint64_t(a.seed));
   for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
-  std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, arena, a.B, a.T);
+  std::unique_ptr<Gpt2> model = make_gpt2(a.precision, shape, arena, a.B, a.T);
   const std::vector<std::vector<int>> groups = hook_groups(table, gpt2_tensors(table, shape).blocks);
   std::unique_ptr<Optimizer> opt = make_train_optimizer(a, oo, arena, groups, dp.owned(), dp.cross());
   GradClipper clipper(arena, float(a.clip), dp.owned(), dp.cross());
@@ -252,7 +252,7 @@ int run(Args& a) {
   StepRunner runner(*model, *opt, clipper, a.clip > 0, in.accum, a.cuda_graph, a.overlap, dp.comm(), groups, dp.plan(),
                     dp.bf16_sums());
   DeviceBuffer<float> val_loss(1, "loss");
-  std::unique_ptr<Gpt2Net> sampler;
+  std::unique_ptr<Gpt2> sampler;
   const Checkpointer ckpt(a.ckpt_dir, arena, *model, *opt, &dp);
   auto checkpoint = [&](int64_t step) { return ckpt.save(step, state); };
   const uint64_t dropout_seed = uint64_t(a.seed) + 2;

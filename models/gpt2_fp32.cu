@@ -1,11 +1,11 @@
 #include "common/cuda_check.h"
 #include "kernels/dropout_kernels.h"
-#include "kernels/gpt2_kernels.h"
+#include "kernels/gpt2_fp32_kernels.h"
 #include "kernels/reduce.h"
-#include "models/gpt2_model.h"
+#include "models/gpt2_fp32.h"
 #include "models/gpt2_sites.h"
 
-Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
+Gpt2Fp32::Gpt2Fp32(const Gpt2Shape& shape, Arena& arena, int B, int T)
     : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), batch_(B * T, shape.vocab) {
   if (T > s_.max_seq)
     user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq,
@@ -87,23 +87,23 @@ Gpt2Model::Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T)
   att_D_.alloc(size_t(N * s_.heads), "gradients");
 }
 
-Gpt2Model::~Gpt2Model() {
+Gpt2Fp32::~Gpt2Fp32() {
   if (blas_) cublasDestroy(blas_);
 }
 
-void Gpt2Model::set_batch(const Batch& b, cudaStream_t s) {
+void Gpt2Fp32::set_batch(const Batch& b, cudaStream_t s) {
   CHECK(b.tokens && !b.pixels && !b.soft_targets);
   batch_.set(b.tokens, b.targets, s);
 }
 
-void Gpt2Model::logits_to_host(int first, int count, float* host) const {
+void Gpt2Fp32::logits_to_host(int first, int count, float* host) const {
   CHECK(first >= 0 && count >= 0 && first + count <= N_);
   CUDA_CHECK(cudaMemcpy(host, logits_.get() + size_t(first) * size_t(s_.vocab),
                         size_t(count) * size_t(s_.vocab) * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
 // branch = stream + dropout(branch), in place.
-void Gpt2Model::add_branch(float* branch, const float* stream, uint32_t site, cudaStream_t s) {
+void Gpt2Fp32::add_branch(float* branch, const float* stream, uint32_t site, cudaStream_t s) {
   if (dropout_.on())
     dropout_forward(branch, branch, stream, N_, s_.channels, dropout_.site(site), s);
   else
@@ -112,13 +112,13 @@ void Gpt2Model::add_branch(float* branch, const float* stream, uint32_t site, cu
 
 // The gradient of a residual branch's output: the stream's gradient dres, dropped out as in forward (into
 // dln_, free until the layer's next LayerNorm backward) or dres itself.
-const float* Gpt2Model::branch_grad(const float* dres, uint32_t site, cudaStream_t s) {
+const float* Gpt2Fp32::branch_grad(const float* dres, uint32_t site, cudaStream_t s) {
   if (!dropout_.on()) return dres;
   dropout_forward(dln_.get(), dres, nullptr, N_, s_.channels, dropout_.site(site), s);
   return dln_.get();
 }
 
-void Gpt2Model::forward(cudaStream_t s) {
+void Gpt2Fp32::forward(cudaStream_t s) {
   const int C = s_.channels, N = N_, NH = s_.heads, hs = C / NH;
   float* x0 = la_.empty() ? x_final_.get() : la_[0].x_in.get();
   encoder_forward(x0, batch_.tokens(), wte_, wpe_, N, T_, C, s);
@@ -149,12 +149,12 @@ void Gpt2Model::forward(cudaStream_t s) {
   linear_forward(blas_, logits_.get(), s_.vocab, lnf_.get(), C, wte_, nullptr, N, C, s_.vocab, s);  // tied head
 }
 
-void Gpt2Model::loss_and_dlogits(float grad_scale, cudaStream_t s) {
+void Gpt2Fp32::loss_and_dlogits(float grad_scale, cudaStream_t s) {
   crossentropy_forward_backward(logits_.get(), losses_.get(), batch_.targets(), N_, s_.vocab, grad_scale, s);
   mean_reduce(loss_mean_.get(), losses_.get(), N_, s);
 }
 
-void Gpt2Model::backward(cudaStream_t s) {
+void Gpt2Fp32::backward(cudaStream_t s) {
   const int C = s_.channels, N = N_, NH = s_.heads, hs = C / NH, V = s_.vocab;
   float* dres = dres_.get();
   CUDA_CHECK(cudaMemsetAsync(dres, 0, size_t(N) * C * sizeof(float), s));

@@ -5,7 +5,7 @@
 #include "common/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gelu.cuh"
-#include "kernels/gpt2_kernels.h"
+#include "kernels/gpt2_fp32_kernels.h"
 
 namespace {
 

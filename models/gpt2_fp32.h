@@ -39,6 +39,11 @@ class Gpt2Fp32 : public Gpt2 {
   struct LayerActs {
     DeviceBuffer<float> x_in, ln1, ln1_mean, ln1_rstd, qkv, att, lse, x_mid, ln2, ln2_mean, ln2_rstd, fc, gelu;
   };
+  float* param(int i) const;  // tensor i of the table in the arena's parameters
+  float* grad(int i) const;   // and in its gradients
+  LayerParams layer_params(const BlockTensors& b) const;
+  LayerActs layer_acts() const;
+  void alloc_top_and_gradients();
   void add_branch(float* branch, const float* stream, uint32_t site, cudaStream_t s);
   const float* branch_grad(const float* dres, uint32_t site, cudaStream_t s);
 

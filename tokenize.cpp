@@ -1,6 +1,7 @@
-// tokenize: text or JSONL files -> llm.c token shards (data.md B1), the way llm.c's fineweb.py writes
-// them: the EOT token before every document, documents split across shards where they fall, shard 0 is
-// validation ({name}_val_000000.bin), the rest training ({name}_train_000001.bin, ...).
+// tokenize: text or JSONL files -> llm.c token shards (data.md B1: a 1024-byte int32 header, then uint16
+// tokens), the way llm.c's fineweb.py writes them: the EOT token before every document, documents split
+// across shards where they fall, shard 0 is validation ({name}_val_000000.bin), the rest training
+// ({name}_train_000001.bin, ...).
 //
 //   ./tokenize -i "data/kjv/books/*.txt" --out data/kjv --name kjv
 //   ./tokenize -i corpus.jsonl --out data/mine --shard-tokens 100000000   (one document per line, its "text" field)
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "common/cli.h"
@@ -64,39 +66,68 @@ std::string read_whole(const std::string& file) {
   if (!f.read(&text[0], std::streamsize(text.size()))) user_error("cannot read '", file, "'.");
   return text;
 }
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Args {
   std::vector<std::string> inputs;
   std::string out_dir, name = "data", format = "auto", tokenizer = "tokenizer/r50k_base.tiktoken";
   int64_t shard_tokens = 100000000, val_tokens = 0;
+};
+
+// Every mistake the flags can hold, found before the slow work: numbers, names, the output folder, the inputs.
+void check_args(const Args& a) {
+  if (a.inputs.empty() || a.out_dir.empty())
+    user_error("give input files with -i and an output folder with --out; see --help.");
+  if (a.shard_tokens < 1 || a.val_tokens < 0 || a.shard_tokens > INT32_MAX || a.val_tokens > INT32_MAX)
+    user_error("--shard-tokens must be in [1, ", INT32_MAX, "] and --val-tokens in [0, ", INT32_MAX,
+               "] (a shard's header counts its tokens in 32 bits).");
+  if (a.format != "auto" && a.format != "text" && a.format != "jsonl")
+    user_error("--format must be auto, text or jsonl.");
+  if (a.name.empty() || a.name.find('/') != std::string::npos || a.name[0] == '.')  // the shards stay inside --out
+    user_error("--name must be non-empty, without '/', and not begin with '.' (got '", a.name, "').");
+  struct stat st;  // a wrong output folder should fail now, not after the first shard's worth of input
+  if (stat(a.out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(a.out_dir.c_str(), W_OK) != 0)
+    user_error("the output folder '", a.out_dir, "' does not exist or is not writable; create it first.");
+  for (const auto& pattern : a.inputs) glob_files(pattern);  // every input pattern matches, before the slow work
+}
+
+// One input file's documents: the whole file (text), or each non-empty line's "text" field (JSONL).
+void read_documents(const std::string& file, bool jsonl, const std::function<void(const std::string&)>& document) {
+  if (!jsonl) {
+    document(read_whole(file));
+    return;
+  }
+  std::ifstream f(file, std::ios::binary);
+  if (!f) user_error("cannot read '", file, "'.");
+  std::string line;
+  for (int64_t n = 1; std::getline(f, line); n++) {
+    check_signal();
+    if (line.empty()) continue;
+    Json j = parse_json(line, str_cat("line ", n, " of '", file, "'"));
+    if (!j.has("text") || j.at("text").type != Json::String)
+      user_error("line ", n, " of '", file, "' has no string field \"text\".");
+    document(j.at("text").str);
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
   Cli cli("tokenize", "Turns text or JSONL files into GPT-2 token shards (llm.c format; shard 0 = validation).");
-  cli.add('i', "input", &inputs, "input file or glob pattern (repeatable); a .txt file is one document");
-  cli.add(0, "out", &out_dir, "output folder (must exist)");
-  cli.add(0, "name", &name, "shard name prefix");
-  cli.add(0, "shard-tokens", &shard_tokens, "tokens per training shard");
-  cli.add(0, "val-tokens", &val_tokens, "tokens in the validation shard (0 = same as --shard-tokens)");
-  cli.add(0, "format", &format, "auto (by extension), text, or jsonl (one document per line, field \"text\")");
-  flags::add_tokenizer(cli, &tokenizer, "r50k_base.tiktoken (scripts/download_tokenizer.sh fetches it)");
+  cli.add('i', "input", &a.inputs, "input file or glob pattern (repeatable); a .txt file is one document");
+  cli.add(0, "out", &a.out_dir, "output folder (must exist)");
+  cli.add(0, "name", &a.name, "shard name prefix");
+  cli.add(0, "shard-tokens", &a.shard_tokens, "tokens per training shard");
+  cli.add(0, "val-tokens", &a.val_tokens, "tokens in the validation shard (0 = same as --shard-tokens)");
+  cli.add(0, "format", &a.format, "auto (by extension), text, or jsonl (one document per line, field \"text\")");
+  flags::add_tokenizer(cli, &a.tokenizer, "r50k_base.tiktoken (scripts/download_tokenizer.sh fetches it)");
   flags::add_flag_notes(cli, "tokenize");
   try {
     if (!cli.parse(argc, argv)) return 0;
-    if (inputs.empty() || out_dir.empty())
-      user_error("give input files with -i and an output folder with --out; see --help.");
-    if (shard_tokens < 1 || val_tokens < 0 || shard_tokens > INT32_MAX || val_tokens > INT32_MAX)
-      user_error("--shard-tokens must be in [1, ", INT32_MAX, "] and --val-tokens in [0, ", INT32_MAX,
-                 "] (a shard's header counts its tokens in 32 bits).");
-    if (format != "auto" && format != "text" && format != "jsonl") user_error("--format must be auto, text or jsonl.");
-    if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')  // the shards stay inside --out
-      user_error("--name must be non-empty, without '/', and not begin with '.' (got '", name, "').");
-    struct stat st;  // a wrong output folder should fail now, not after the first shard's worth of input
-    if (stat(out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(out_dir.c_str(), W_OK) != 0)
-      user_error("the output folder '", out_dir, "' does not exist or is not writable; create it first.");
-    for (const auto& pattern : inputs) glob_files(pattern);  // every input pattern matches, before the slow work
-    Gpt2Tokenizer tok(tokenizer);
+    check_args(a);
+    Gpt2Tokenizer tok(a.tokenizer);
     catch_stop_signals();
-    ShardWriter sink(out_dir, name, shard_tokens, val_tokens ? val_tokens : shard_tokens);
+    ShardWriter sink(a.out_dir, a.name, a.shard_tokens, a.val_tokens ? a.val_tokens : a.shard_tokens);
     int64_t docs = 0, text_tokens = 0;
+    // A document is <|endoftext|> and then its tokens.
     auto document = [&](const std::string& text) {
       check_signal();
       const std::vector<int> body = tok.encode(text);
@@ -105,33 +136,19 @@ int main(int argc, char** argv) {
       text_tokens += int64_t(body.size());
       docs++;
     };
-    for (const auto& pattern : inputs)
+    for (const auto& pattern : a.inputs)
       for (const auto& file : glob_files(pattern)) {
         const bool jsonl =
-            format == "jsonl" || (format == "auto" && file.size() > 6 && file.substr(file.size() - 6) == ".jsonl");
-        if (!jsonl) {
-          document(read_whole(file));
-          continue;
-        }
-        std::ifstream f(file, std::ios::binary);
-        if (!f) user_error("cannot read '", file, "'.");
-        std::string line;
-        for (int64_t n = 1; std::getline(f, line); n++) {
-          check_signal();
-          if (line.empty()) continue;
-          Json j = parse_json(line, str_cat("line ", n, " of '", file, "'"));
-          if (!j.has("text") || j.at("text").type != Json::String)
-            user_error("line ", n, " of '", file, "' has no string field \"text\".");
-          document(j.at("text").str);
-        }
+            a.format == "jsonl" || (a.format == "auto" && file.size() > 6 && file.substr(file.size() - 6) == ".jsonl");
+        read_documents(file, jsonl, document);
       }
     check_signal();
     if (text_tokens == 0)
       user_error("the input holds no text (", docs == 0 ? "no documents" : str_cat(docs, " empty document(s)"),
-                 "); the dataset '", name, "' in '", out_dir, "' was left as it was.");
+                 "); the dataset '", a.name, "' in '", a.out_dir, "' was left as it was.");
     sink.commit();
     std::printf("tokenize: %lld documents, %lld tokens, %d shard(s) in %s\n", (long long)docs, (long long)sink.tokens(),
-                sink.shards(), out_dir.c_str());
+                sink.shards(), a.out_dir.c_str());
   } catch (const UserError& e) {
     std::fprintf(stderr, "tokenize: %s\n", e.what());
     return 1;

@@ -17,7 +17,7 @@
 #include "data/prefetcher.h"
 #include "data/token_shards.h"
 #include "kernels/reduce.h"
-#include "models/gpt2_net.h"
+#include "models/gpt2.h"
 #include "train/data_error.h"
 #include "train/program.h"
 #include "train/trainer.h"
@@ -77,7 +77,7 @@ double flops_per_token(const Gpt2Shape& s, const ParamTable& t, int T) {
   return 6.0 * double(t.num_params()) + 6.0 * s.layers * s.channels * double(T);
 }
 
-std::string sample_text(Gpt2Net& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok, int n, std::mt19937_64& rng) {
+std::string sample_text(Gpt2& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok, int n, std::mt19937_64& rng) {
   const int T = m.T();
   std::vector<int> x(size_t(T), Gpt2Tokenizer::kEot), out;
   std::vector<float> row(size_t(s.vocab));
@@ -101,7 +101,7 @@ std::string sample_text(Gpt2Net& m, const Gpt2Shape& s, const Gpt2Tokenizer* tok
 }
 
 // Mean loss over the first `batches` validation batches (no dropout).
-float validation_loss(Gpt2Net& model, TokenLoader& val, int batches, DeviceBuffer<float>& acc) {
+float validation_loss(Gpt2& model, TokenLoader& val, int batches, DeviceBuffer<float>& acc) {
   std::vector<int32_t> x(size_t(model.B()) * size_t(model.T())), y(x.size());
   read_data([&] { val.seek({}); });
   model.set_dropout(0.0f, 0);
@@ -154,7 +154,7 @@ Inputs prepare(Args& a) {
   return in;
 }
 
-void print_header(const Args& a, const Inputs& in, const Trainer& t, const Gpt2Net& model) {
+void print_header(const Args& a, const Inputs& in, const Trainer& t, const Gpt2& model) {
   const DevicePeak& peak = t.peak();
   std::printf(
       "train_gpt2 | %s | %s %s q/k/v %s, %.1fM params | %s | batch %d x %d x %d accum = %lld tokens/step | %lld "
@@ -176,7 +176,7 @@ int run(Args& a) {
   const Gpt2Shape& shape = in.shape;
   const double step_flops = flops_per_token(shape, in.plan.table, a.T) * double(a.total_batch);
   Trainer t(a, in.plan, step_flops, "tok", a.precision == "bf16");  // the processes joined, the log, the arena
-  std::unique_ptr<Gpt2Net> model = make_gpt2(a.precision, shape, t.arena(), a.B, a.T);
+  std::unique_ptr<Gpt2> model = make_gpt2(a.precision, shape, t.arena(), a.B, a.T);
   t.set_model(*model, gpt2_tensors(t.table(), shape).blocks);  // optimizer, clipper, --resume, signals
   print_header(a, in, t, *model);
 
@@ -189,7 +189,7 @@ int run(Args& a) {
            },
            [&](cudaStream_t s) { batches.release(s); }});
   DeviceBuffer<float> val_loss(1, "loss");
-  std::unique_ptr<Gpt2Net> sampler;
+  std::unique_ptr<Gpt2> sampler;
   TrainState& state = t.state();
   const uint64_t dropout_seed = uint64_t(a.seed) + 2;
   for (int64_t step = t.first_step(); step < a.steps; step++) {

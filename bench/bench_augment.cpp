@@ -48,6 +48,81 @@ void write_png(const std::string& path, const Image& img) {
   f.close();
   if (!f) user_error("cannot write '", path, "'; check that the folder exists and is writable.");
 }
+// The files of every -i pattern, read into memory (bytes) and, by decode_all, decoded once (images).
+struct Files {
+  std::vector<std::string> names, bytes;
+  std::vector<Image> images;
+};
+
+Files read_files(const std::vector<std::string>& inputs) {
+  Files f;
+  for (const std::string& p : inputs)
+    for (const std::string& name : glob_files(p)) f.names.push_back(name);
+  if (f.names.empty()) user_error("no images given; pass them with -i (files or glob patterns).");
+  for (const std::string& name : f.names) {
+    std::ifstream in(name, std::ios::binary);
+    f.bytes.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return f;
+}
+
+// Decodes every file into f.images; returns the JSON fields that describe the files (count, mean size).
+std::string decode_all(Files& f) {
+  f.images.resize(f.names.size());
+  double mb = 0, pixels = 0;
+  for (size_t i = 0; i < f.names.size(); i++) {
+    f.images[i] = decode_image(f.bytes[i].data(), f.bytes[i].size(), 3, f.names[i]);
+    mb += double(f.bytes[i].size()) / 1e6;
+    pixels += double(f.images[i].width) * f.images[i].height;
+  }
+  return str_cat(", \"files\": ", f.names.size(), ", \"mean_kb\": ", 1000 * mb / double(f.names.size()),
+                 ", \"mean_mpix\": ", pixels / 1e6 / double(f.names.size()));
+}
+
+// The four measurements, each over `passes` passes of every file; augmentations draw from the (pass, file)
+// stream, as the image loader's do.
+void time_stages(const Files& f, const TrainTransformOptions& train, const EvalTransformOptions& eval, int passes,
+                 const std::string& extra, std::vector<float>& out, AugmentScratch& scratch) {
+  const size_t files = f.names.size();
+  const int64_t n = int64_t(files) * passes;
+  double t = now();
+  Image img;
+  std::string why;
+  for (int p = 0; p < passes; p++)
+    for (size_t i = 0; i < files; i++) CHECK(try_decode_image(f.bytes[i].data(), f.bytes[i].size(), 3, &img, &why));
+  print("decode", n, now() - t, extra);
+  t = now();
+  for (int p = 0; p < passes; p++)
+    for (size_t i = 0; i < files; i++) {
+      Rng rng = Rng::derive(0, RngStream::kAugment, uint64_t(p), i);
+      train_transform(f.images[i], train, rng, out.data(), &scratch);
+    }
+  print("train_transform", n, now() - t, extra);
+  t = now();
+  for (int p = 0; p < passes; p++)
+    for (size_t i = 0; i < files; i++) eval_transform(f.images[i], eval, out.data(), &scratch);
+  print("eval_transform", n, now() - t, extra);
+  t = now();
+  for (int p = 0; p < passes; p++)
+    for (size_t i = 0; i < files; i++) {
+      CHECK(try_decode_image(f.bytes[i].data(), f.bytes[i].size(), 3, &img, &why));
+      Rng rng = Rng::derive(0, RngStream::kAugment, uint64_t(p), i);
+      train_transform(img, train, rng, out.data(), &scratch);
+    }
+  print("decode+train_transform", n, now() - t, extra);
+}
+
+// --dump: the first 8 files' train (pass 0) and eval inputs as PNGs.
+void dump_inputs(const std::string& dump, const Files& f, const TrainTransformOptions& train,
+                 const EvalTransformOptions& eval, int size, std::vector<float>& out, AugmentScratch& scratch) {
+  for (size_t i = 0; !dump.empty() && i < std::min<size_t>(8, f.names.size()); i++) {
+    Rng rng = Rng::derive(0, RngStream::kAugment, 0, i);
+    train_transform(f.images[i], train, rng, out.data(), &scratch);
+    write_png(dump + str_cat("/train_", i, ".png"), to_image(out, size, train.norm));
+    eval_transform(f.images[i], eval, out.data(), &scratch);
+    write_png(dump + str_cat("/eval_", i, ".png"), to_image(out, size, eval.norm));
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,14 +139,7 @@ int main(int argc, char** argv) {
   try {
     if (!cli.parse(argc, argv)) return 0;
     if (passes < 1) user_error("--passes must be >= 1 (got ", passes, ").");
-    std::vector<std::string> files, bytes;
-    for (const std::string& p : inputs)
-      for (const std::string& f : glob_files(p)) files.push_back(f);
-    if (files.empty()) user_error("no images given; pass them with -i (files or glob patterns).");
-    for (const std::string& f : files) {
-      std::ifstream in(f, std::ios::binary);
-      bytes.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
+    Files files = read_files(inputs);
     TrainTransformOptions train;
     train.size = size;
     EvalTransformOptions eval;
@@ -83,50 +151,9 @@ int main(int argc, char** argv) {
     check_options(train);
     AugmentScratch scratch;
     std::vector<float> out(size_t(3 * size * size));
-    std::vector<Image> images(files.size());
-    double mb = 0, pixels = 0;
-    for (size_t i = 0; i < files.size(); i++) {
-      images[i] = decode_image(bytes[i].data(), bytes[i].size(), 3, files[i]);
-      mb += double(bytes[i].size()) / 1e6;
-      pixels += double(images[i].width) * images[i].height;
-    }
-    const std::string extra =
-        str_cat(", \"files\": ", files.size(), ", \"mean_kb\": ", 1000 * mb / double(files.size()),
-                ", \"mean_mpix\": ", pixels / 1e6 / double(files.size()));
-    const int64_t n = int64_t(files.size()) * passes;
-    double t = now();
-    Image img;
-    std::string why;
-    for (int p = 0; p < passes; p++)
-      for (size_t i = 0; i < files.size(); i++)
-        CHECK(try_decode_image(bytes[i].data(), bytes[i].size(), 3, &img, &why));
-    print("decode", n, now() - t, extra);
-    t = now();
-    for (int p = 0; p < passes; p++)
-      for (size_t i = 0; i < files.size(); i++) {
-        Rng rng = Rng::derive(0, RngStream::kAugment, uint64_t(p), i);
-        train_transform(images[i], train, rng, out.data(), &scratch);
-      }
-    print("train_transform", n, now() - t, extra);
-    t = now();
-    for (int p = 0; p < passes; p++)
-      for (size_t i = 0; i < files.size(); i++) eval_transform(images[i], eval, out.data(), &scratch);
-    print("eval_transform", n, now() - t, extra);
-    t = now();
-    for (int p = 0; p < passes; p++)
-      for (size_t i = 0; i < files.size(); i++) {
-        CHECK(try_decode_image(bytes[i].data(), bytes[i].size(), 3, &img, &why));
-        Rng rng = Rng::derive(0, RngStream::kAugment, uint64_t(p), i);
-        train_transform(img, train, rng, out.data(), &scratch);
-      }
-    print("decode+train_transform", n, now() - t, extra);
-    for (size_t i = 0; !dump.empty() && i < std::min<size_t>(8, files.size()); i++) {
-      Rng rng = Rng::derive(0, RngStream::kAugment, 0, i);
-      train_transform(images[i], train, rng, out.data(), &scratch);
-      write_png(dump + str_cat("/train_", i, ".png"), to_image(out, size, train.norm));
-      eval_transform(images[i], eval, out.data(), &scratch);
-      write_png(dump + str_cat("/eval_", i, ".png"), to_image(out, size, eval.norm));
-    }
+    const std::string extra = decode_all(files);
+    time_stages(files, train, eval, passes, extra, out, scratch);
+    dump_inputs(dump, files, train, eval, size, out, scratch);
   } catch (...) {
     return report_tool_error("bench_augment");
   }

@@ -31,13 +31,13 @@
 namespace {
 double median_ms(const std::function<void()>& fn, int reps) { return median_event_ms(fn, 0, reps, 3); }
 
-struct Model {
+struct ModelSize {
   std::string name;
   int layers, C, heads, B;
 };
 
 // "MODEL" or "MODEL:B": a GPT-2 size by any of its names (train/flags.h), B by default as below.
-Model parse_model(const std::string& spec) {
+ModelSize parse_model(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
   // The batch is read as every number of our flags is (common/cli.h): "d12:x" or "d12:0" is refused, not
@@ -50,125 +50,164 @@ Model parse_model(const std::string& spec) {
   return {name, s.layers, s.channels, s.heads, B > 0 ? B : default_B};
 }
 
-void bench_model(const Model& m, int T, int tune, int reps) {
-  const int C = m.C, N = m.B * T, Vp = gpt2_padded_vocab(50257), L = m.layers;
-  const char* what = "benchmark buffers";
-  DeviceBuffer<bf16> x(size_t(N) * 4 * C, what), aux(size_t(N) * 4 * C, what), res(size_t(N) * C, what);
-  DeviceBuffer<bf16> y(size_t(N) * std::max(Vp, 4 * C), what), W(size_t(Vp) * C, what), bias(size_t(4 * C), what);
-  DeviceBuffer<float> dW(size_t(Vp) * C, what), stats(size_t(2) * N * m.heads, what),
-      scratch(std::max(column_sums_scratch_floats(C), size_t(N) * m.heads), what);
-  DeviceBuffer<float> lnw_g(size_t(C), what), lnb_g(size_t(C), what), dsum(size_t(4 * C), what);
-  fill_normal(x.get(), int64_t(x.size()), 1, 1.0f);
-  fill_normal(aux.get(), int64_t(aux.size()), 2, 1.0f);
-  fill_normal(res.get(), int64_t(res.size()), 3, 1.0f);
-  fill_normal(y.get(), int64_t(y.size()), 4, 0.02f);
-  fill_normal(W.get(), int64_t(W.size()), 5, 0.02f);
-  fill_normal(bias.get(), int64_t(bias.size()), 6, 0.02f);
-  fill_normal(dW.get(), int64_t(dW.size()), 7, 1.0f);
-  fill_normal(stats.get(), int64_t(stats.size()), 8, 1.0f);
-  CUDA_CHECK(cudaDeviceSynchronize());
+// The operands of every timed operation, sized for the largest use (x, aux: (N, 4C); y: (N, max(Vp, 4C));
+// W, dW: (Vp, C)), random normal: never zeros, which would let the hardware skip work.
+struct BenchBuffers {
+  BenchBuffers(const ModelSize& m, int T) : N(m.B * T), C(m.C), Vp(gpt2_padded_vocab(50257)) {
+    const char* what = "benchmark buffers";
+    x.alloc(size_t(N) * 4 * C, what), aux.alloc(size_t(N) * 4 * C, what), res.alloc(size_t(N) * C, what);
+    y.alloc(size_t(N) * std::max(Vp, 4 * C), what), W.alloc(size_t(Vp) * C, what), bias.alloc(size_t(4 * C), what);
+    dW.alloc(size_t(Vp) * C, what), stats.alloc(size_t(2) * N * m.heads, what);
+    scratch.alloc(std::max(column_sums_scratch_floats(C), size_t(N) * m.heads), what);
+    lnw_g.alloc(size_t(C), what), lnb_g.alloc(size_t(C), what), dsum.alloc(size_t(4 * C), what);
+    fill_normal(x.get(), int64_t(x.size()), 1, 1.0f);
+    fill_normal(aux.get(), int64_t(aux.size()), 2, 1.0f);
+    fill_normal(res.get(), int64_t(res.size()), 3, 1.0f);
+    fill_normal(y.get(), int64_t(y.size()), 4, 0.02f);
+    fill_normal(W.get(), int64_t(W.size()), 5, 0.02f);
+    fill_normal(bias.get(), int64_t(bias.size()), 6, 0.02f);
+    fill_normal(dW.get(), int64_t(dW.size()), 7, 1.0f);
+    fill_normal(stats.get(), int64_t(stats.size()), 8, 1.0f);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  const int N, C, Vp;
+  DeviceBuffer<bf16> x, aux, res, y, W, bias;
+  DeviceBuffer<float> dW, stats, scratch, lnw_g, lnb_g, dsum;
+};
 
-  LtMatmul heur, tuned(tune);
-  std::map<std::string, double> sum;  // by kind: count x ms
-  auto report = [&](const std::string& kind, const std::string& op, int count, double flop, double ms,
-                    double ms_tuned) {
+// One JSON line per operation; the step's sum (count x ms) by kind for the model's closing line.
+class Reporter {
+ public:
+  Reporter(const ModelSize& m, int T) : m_(m), T_(T) {}
+  void report(const std::string& kind, const std::string& op, int count, double flop, double ms, double ms_tuned) {
     std::printf("{\"model\":\"%s\",\"B\":%d,\"T\":%d,\"kind\":\"%s\",\"op\":\"%s\",\"count\":%d,\"ms\":%.4f",
-                m.name.c_str(), m.B, T, kind.c_str(), op.c_str(), count, ms);
+                m_.name.c_str(), m_.B, T_, kind.c_str(), op.c_str(), count, ms);
     if (flop > 0) std::printf(",\"tflops\":%.1f", flop / ms * 1e-9);
     if (ms_tuned > 0) std::printf(",\"ms_tuned\":%.4f,\"tflops_tuned\":%.1f", ms_tuned, flop / ms_tuned * 1e-9);
     std::printf("}\n");
     std::fflush(stdout);
-    sum[kind] += count * ms;
-    if (ms_tuned > 0) sum[kind + "_tuned"] += count * ms_tuned;
-  };
+    sum_[kind] += count * ms;
+    if (ms_tuned > 0) sum_[kind + "_tuned"] += count * ms_tuned;
+  }
+  void print_sums() const {
+    std::printf("{\"model\":\"%s\",\"B\":%d,\"T\":%d,\"step_ms_by_kind\":{", m_.name.c_str(), m_.B, T_);
+    const char* sep = "";
+    for (const auto& kv : sum_) std::printf("%s\"%s\":%.2f", sep, kv.first.c_str(), kv.second), sep = ",";
+    std::printf("}}\n");
+    std::fflush(stdout);
+  }
+
+ private:
+  const ModelSize& m_;
+  const int T_;
+  std::map<std::string, double> sum_;  // by kind: count x ms
+};
+
+// The step's matmuls (count: how many a step runs; flop: 2 * rows * in * out), each timed with the
+// heuristic's first algorithm (heur) and, with --tune, the tuned choice; then the tuned plans.
+void bench_matmuls(const ModelSize& m, int tune, int reps, BenchBuffers& b, LtMatmul& heur, LtMatmul& tuned,
+                   Reporter& r) {
+  const int C = b.C, N = b.N, Vp = b.Vp, L = m.layers;
   // One matmul, timed with both LtMatmul instances (the tuned one tunes on its first call).
   auto mm = [&](const std::string& op, int count, double flop, const std::function<void(LtMatmul&)>& call) {
     const double ms = median_ms([&] { call(heur); }, reps);
     const double mt = tune > 1 ? median_ms([&] { call(tuned); }, reps) : 0.0;
-    report("matmul", op, count, flop, ms, mt);
+    r.report("matmul", op, count, flop, ms, mt);
   };
   const double n = N;
   mm("fwd qkv", L, 2 * n * C * 3 * C,
-     [&](LtMatmul& l) { l.forward(y.get(), 3 * C, x.get(), C, W.get(), bias.get(), N, C, 3 * C, 0); });
+     [&](LtMatmul& l) { l.forward(b.y.get(), 3 * C, b.x.get(), C, b.W.get(), b.bias.get(), N, C, 3 * C, 0); });
   mm("fwd proj+res", L, 2 * n * C * C,
-     [&](LtMatmul& l) { l.forward(y.get(), C, x.get(), C, W.get(), bias.get(), N, C, C, 0, res.get()); });
+     [&](LtMatmul& l) { l.forward(b.y.get(), C, b.x.get(), C, b.W.get(), b.bias.get(), N, C, C, 0, b.res.get()); });
   mm("fwd fc+gelu", L, 2 * n * C * 4 * C, [&](LtMatmul& l) {
-    l.forward(y.get(), 4 * C, x.get(), C, W.get(), bias.get(), N, C, 4 * C, 0, nullptr, aux.get());
+    l.forward(b.y.get(), 4 * C, b.x.get(), C, b.W.get(), b.bias.get(), N, C, 4 * C, 0, nullptr, b.aux.get());
   });
-  mm("fwd fcproj+res", L, 2 * n * 4 * C * C,
-     [&](LtMatmul& l) { l.forward(y.get(), C, x.get(), 4 * C, W.get(), bias.get(), N, 4 * C, C, 0, res.get()); });
+  mm("fwd fcproj+res", L, 2 * n * 4 * C * C, [&](LtMatmul& l) {
+    l.forward(b.y.get(), C, b.x.get(), 4 * C, b.W.get(), b.bias.get(), N, 4 * C, C, 0, b.res.get());
+  });
   mm("fwd head", 1, 2 * n * C * Vp,
-     [&](LtMatmul& l) { l.forward(y.get(), Vp, x.get(), C, W.get(), nullptr, N, C, Vp, 0); });
+     [&](LtMatmul& l) { l.forward(b.y.get(), Vp, b.x.get(), C, b.W.get(), nullptr, N, C, Vp, 0); });
   mm("bwd dx head", 1, 2 * n * C * Vp,
-     [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), Vp, W.get(), N, C, Vp, 0); });
+     [&](LtMatmul& l) { l.backward_dx(b.x.get(), C, false, b.y.get(), Vp, b.W.get(), N, C, Vp, 0); });
   mm("bwd dw head", 1, 2 * n * C * Vp,
-     [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), Vp, x.get(), C, N, C, Vp, 0); });
+     [&](LtMatmul& l) { l.backward_dw(b.dW.get(), b.y.get(), Vp, b.x.get(), C, N, C, Vp, 0); });
   mm("bwd dw fcproj", L, 2 * n * 4 * C * C,
-     [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), C, x.get(), 4 * C, N, 4 * C, C, 0); });
-  mm("bwd dx fcproj+dgelu", L, 2 * n * 4 * C * C,
-     [&](LtMatmul& l) { l.backward_dx(x.get(), 4 * C, false, y.get(), C, W.get(), N, 4 * C, C, 0, aux.get()); });
+     [&](LtMatmul& l) { l.backward_dw(b.dW.get(), b.y.get(), C, b.x.get(), 4 * C, N, 4 * C, C, 0); });
+  mm("bwd dx fcproj+dgelu", L, 2 * n * 4 * C * C, [&](LtMatmul& l) {
+    l.backward_dx(b.x.get(), 4 * C, false, b.y.get(), C, b.W.get(), N, 4 * C, C, 0, b.aux.get());
+  });
   mm("bwd dx fcproj plain (alternative to +dgelu)", 0, 2 * n * 4 * C * C,
-     [&](LtMatmul& l) { l.backward_dx(x.get(), 4 * C, false, y.get(), C, W.get(), N, 4 * C, C, 0); });
+     [&](LtMatmul& l) { l.backward_dx(b.x.get(), 4 * C, false, b.y.get(), C, b.W.get(), N, 4 * C, C, 0); });
   mm("bwd dw fc", L, 2 * n * 4 * C * C,
-     [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), 4 * C, x.get(), C, N, C, 4 * C, 0); });
+     [&](LtMatmul& l) { l.backward_dw(b.dW.get(), b.y.get(), 4 * C, b.x.get(), C, N, C, 4 * C, 0); });
   mm("bwd dx fc", L, 2 * n * 4 * C * C,
-     [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), 4 * C, W.get(), N, C, 4 * C, 0); });
+     [&](LtMatmul& l) { l.backward_dx(b.x.get(), C, false, b.y.get(), 4 * C, b.W.get(), N, C, 4 * C, 0); });
   mm("bwd dw proj", L, 2 * n * C * C,
-     [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), C, x.get(), C, N, C, C, 0); });
+     [&](LtMatmul& l) { l.backward_dw(b.dW.get(), b.y.get(), C, b.x.get(), C, N, C, C, 0); });
   mm("bwd dx proj", L, 2 * n * C * C,
-     [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), C, W.get(), N, C, C, 0); });
+     [&](LtMatmul& l) { l.backward_dx(b.x.get(), C, false, b.y.get(), C, b.W.get(), N, C, C, 0); });
   mm("bwd dw qkv", L, 2 * n * C * 3 * C,
-     [&](LtMatmul& l) { l.backward_dw(dW.get(), y.get(), 3 * C, x.get(), C, N, C, 3 * C, 0); });
+     [&](LtMatmul& l) { l.backward_dw(b.dW.get(), b.y.get(), 3 * C, b.x.get(), C, N, C, 3 * C, 0); });
   mm("bwd dx qkv", L, 2 * n * C * 3 * C,
-     [&](LtMatmul& l) { l.backward_dx(x.get(), C, false, y.get(), 3 * C, W.get(), N, C, 3 * C, 0); });
-  for (const auto& r : tuned.tune_log())
+     [&](LtMatmul& l) { l.backward_dx(b.x.get(), C, false, b.y.get(), 3 * C, b.W.get(), N, C, 3 * C, 0); });
+  for (const auto& t : tuned.tune_log())
     std::printf(
         "{\"model\":\"%s\",\"tuned_plan\":\"%dx%dx%d\",\"chosen\":%d,\"candidates\":%d,\"ms_first\":%.4f,\"ms_best\":%."
         "4f}\n",
-        m.name.c_str(), r.m, r.n, r.k, r.chosen, r.candidates, r.ms_first, r.ms_best);
+        m.name.c_str(), t.m, t.n, t.k, t.chosen, t.candidates, t.ms_first, t.ms_best);
+}
 
-  // Attention (4 T^2 hd per head forward, causal half; backward 2.5x) and the LayerNorm / bias kernels.
+// Attention, LayerNorm and the bias-gradient kernels (their counts per step as for the matmuls).
+void bench_kernels(const ModelSize& m, int T, int reps, BenchBuffers& b, Reporter& r) {
+  const int C = b.C, N = b.N, L = m.layers;
+  // Attention: 4 T^2 hd FLOP per head forward (hd = 64), half of them under the causal mask; backward 2.5x.
   const double att_flop = 4.0 * m.B * m.heads * double(T) * T * 64 / 2;
-  float* lse = stats.get();
-  report("attention", "fwd", L, att_flop,
-         median_ms([&] { flash_attention_forward(aux.get(), lse, x.get(), m.B, T, m.heads, true, 0); }, reps), 0);
-  report("attention", "bwd", L, 2.5 * att_flop,
-         median_ms(
-             [&] {
-               flash_attention_backward(y.get(), res.get(), aux.get(), lse, x.get(), scratch.get(), m.B, T, m.heads,
-                                        true, 0);
-             },
-             reps),
-         0);
-  float* mean = stats.get();
-  float* rstd = stats.get() + N;
-  report("layernorm", "fwd", 2 * L + 1, 0,
-         median_ms([&] { layernorm_forward(aux.get(), mean, rstd, x.get(), W.get(), bias.get(), N, C, kGpt2LnEps, 0); },
-                   reps),
-         0);
-  report("layernorm", "bwd", 2 * L + 1, 0,
-         median_ms(
-             [&] {
-               layernorm_backward(res.get(), lnw_g.get(), lnb_g.get(), y.get(), x.get(), W.get(), mean, rstd, N, C,
-                                  scratch.get(), 0, dsum.get());
-             },
-             reps),
-         0);
-  report("bias", "bwd fc", L, 0,
-         median_ms([&] { bias_backward(dsum.get(), y.get(), 4 * C, N, 4 * C, scratch.get(), 0); }, reps), 0);
-  report(
-      "bias", "bwd gelu+fc (alternative: after a plain dx)", 0, 0,
-      median_ms([&] { gelu_bias_backward(dsum.get(), y.get(), aux.get(), 4 * C, N, 4 * C, scratch.get(), 0); }, reps),
+  float* lse = b.stats.get();
+  r.report("attention", "fwd", L, att_flop,
+           median_ms([&] { flash_attention_forward(b.aux.get(), lse, b.x.get(), m.B, T, m.heads, true, 0); }, reps), 0);
+  r.report("attention", "bwd", L, 2.5 * att_flop,
+           median_ms(
+               [&] {
+                 flash_attention_backward(b.y.get(), b.res.get(), b.aux.get(), lse, b.x.get(), b.scratch.get(), m.B, T,
+                                          m.heads, true, 0);
+               },
+               reps),
+           0);
+  float* mean = b.stats.get();
+  float* rstd = b.stats.get() + N;
+  r.report(
+      "layernorm", "fwd", 2 * L + 1, 0,
+      median_ms(
+          [&] { layernorm_forward(b.aux.get(), mean, rstd, b.x.get(), b.W.get(), b.bias.get(), N, C, kGpt2LnEps, 0); },
+          reps),
       0);
-  report("bias", "bwd qkv", L, 0,
-         median_ms([&] { bias_backward(dsum.get(), y.get(), 3 * C, N, 3 * C, scratch.get(), 0); }, reps), 0);
-  CUDA_CHECK(cudaDeviceSynchronize());
+  r.report("layernorm", "bwd", 2 * L + 1, 0,
+           median_ms(
+               [&] {
+                 layernorm_backward(b.res.get(), b.lnw_g.get(), b.lnb_g.get(), b.y.get(), b.x.get(), b.W.get(), mean,
+                                    rstd, N, C, b.scratch.get(), 0, b.dsum.get());
+               },
+               reps),
+           0);
+  r.report("bias", "bwd fc", L, 0,
+           median_ms([&] { bias_backward(b.dsum.get(), b.y.get(), 4 * C, N, 4 * C, b.scratch.get(), 0); }, reps), 0);
+  r.report(
+      "bias", "bwd gelu+fc (alternative: after a plain dx)", 0, 0,
+      median_ms([&] { gelu_bias_backward(b.dsum.get(), b.y.get(), b.aux.get(), 4 * C, N, 4 * C, b.scratch.get(), 0); },
+                reps),
+      0);
+  r.report("bias", "bwd qkv", L, 0,
+           median_ms([&] { bias_backward(b.dsum.get(), b.y.get(), 3 * C, N, 3 * C, b.scratch.get(), 0); }, reps), 0);
+}
 
-  std::printf("{\"model\":\"%s\",\"B\":%d,\"T\":%d,\"step_ms_by_kind\":{", m.name.c_str(), m.B, T);
-  const char* sep = "";
-  for (const auto& kv : sum) std::printf("%s\"%s\":%.2f", sep, kv.first.c_str(), kv.second), sep = ",";
-  std::printf("}}\n");
-  std::fflush(stdout);
+void bench_model(const ModelSize& m, int T, int tune, int reps) {
+  BenchBuffers b(m, T);
+  LtMatmul heur, tuned(tune);
+  Reporter r(m, T);
+  bench_matmuls(m, tune, reps, b, heur, tuned, r);
+  bench_kernels(m, T, reps, b, r);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  r.print_sums();
 }
 }  // namespace
 
@@ -185,7 +224,7 @@ int main(int argc, char** argv) {
     flags::add_flag_notes(cli, "bench_gpt2_ops");
     if (!cli.parse(argc, argv)) return 0;
     // The model names first, so that any later mistake shows that they were taken.
-    std::vector<Model> list;
+    std::vector<ModelSize> list;
     std::stringstream ss(models);
     for (std::string spec; std::getline(ss, spec, ',');)
       if (!spec.empty()) list.push_back(parse_model(spec));

@@ -133,93 +133,124 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   std::printf("}\n");
   std::fflush(stdout);
 }
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line.
+struct BenchArgs {
   std::string models = "vit-b16,gpt2-124m,gpt2-355m,gpt2-774m,gpt2-1558m", opts = "adamw,adafactor,muon";
   int steps = 30, untimed = 5, world = 1;
   bool bf16 = false;
   double clip = 0;
   std::vector<std::string> sets;
-  const unsigned kBenchModels = kGpt2Sizes | kGpt2Tiny | kVitB16;
-  Cli cli("bench_optim", "Median optimizer step time on model shapes; prints one JSON line per measurement.");
+};
+const unsigned kBenchModels = kGpt2Sizes | kGpt2Tiny | kVitB16;
+
+void add_flags(Cli& cli, BenchArgs& a) {
   // The vocabulary shared with our other programs: train/flags.h.
-  flags::add_model(cli, &models, kBenchModels, true);
-  flags::add_optimizer(cli, &opts,
+  flags::add_model(cli, &a.models, kBenchModels, true);
+  flags::add_optimizer(cli, &a.opts,
                        "comma-separated optimizers (small_fc_lopt:fast, elo:fast = tensor-core MLP; celo2:fp32, "
                        "celo2:tf32, celo2:bf16 and the same for elo_celo2 = that Newton-Schulz precision)");
-  flags::add_steps(cli, &steps, "timed steps");
-  cli.add(0, "untimed", &untimed, "untimed steps first (warm-up)");
-  cli.add(0, "bf16", &bf16, "also refresh a bf16 copy of the parameters in each step");
-  flags::add_clip(cli, &clip, "; any norm > 0 adds 2 launches and 4 B/param to the step");
-  cli.add(0, "world", &world,
+  flags::add_steps(cli, &a.steps, "timed steps");
+  cli.add(0, "untimed", &a.untimed, "untimed steps first (warm-up)");
+  cli.add(0, "bf16", &a.bf16, "also refresh a bf16 copy of the parameters in each step");
+  flags::add_clip(cli, &a.clip, "; any norm > 0 adds 2 launches and 4 B/param to the step");
+  cli.add(0, "world", &a.world,
           "time each rank's share of the sharded data-parallel step over this many ranks (train_gpt2 --shard 1's "
           "plan; without the communication); 1 = the whole table");
-  flags::add_set(cli, &sets);
+  flags::add_set(cli, &a.sets);
   flags::add_flag_notes(cli, "bench_optim");
   cli.set_epilogue(
       options_help(OptimOptions()) +
       "without small_fc_lopt.weights / velo.weights / elo.weights, the learned optimizers run on random meta-weights "
       "of the published shapes.\n");
+}
+
+// The numbers and the model names; the model names first, so that any later mistake shows that they were taken.
+void check_flags(const BenchArgs& a) {
+  for (const auto& model : split(a.models)) model_by_name(model, kBenchModels);
+  if (a.steps < 1 || a.untimed < 0) user_error("--steps must be >= 1 and --untimed >= 0.");
+  if (a.world < 1 || a.world > 64) user_error("--world must be between 1 and 64 (got ", a.world, ").");
+  for (const auto& model : split(a.models)) {
+    const int n = model_by_name(model, kBenchModels).table().size();
+    if (a.world > n) user_error(model, " has ", n, " tensors, fewer than --world ", a.world, " ranks to share them.");
+  }
+  if (!(a.clip >= 0))
+    user_error("--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", a.clip, ").");
+}
+
+// The optimizer of each --optimizer entry: its name without the mode (small_fc_lopt:fast, celo2:fp32), the mode
+// checked.
+std::vector<std::string> entry_names(const BenchArgs& a) {
+  std::vector<std::string> names;
+  for (const auto& o : split(a.opts)) {
+    const std::string name = o.substr(0, o.find(':')),
+                      mode = o.find(':') == std::string::npos ? "" : o.substr(o.find(':') + 1);
+    const bool ok = mode.empty() || ((name == "small_fc_lopt" || name == "elo") && mode == "fast") ||
+                    ((name == "celo2" || name == "elo_celo2") && (mode == "fp32" || mode == "tf32" || mode == "bf16"));
+    if (!ok)
+      user_error("unknown optimizer mode '", o,
+                 "'; modes are small_fc_lopt:fast, elo:fast and celo2:/elo_celo2: fp32, tf32 or bf16.");
+    names.push_back(name);
+  }
+  if (names.empty() || split(a.models).empty()) user_error("--optimizer and --model each need at least one name.");
+  for (const auto& name : names) check_optimizer_name(name);
+  return names;
+}
+
+// The --set options, checked against the optimizers; weights given with --set are read now, so a wrong path
+// fails before the GPU check.
+OptimOptions read_options(const BenchArgs& a, const std::vector<std::string>& names) {
+  OptimOptions oo;
+  for (const auto& s : a.sets) set_option(oo, s);
+  check_options_apply(a.sets, names);
+  for (const auto& name : names) validate_options(name, oo);
+  if (!oo.small_fc.weights.empty()) check_lopt_weights("small_fc_lopt", oo);
+  if (!oo.velo.weights.empty()) check_lopt_weights("velo", oo);
+  if (!oo.elo.weights.empty()) check_lopt_weights("elo", oo);
+  for (const auto& name : names)
+    if (name == "celo2" || (name == "elo_celo2" && !oo.elo_celo2.weights.empty())) check_lopt_weights(name, oo);
+  return oo;
+}
+
+// The copy bandwidth (the floor's), then every (model, optimizer) on a fresh arena of random parameters
+// and gradients; with --world N each rank's share of the plan in turn.
+void run_benchmarks(const BenchArgs& a, const OptimOptions& oo) {
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double bw = copy_bandwidth();
+  std::printf("{\"bench\":\"copy\",\"gpu\":\"%s\",\"copy_tbps\":%.3f}\n", prop.name, bw / 1e12);
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const auto& model : split(a.models)) {
+    const ParamTable table = model_by_name(model, kBenchModels).table();
+    for (const auto& entry : split(a.opts)) {
+      const std::string name = entry.substr(0, entry.find(':'));
+      const ShardPlan plan = plan_shards(table, a.world, [&](const TensorInfo& t) { return shard_step_cost(name, t); });
+      Arena arena(sharded_table(table, plan), a.bf16);  // world 1: the table's own layout
+      fill_normal(arena.params(), arena.total(), 1, 0.02f);
+      fill_normal(arena.grads(), arena.total(), 2, 1e-3f);
+      for (int r = 0; r < a.world; r++) {
+        const Measure m{prop.name, model, a.bf16, a.clip, a.steps, a.untimed, bw, a.world, r};
+        measure(m, entry, oo, arena, a.world > 1 ? plan.owned(r) : std::vector<int>{}, stream);
+      }
+    }
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchArgs a;
+  Cli cli("bench_optim", "Median optimizer step time on model shapes; prints one JSON line per measurement.");
+  add_flags(cli, a);
   try {
     if (!cli.parse(argc, argv)) return 0;
-    // The model names first, so that any later mistake shows that they were taken.
-    for (const auto& model : split(models)) model_by_name(model, kBenchModels);
-    if (steps < 1 || untimed < 0) user_error("--steps must be >= 1 and --untimed >= 0.");
-    if (world < 1 || world > 64) user_error("--world must be between 1 and 64 (got ", world, ").");
-    for (const auto& model : split(models)) {
-      const int n = model_by_name(model, kBenchModels).table().size();
-      if (world > n) user_error(model, " has ", n, " tensors, fewer than --world ", world, " ranks to share them.");
-    }
-    if (!(clip >= 0)) user_error("--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got ", clip, ").");
-    std::vector<std::string> names;  // an entry's name without its mode (small_fc_lopt:fast, celo2:fp32)
-    for (const auto& o : split(opts)) {
-      const std::string name = o.substr(0, o.find(':')),
-                        mode = o.find(':') == std::string::npos ? "" : o.substr(o.find(':') + 1);
-      const bool ok =
-          mode.empty() || ((name == "small_fc_lopt" || name == "elo") && mode == "fast") ||
-          ((name == "celo2" || name == "elo_celo2") && (mode == "fp32" || mode == "tf32" || mode == "bf16"));
-      if (!ok)
-        user_error("unknown optimizer mode '", o,
-                   "'; modes are small_fc_lopt:fast, elo:fast and celo2:/elo_celo2: fp32, tf32 or bf16.");
-      names.push_back(name);
-    }
-    if (names.empty() || split(models).empty()) user_error("--optimizer and --model each need at least one name.");
-    for (const auto& name : names) check_optimizer_name(name);
-    OptimOptions oo;
-    for (const auto& s : sets) set_option(oo, s);
-    check_options_apply(sets, names);
-    for (const auto& name : names) validate_options(name, oo);
-    // Weights given with --set are read now, so a wrong path fails before the GPU check.
-    if (!oo.small_fc.weights.empty()) check_lopt_weights("small_fc_lopt", oo);
-    if (!oo.velo.weights.empty()) check_lopt_weights("velo", oo);
-    if (!oo.elo.weights.empty()) check_lopt_weights("elo", oo);
-    for (const auto& name : names)
-      if (name == "celo2" || (name == "elo_celo2" && !oo.elo_celo2.weights.empty())) check_lopt_weights(name, oo);
+    check_flags(a);
+    const std::vector<std::string> names = entry_names(a);
+    OptimOptions oo = read_options(a, names);
     if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
     // Learned optimizers without weights: random meta-weights of the published shapes (the step time does
     // not depend on their values) in a temporary folder, removed at the end (the optimizers read it when made).
     const std::unique_ptr<TempDir> random_weights = write_random_lopt_weights(names, oo, 1);
-    cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    const double bw = copy_bandwidth();
-    std::printf("{\"bench\":\"copy\",\"gpu\":\"%s\",\"copy_tbps\":%.3f}\n", prop.name, bw / 1e12);
-    cudaStream_t stream;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (const auto& model : split(models)) {
-      const ParamTable table = model_by_name(model, kBenchModels).table();
-      for (const auto& entry : split(opts)) {
-        const std::string name = entry.substr(0, entry.find(':'));
-        const ShardPlan plan = plan_shards(table, world, [&](const TensorInfo& t) { return shard_step_cost(name, t); });
-        Arena arena(sharded_table(table, plan), bf16);  // world 1: the table's own layout
-        fill_normal(arena.params(), arena.total(), 1, 0.02f);
-        fill_normal(arena.grads(), arena.total(), 2, 1e-3f);
-        for (int r = 0; r < world; r++) {
-          const Measure m{prop.name, model, bf16, clip, steps, untimed, bw, world, r};
-          measure(m, entry, oo, arena, world > 1 ? plan.owned(r) : std::vector<int>{}, stream);
-        }
-      }
-    }
+    run_benchmarks(a, oo);
   } catch (const UserError& e) {
     std::fprintf(stderr, "bench_optim: %s\n", e.what());
     return 1;

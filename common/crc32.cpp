@@ -3,6 +3,8 @@
 #include <cstring>
 
 namespace {
+// t[0]: the CRC of each byte value (reflected polynomial 0xEDB88320); t[s][i]: that of byte i followed by s
+// zero bytes, so eight table lookups advance the CRC by eight bytes at once.
 struct Tables {
   uint32_t t[8][256];
   Tables() {

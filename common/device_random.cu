@@ -2,6 +2,7 @@
 #include "common/device_random.h"
 
 namespace {
+// A 64-bit avalanching mixer (MurmurHash3's finaliser); the high word's bits end up in the low 32.
 __device__ __forceinline__ uint32_t mix32(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
@@ -11,6 +12,8 @@ __device__ __forceinline__ uint32_t mix32(uint64_t x) {
   return uint32_t(x);
 }
 
+// Element i: two uniforms in (0, 1] and [0, 1) from the hash of (seed, 2i) and (seed, 2i + 1), then
+// Box-Muller: sd * sqrt(-2 ln u1) cos(2 pi u2). Grid-stride loop; the values do not depend on the launch shape.
 template <class T>
 __global__ void fill_normal_kernel(T* dst, int64_t n, uint64_t seed, float sd) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {

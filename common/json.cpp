@@ -110,6 +110,7 @@ struct Parser {
     i++;
     return out;
   }
+  // Any value; objects and arrays recurse, at most 64 deep (a hostile file cannot exhaust the stack).
   Json value() {
     if (++depth > 64) fail("nesting too deep");
     ws();
@@ -117,50 +118,9 @@ struct Parser {
     Json v;
     char c = s[i];
     if (c == '{') {
-      v.type = Json::Object;
-      i++;
-      ws();
-      if (i < s.size() && s[i] == '}')
-        i++;
-      else
-        for (;;) {
-          ws();
-          std::string k = string();
-          ws();
-          if (i >= s.size() || s[i] != ':') fail("expected ':'");
-          i++;
-          v.obj[k] = value();
-          ws();
-          if (i < s.size() && s[i] == ',') {
-            i++;
-            continue;
-          }
-          if (i < s.size() && s[i] == '}') {
-            i++;
-            break;
-          }
-          fail("expected ',' or '}'");
-        }
+      object(v);
     } else if (c == '[') {
-      v.type = Json::Array;
-      i++;
-      ws();
-      if (i < s.size() && s[i] == ']')
-        i++;
-      else
-        for (;;) {
-          v.arr.push_back(value());
-          ws();
-          if (i < s.size() && s[i] == ',') {
-            i++;
-            continue;
-          }
-          if (i < s.size() && s[i] == ']') {
-            i++;
-            break;
-          }
-          fail("expected ',' or ']'");
-        }
+      array(v);
     } else if (c == '"') {
       v.type = Json::String;
       v.str = string();
@@ -180,6 +140,57 @@ struct Parser {
     }
     depth--;
     return v;
+  }
+  // {"key": value, ...} from its '{'; a repeated key keeps its last value.
+  void object(Json& v) {
+    v.type = Json::Object;
+    i++;
+    ws();
+    if (i < s.size() && s[i] == '}') {
+      i++;
+      return;
+    }
+    for (;;) {
+      ws();
+      std::string k = string();
+      ws();
+      if (i >= s.size() || s[i] != ':') fail("expected ':'");
+      i++;
+      v.obj[k] = value();
+      ws();
+      if (i < s.size() && s[i] == ',') {
+        i++;
+        continue;
+      }
+      if (i < s.size() && s[i] == '}') {
+        i++;
+        break;
+      }
+      fail("expected ',' or '}'");
+    }
+  }
+  // [value, ...] from its '['.
+  void array(Json& v) {
+    v.type = Json::Array;
+    i++;
+    ws();
+    if (i < s.size() && s[i] == ']') {
+      i++;
+      return;
+    }
+    for (;;) {
+      v.arr.push_back(value());
+      ws();
+      if (i < s.size() && s[i] == ',') {
+        i++;
+        continue;
+      }
+      if (i < s.size() && s[i] == ']') {
+        i++;
+        break;
+      }
+      fail("expected ',' or ']'");
+    }
   }
 };
 }  // namespace

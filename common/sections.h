@@ -6,9 +6,8 @@
 //
 // SectionWriter writes to a temporary beside <path> (common/atomic_file.h), and commit() fsyncs and renames
 // it over <path>: a crash or a signal at any moment leaves either the old file or the new one, never half
-// of one. SectionReader
-// checks structure and every checksum when it opens, so a truncated or corrupt file is refused before
-// any of it is used.
+// of one. SectionReader checks structure and every checksum when it opens, so a truncated or corrupt file
+// is refused before any of it is used.
 #pragma once
 #include <cstdint>
 #include <cstdio>

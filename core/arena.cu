@@ -10,6 +10,8 @@ Arena::Arena(ParamTable table, bool with_bf16_copy) : table_(std::move(table)) {
     bf16_.alloc(size_t(total()), "bf16 parameter copy");
     bf16_.zero();
   }
+  // One descriptor per tensor on the device: a whole-arena kernel finds a tensor's shape and decay from its
+  // chunk's tensor index, without a launch per tensor.
   std::vector<TensorDesc> d;
   for (const auto& t : table_.tensors())
     d.push_back({t.offset, t.numel, t.rows(), t.cols(), t.batch(), t.decay ? kDecay : 0, t.ndim()});

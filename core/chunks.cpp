@@ -15,6 +15,7 @@ int64_t plan_state_offsets(const ParamTable& t, const std::vector<int>& subset, 
   int64_t total = 0;
   for (int i : subset) {
     (*offsets)[size_t(i)] = total;
+    // rounded up as the arena's offsets are, so each tensor's state starts 128-byte aligned
     total += (t[i].numel + ParamTable::kAlignElems - 1) / ParamTable::kAlignElems * ParamTable::kAlignElems;
   }
   return total;
@@ -37,7 +38,7 @@ std::vector<Chunk> plan_table_chunks(const ParamTable& t, const std::vector<int>
   std::vector<int64_t> at;
   for (const auto& ti : t.tensors()) at.push_back(ti.offset);
   std::vector<Chunk> c = plan_chunks(t, all_tensors(t), at, chunk_elems);
-  std::vector<char> mine(size_t(t.size()), owned.empty());
+  std::vector<char> mine(size_t(t.size()), owned.empty());  // owned empty: every tensor
   for (int i : owned) mine[size_t(i)] = 1;
   for (Chunk& k : c)
     if (!mine[size_t(k.tensor)]) k.n = 0;
@@ -54,6 +55,7 @@ TileGrid plan_tile_grid(int64_t rows, int64_t cols, int max_cols, int64_t target
   return g;
 }
 
+// Tiles in (slice, tile row, tile column) order; the last row and column of tiles may be short.
 void append_tiles(std::vector<Tile>* out, int slot, int64_t batch, int64_t rows, int64_t cols, const TileGrid& g) {
   for (int64_t b = 0; b < batch; b++)
     for (int tr = 0; tr < g.row_tiles; tr++)

@@ -63,6 +63,7 @@ int ParamTable::add(TensorSpec spec) {
   t.index = int(tensors_.size());
   // A piece's tensors must fill their slots, so that the next one starts where each ends.
   CHECK(tensors_.empty() || !tensors_.back().with_next || tensors_.back().numel % kAlignElems == 0);
+  // The tensor's slot: its elements (or its reserve, for padded rows), rounded up to 128 bytes.
   t.offset = t.natural = total_;
   total_ += (std::max(t.numel, t.reserve) + kAlignElems - 1) / kAlignElems * kAlignElems;
   natural_total_ = total_;
@@ -77,6 +78,7 @@ int ParamTable::find(const std::string& name) const {
   return -1;
 }
 
+// Names, shapes and roles (not offsets): a checkpoint or weight file of another model is refused by it.
 uint64_t ParamTable::fingerprint() const {
   uint64_t h = 1469598103934665603ull;  // FNV-1a, 64-bit
   auto mix = [&](const void* p, size_t n) {
@@ -91,6 +93,8 @@ uint64_t ParamTable::fingerprint() const {
   return h;
 }
 
+// Moves the tensors to `offsets` (the sharded mode's rank-by-rank layout); checks that the slots stay aligned,
+// inside `total` and disjoint, and that the tensors of a piece stay back to back.
 void ParamTable::set_layout(const std::vector<int64_t>& offsets, int64_t total) {
   CHECK(offsets.size() == tensors_.size() && total % kAlignElems == 0);
   std::vector<std::pair<int64_t, int64_t>> spans;  // [begin, end) of each tensor's slot
@@ -106,6 +110,7 @@ void ParamTable::set_layout(const std::vector<int64_t>& offsets, int64_t total) 
   total_ = total;
 }
 
+// Runs of tensors chained by with_next (q, k, v of one block: one matmul reads them as one matrix).
 std::vector<ParamTable::Piece> ParamTable::pieces() const {
   std::vector<Piece> v;
   for (int i = 0; i < size(); i++) {
@@ -138,6 +143,7 @@ std::vector<float> from_natural_layout(const ParamTable& t, const std::vector<fl
   return out;
 }
 
+// One generator walks the tensors in table order, so the draws (and the weights) follow from seed and table.
 std::vector<float> init_params(const ParamTable& t, uint64_t seed) {
   std::vector<float> p(size_t(t.total_elems()), 0.0f);
   std::mt19937_64 rng(seed);

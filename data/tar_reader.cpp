@@ -142,6 +142,8 @@ void TarReader::skip_bytes(int64_t n) {
 }
 
 // Reads the header at pos_. False at the end of the archive (see the header for what counts as one).
+// The fields read, by byte offset: name [0, 100), size [124, 136) (octal or base-256), checksum [148, 156),
+// type 156, magic "ustar" 257 with version "00" at 263, name prefix [345, 500).
 bool TarReader::read_header(Header& h) {
   h.at = pos_;
   if (pos_ == size_) return false;

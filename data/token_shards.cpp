@@ -11,6 +11,8 @@
 #include "common/atomic_file.h"
 #include "common/error.h"
 
+// The header, 256 little-endian int32: {kShardMagic, kShardVersion, token count, 0, ...}; then the tokens,
+// uint16 each.
 void write_token_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
   int32_t header[256] = {0};
   header[0] = kShardMagic;

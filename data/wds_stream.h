@@ -1,4 +1,5 @@
-// The sample stream of WebDataset shards for training and evaluation (data.md B2).
+// The sample stream of WebDataset shards for training and evaluation (data.md B2: tar shards whose
+// consecutive members <key>.jpg, <key>.cls, ... make one sample).
 //
 // Shards: a pattern with brace ranges or lists, as the datasets name them
 // (`dir/imagenet1k-train-{0000..1023}.tar`, `dir/{train,extra}-{00..09}.tar`), or a glob (`dir/*.tar`).

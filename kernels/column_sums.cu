@@ -1,4 +1,7 @@
 // Column sums of bf16 rows into fp32 vectors (bias gradients), optionally through the GELU backward.
+// Two stages (kernels/column_sums.cuh): split y of the rows -> partial[y] (splits * cols floats), then the
+// splits added in order. Memory: dy is read once (and, with GELU, pre read and d written once); the partial
+// rows are small next to it (at most 128 splits, about one per 64 rows).
 #include "common/cuda_check.h"
 #include "kernels/column_sums.cuh"
 #include "kernels/column_sums.h"
@@ -6,6 +9,8 @@
 #include "kernels/gelu.cuh"
 
 namespace {
+// partial[y][c] = sum of dy[r, c] over split y's rows r, in row order: block (x, y) covers 256 columns, each
+// thread a bf16 pair (one 4-byte load per row).
 __global__ void colsum_partial_k(float* partial, const bf16* dy, int ld, int N, int C, int rows_per_split) {
   const int c = blockIdx.x * kColsPerBlock + 2 * threadIdx.x;
   if (c >= C) return;

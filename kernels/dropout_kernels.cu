@@ -1,3 +1,6 @@
+// Dropout of a residual branch or the embedding: out = mask(x) * scale (+ add), element-wise over (rows, C),
+// the mask drawn from kernels/dropout.h's hash (nothing stored). Memory-bound: reads x (and add), writes out;
+// the mask costs one hash per row pair of columns, recomputed by backward.
 #include "common/cuda_check.h"
 #include "common/error.h"
 #include "kernels/dropout_kernels.h"
@@ -12,7 +15,8 @@ __device__ __forceinline__ void store2(__nv_bfloat16* p, float2 v) {
   *reinterpret_cast<__nv_bfloat162*>(p) = __float22bfloat162_rn(v);
 }
 
-// One thread per pair of columns: one hash gives both elements' bits.
+// One thread per pair of columns: one hash gives both elements' 16 bits (low half: the even column); an
+// element is kept iff its bits are >= threshold. x, add and out (rows, C) as pairs; out may be x.
 template <class T>
 __global__ void dropout_k(T* out, const T* x, const T* add, int64_t pairs, int half_c, DropoutArgs d) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -42,6 +46,7 @@ void launch(T* out, const T* x, const T* add, int64_t rows, int C, const Dropout
   CUDA_CHECK_LAUNCH();
 }
 
+// The micro-batch counter lives on the device, so a captured CUDA graph draws new masks on every replay.
 __global__ void advance_k(uint64_t* counter) { *counter += 1; }
 }  // namespace
 

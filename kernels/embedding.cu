@@ -1,3 +1,8 @@
+// Token + position embedding (kernels/embedding.h). Forward: one thread per element of x (N, C), two
+// gathers and a store. Backward: wpe's gradient sums the B rows of each position in batch order; wte's
+// gradient sums the rows of each token, the rows found by grouping positions by token (cub: a stable radix
+// sort of (token, position), run-length encoding, a prefix sum for each run's start), so every sum has
+// one fixed order and no float atomics.
 #include <algorithm>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
@@ -21,11 +26,13 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
+// v[i] = i: the positions that the sort carries along with their tokens.
 __global__ void iota_k(int* v, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) v[i] = i;
 }
 
+// x[n, c] = wte[tok[n], c] + wpe[n % T, c], added in fp32.
 template <class X, class P>
 __global__ void encoder_fwd_k(X* x, const int* tok, const P* wte, const P* wpe, int N, int T, int C) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -34,6 +41,7 @@ __global__ void encoder_fwd_k(X* x, const int* tok, const P* wte, const P* wpe, 
   x[i] = from_f<X>(to_f(wte[int64_t(tok[n]) * C + c]) + to_f(wpe[int64_t(n % T) * C + c]));
 }
 
+// dwpe[t, c] += sum_b dx[b, t, c]: one thread per (t, c), b in order.
 template <class X>
 __global__ void encoder_bwd_wpe_k(float* dwpe, const X* dx, int B, int T, int C) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -79,6 +87,8 @@ __global__ void __launch_bounds__(32 * kWarps)
 }
 }  // namespace
 
+// bits_: the sort looks at the token's low bits only, enough for ids < vocab. The constructor asks cub how
+// much scratch each step needs (calls with null pointers) and allocates the largest once.
 TokenGroups::TokenGroups(int N, int vocab) : N_(N), bits_(1) {
   while ((1 << bits_) < vocab) bits_++;
   for (auto* b : {&vals_in_, &keys_out_, &vals_out_, &run_token_, &run_start_, &run_len_})
@@ -99,6 +109,7 @@ TokenGroups::TokenGroups(int N, int vocab) : N_(N), bits_(1) {
   temp_.alloc(temp_bytes_, "token groups");
 }
 
+// sort (token, position) by token, stably -> runs of equal tokens (token, length) -> each run's start.
 void TokenGroups::build(const int* d_tokens, cudaStream_t s) {
   size_t bytes = temp_bytes_;
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.get(), bytes, d_tokens, keys_out_.get(), vals_in_.get(),

@@ -59,6 +59,8 @@ __global__ void __launch_bounds__(256, kChunks <= 4 ? 2 : 1)
   const int wid = threadIdx.x / 32, lane = threadIdx.x % 32;
   float pw[kChunks][8] = {}, pb[kChunks][8] = {}, ps[kSum ? kChunks : 1][8] = {};
   const int r0 = blockIdx.x * rows_per_block, r1 = min(N, r0 + rows_per_block);
+  // dx += rstd * (g w - mean_c(g w) - xhat mean_c(g w xhat)), xhat = (x - mean) rstd: the first pass over
+  // the row gathers the two row means (s1, s2) and the dw, db partials; the second writes dx.
   for (int row = r0 + wid; row < r1; row += 8) {
     const int64_t o = int64_t(row) * C;
     const float m = mean[row], r = rstd[row];

@@ -37,6 +37,8 @@ LtMatmul::~LtMatmul() {
   if (lt_) cublasLtDestroy(lt_);
 }
 
+// A plan per (transposes, shape, leading dimensions, epilogue, pointer alignments): made and, with tuning,
+// timed on the first call; every later call only sets the epilogue's pointers and runs.
 void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb, void* D,
                     bool d_fp32, int ldd, const void* C, Epi epi, const bf16* bias, const bf16* aux, int ldaux,
                     cudaStream_t s) {
@@ -48,69 +50,88 @@ void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int ld
   Plan*& p = plans_[key];
   if (!p) {
     p = new Plan;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob));
-    const cublasLtEpilogue_t e = epi == kBias       ? CUBLASLT_EPILOGUE_BIAS
-                                 : epi == kGeluBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                                 : epi == kDGelu    ? CUBLASLT_EPILOGUE_DGELU
-                                                    : CUBLASLT_EPILOGUE_DEFAULT;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-    if (epi == kBias || epi == kGeluBias) {
-      const cudaDataType_t bt = CUDA_R_16BF;
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
-    }
-    if (epi == kGeluBias || epi == kDGelu) {
-      const int64_t ld = ldaux;
-      const cudaDataType_t at = CUDA_R_16BF;
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &at, sizeof at));
-    }
-    const cudaDataType_t dt = d_fp32 ? CUDA_R_32F : CUDA_R_16BF;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, ta ? k : m, ta ? m : k, lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, dt, m, n, ldd));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, dt, m, n, ldd));
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const uint64_t ws = kWorkspace;
-    const uint32_t aa = uint32_t(al_a), ab = uint32_t(al_b), ad = uint32_t(al_d);
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa));
-    CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab));
-    CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof ad));
-    CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad));
-    std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(tune_candidates_));
-    int found = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->c, p->d, pref, tune_candidates_, res.data(), &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-      throw CudaError(
-          str_cat("cuBLASLt has no algorithm for a ", m, "x", n, "x", k, " bf16 matmul (epilogue ", int(epi), ")"));
+    describe(p, ta, tb, m, n, k, lda, ldb, d_fp32, ldd, epi, ldaux);
+    const std::vector<cublasLtMatmulHeuristicResult_t> res = candidates(p, m, n, k, epi, al_a, al_b, al_d);
     p->algo = res[0].algo;
-    if (found > 1) {
+    if (res.size() > 1) {
       set_pointers(p, epi, bias, aux);
-      int best = 0;
-      std::vector<float> ms(static_cast<size_t>(found));
-      for (int i = 0; i < found; i++) {
-        ms[size_t(i)] = 1e30f;
-        if (res[size_t(i)].state != CUBLAS_STATUS_SUCCESS) continue;
-        p->algo = res[size_t(i)].algo;
-        ms[size_t(i)] = median_event_ms([&] { run(p, A, B, D, C, s); }, s, 5);
-        if (ms[size_t(i)] < ms[size_t(best)]) best = i;
-      }
-      p->algo = res[size_t(best)].algo;
-      tune_log_.push_back({m, n, k, best, found, ms[0], ms[size_t(best)]});
+      tune(p, res, m, n, k, A, B, D, C, s);
     }
   }
   set_pointers(p, epi, bias, aux);
   run(p, A, B, D, C, s);
+}
+
+// The plan's operation (fp32 accumulation, transposes, epilogue and its data types) and matrix layouts:
+// A and B bf16; C and D bf16, or fp32 for weight gradients (d_fp32).
+void LtMatmul::describe(Plan* p, bool ta, bool tb, int m, int n, int k, int lda, int ldb, bool d_fp32, int ldd, Epi epi,
+                        int ldaux) {
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob));
+  const cublasLtEpilogue_t e = epi == kBias       ? CUBLASLT_EPILOGUE_BIAS
+                               : epi == kGeluBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                               : epi == kDGelu    ? CUBLASLT_EPILOGUE_DGELU
+                                                  : CUBLASLT_EPILOGUE_DEFAULT;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+  if (epi == kBias || epi == kGeluBias) {
+    const cudaDataType_t bt = CUDA_R_16BF;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+  }
+  if (epi == kGeluBias || epi == kDGelu) {  // aux: the GELU's input, written by forward, read by DGELU
+    const int64_t ld = ldaux;
+    const cudaDataType_t at = CUDA_R_16BF;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &at, sizeof at));
+  }
+  const cudaDataType_t dt = d_fp32 ? CUDA_R_32F : CUDA_R_16BF;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, ta ? k : m, ta ? m : k, lda));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, dt, m, n, ldd));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, dt, m, n, ldd));
+}
+
+// The heuristic's best algorithms for the plan (up to tune_candidates_, at least one), given the workspace
+// and the pointers' alignments (al_*, bytes).
+std::vector<cublasLtMatmulHeuristicResult_t> LtMatmul::candidates(Plan* p, int m, int n, int k, Epi epi, int al_a,
+                                                                  int al_b, int al_d) {
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = kWorkspace;
+  const uint32_t aa = uint32_t(al_a), ab = uint32_t(al_b), ad = uint32_t(al_d);
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof ad));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad));
+  std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(tune_candidates_));
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->c, p->d, pref, tune_candidates_, res.data(), &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+    throw CudaError(
+        str_cat("cuBLASLt has no algorithm for a ", m, "x", n, "x", k, " bf16 matmul (epilogue ", int(epi), ")"));
+  res.resize(size_t(found));
+  return res;
+}
+
+// Times each candidate on the call's own buffers (median of 5) and keeps the fastest; logs it against the first.
+void LtMatmul::tune(Plan* p, const std::vector<cublasLtMatmulHeuristicResult_t>& res, int m, int n, int k,
+                    const bf16* A, const bf16* B, void* D, const void* C, cudaStream_t s) {
+  const int found = int(res.size());
+  int best = 0;
+  std::vector<float> ms(static_cast<size_t>(found));
+  for (int i = 0; i < found; i++) {
+    ms[size_t(i)] = 1e30f;
+    if (res[size_t(i)].state != CUBLAS_STATUS_SUCCESS) continue;
+    p->algo = res[size_t(i)].algo;
+    ms[size_t(i)] = median_event_ms([&] { run(p, A, B, D, C, s); }, s, 5);
+    if (ms[size_t(i)] < ms[size_t(best)]) best = i;
+  }
+  p->algo = res[size_t(best)].algo;
+  tune_log_.push_back({m, n, k, best, found, ms[0], ms[size_t(best)]});
 }
 
 void LtMatmul::set_pointers(Plan* p, Epi epi, const bf16* bias, const bf16* aux) {

@@ -51,6 +51,13 @@ class LtMatmul {
             int ldd, const void* C, Epi epi, const bf16* bias, const bf16* aux, int ldaux, cudaStream_t s);
   int tune_candidates_;
   std::vector<TuneRecord> tune_log_;
+  // gemm's steps on a new plan
+  void describe(Plan* p, bool ta, bool tb, int m, int n, int k, int lda, int ldb, bool d_fp32, int ldd, Epi epi,
+                int ldaux);
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates(Plan* p, int m, int n, int k, Epi epi, int al_a, int al_b,
+                                                          int al_d);
+  void tune(Plan* p, const std::vector<cublasLtMatmulHeuristicResult_t>& res, int m, int n, int k, const bf16* A,
+            const bf16* B, void* D, const void* C, cudaStream_t s);
   static void set_pointers(Plan* p, Epi epi, const bf16* bias, const bf16* aux);
   void run(Plan* p, const bf16* A, const bf16* B, void* D, const void* C, cudaStream_t s);
   cublasLtHandle_t lt_ = nullptr;

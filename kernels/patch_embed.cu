@@ -1,8 +1,13 @@
+// The ViT's image side around the patch projection (kernels/patch_embed.h has the layouts). All three
+// kernels are element-wise gathers, memory-bound: image_patches reads each byte of the batch once (twice
+// for a mixed pixel) and writes B*P*patch_dim bf16; tokens_forward / tokens_backward touch (B, 1 + P, C).
 #include "common/cuda_check.h"
 #include "kernels/patch_embed.h"
 
 namespace {
-// One thread per output element; consecutive threads write consecutive columns of a row.
+// One thread per output element of rows (B*P, patch_dim); consecutive threads write consecutive columns of a
+// row. Column col = c*p*p + ky*p + kx of patch k holds pixel (y, x) of channel c, normalised as
+// (u / 255 - mean[c]) / std[c], then mixed with image B-1-b's pixel as the batch's ImageMix says.
 __global__ void image_patches_k(bf16* rows, const uint8_t* pixels, ImageGeometry g, PixelNorm n, const ImageMix* mix) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int K = g.patch_dim(), P = g.patches(), pp = g.patch * g.patch;
@@ -24,6 +29,7 @@ __global__ void image_patches_k(bf16* rows, const uint8_t* pixels, ImageGeometry
   rows[i] = __float2bfloat16_rn(v);
 }
 
+// x[b, t] = (t == 0 ? cls : proj[b*P + t - 1]) + pos[t], one thread per element of x (B, 1 + P, C).
 __global__ void tokens_forward_k(bf16* x, const bf16* proj, const bf16* cls, const bf16* pos, int B, int P, int C) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int T = P + 1;
@@ -34,7 +40,8 @@ __global__ void tokens_forward_k(bf16* x, const bf16* proj, const bf16* cls, con
   x[i] = __float2bfloat16_rn(e + __bfloat162float(pos[int64_t(t) * C + c]));
 }
 
-// One thread per (token, channel): sums over the batch in order, so results repeat bit for bit.
+// One thread per (token, channel): sums over the batch in order, so results repeat bit for bit; the patch
+// tokens' gradient is also copied out to dproj (B*P, C), the projection matmul's output gradient.
 __global__ void tokens_backward_k(float* dcls, float* dpos, bf16* dproj, const bf16* dx, int B, int P, int C) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int T = P + 1;

@@ -1,7 +1,11 @@
+// Loss scalars kept on the device, so a step never waits for the host: the mean of the per-row losses and
+// a micro-batch's scaled contribution to the step's loss. Single-block kernels; n is at most a batch's rows.
 #include "common/cuda_check.h"
 #include "kernels/reduce.h"
 
 namespace {
+// *out = mean(x[0..n)): one block of 1024 threads, each summing a strided slice in double, then a tree
+// reduction in shared memory (a fixed order).
 __global__ void mean_k(float* out, const float* x, int n) {
   __shared__ double red[1024];
   double s = 0;
@@ -15,6 +19,7 @@ __global__ void mean_k(float* out, const float* x, int n) {
   if (threadIdx.x == 0) *out = float(red[0] / n);
 }
 
+// *dst = (acc ? *dst : 0) + scale * *src: one thread.
 __global__ void scale_add_k(float* dst, const float* src, float scale, bool acc) {
   *dst = (acc ? *dst : 0.0f) + scale * *src;
 }

@@ -31,6 +31,9 @@ Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
   wpe_index_ = ix.wpe;
   lnfw_index_ = ix.lnfw;
   lnfb_index_ = ix.lnfb;
+  // Activations, N = B*T rows: the residual stream entering each block and ln_f (L + 1 of (N, C)), ln_f's
+  // output (N, C) and statistics (N), the logits (N, Vp), later their gradient in place; the blocks keep their
+  // own (models/transformer_block.h).
   const size_t N = size_t(N_), C = size_t(s_.channels);
   const char* act = "activations";
   blocks_.reserve(size_t(s_.layers));
@@ -47,6 +50,7 @@ Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
   losses_.alloc(N, "losses");
   loss_mean_.alloc(1, "loss");
   dres_.alloc(N * C, "activation gradients");
+  // Where the GELU backward runs (matmul epilogue or column-sum kernel) is timed once, on this shape.
   if (!blocks_.empty()) ctx_.gelu_in_epilogue = blocks_[0].gelu_epilogue_faster(ctx_);
 }
 
@@ -66,6 +70,8 @@ void Gpt2Bf16::set_batch(const Batch& b, cudaStream_t s) {
   batch_.set(b.tokens, b.targets, s);
 }
 
+// stream_[0] = wte[token] + wpe[position] (dropped out), stream_[l + 1] = block l (stream_[l]), then
+// logits (N, Vp) = LN_f(stream_[L]) wte^T. Each p.mark closes one timed op for GPT2_PROFILE=1.
 void Gpt2Bf16::forward(cudaStream_t s) {
   const int C = s_.channels, N = N_;
   OpTimer& p = ctx_.prof;
@@ -83,6 +89,7 @@ void Gpt2Bf16::forward(cudaStream_t s) {
   p.mark("fwd matmul head", s);
 }
 
+// losses (N) and their mean; the logits become grad_scale * d(mean loss)/d(logits), bf16, in place.
 void Gpt2Bf16::loss_and_dlogits(float grad_scale, cudaStream_t s) {
   crossentropy_forward_backward(logits_.get(), Vp_, losses_.get(), batch_.targets(), N_, s_.vocab,
                                 grad_scale / float(N_), s);
@@ -90,6 +97,9 @@ void Gpt2Bf16::loss_and_dlogits(float grad_scale, cudaStream_t s) {
   ctx_.prof.mark("crossentropy", s);
 }
 
+// The forward in reverse: dres (N, C) is the residual stream's gradient, which every LayerNorm backward
+// adds into; the blocks run L-1 ... 0, each calling the block hook when its gradients are final; then the
+// embedding's. Parameter gradients accumulate (+=) in fp32 in the arena.
 void Gpt2Bf16::backward(cudaStream_t s) {
   const int C = s_.channels, N = N_;
   OpTimer& p = ctx_.prof;
@@ -111,6 +121,7 @@ void Gpt2Bf16::backward(cudaStream_t s) {
   const bool parts = emb_.early && block_hook_;  // a hook marks the backward that makes gradients final
   if (parts) emb_.early(s);                      // wte's head part and ln_f are known: their sum can start
   for (int l = s_.layers - 1; l >= 0; l--) {
+    // block l's first LayerNorm backward also sums the bias gradient of block l - 1's mlp.proj (in_bias)
     float* in_bias = l > 0 ? blocks_[size_t(l - 1)].out_bias_grad(ctx_) : nullptr;
     blocks_[size_t(l)].backward(dres, stream_[size_t(l)].get(), in_bias, ctx_, s);
     block_done(l, s);  // its mlp.proj bias came from block l + 1's LayerNorm backward, the rest from here

@@ -1,19 +1,20 @@
-// GPT-2 in mixed precision (the fast Gpt2Net): token + position embedding, the shared transformer blocks
-// (models/transformer_block: causal, tanh GELU, LayerNorm epsilon 1e-5), a final LayerNorm and the head
-// tied to the token embedding; bf16 activations, fp32 master weights and gradients in the arena.
+// Gpt2Bf16: the fast, mixed-precision GPT-2, the implementation of Gpt2 that trains (--precision bf16).
+// Token + position embedding, the shared transformer blocks (models/transformer_block: causal, tanh GELU,
+// LayerNorm epsilon 1e-5), a final LayerNorm and the head tied to the token embedding; bf16 activations,
+// fp32 master weights and gradients in the arena.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "common/device_buffer.h"
 #include "kernels/embedding.h"
-#include "models/gpt2_net.h"
+#include "models/gpt2.h"
 #include "models/transformer_block.h"
 
-class Gpt2Bf16 : public Gpt2Net {
+class Gpt2Bf16 : public Gpt2 {
  public:
   Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T);
-  using Gpt2Net::set_batch;
+  using Gpt2::set_batch;
   void set_batch(const Batch& b, cudaStream_t s) override;
   void forward(cudaStream_t s) override;
   void loss_and_dlogits(float grad_scale, cudaStream_t s) override;

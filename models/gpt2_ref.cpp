@@ -1,3 +1,5 @@
+// The CPU reference GPT-2 (see gpt2_ref.h): embedding, the reference blocks, ln_f, the tied head, softmax
+// cross-entropy; backward in the reverse order, every sum in a fixed order, in double precision.
 #include "models/gpt2_ref.h"
 
 #include <algorithm>
@@ -55,6 +57,7 @@ double Gpt2Ref::head_loss(const double* P) {
   return loss / N;
 }
 
+// x (B*T, C) goes through the blocks in place; each block keeps its activations in acts_[l].
 double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& tokens, const std::vector<int>& targets,
                         int B, int T) {
   if (T > s_.max_seq) user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, ".");
@@ -70,6 +73,8 @@ double Gpt2Ref::forward(const std::vector<double>& P, const std::vector<int>& to
   return head_loss(P.data());
 }
 
+// dlogits = (softmax - onehot(target)) / N (the mean over rows); the tied head gives d(lnf) and wte's head
+// part; ln_f, the blocks L-1 ... 0 carry dx (B*T, C) down; the embedding adds dx into wte's and wpe's rows.
 std::vector<double> Gpt2Ref::backward(const std::vector<double>& P) {
   const int T = T_, C = s_.channels, V = s_.vocab, N = B_ * T_;
   std::vector<double> G(P.size(), 0.0);

@@ -184,6 +184,7 @@ void RefBlock::attention_core_backward(const RefBlockActs& a, const std::vector<
           dp[size_t(j)] = z[j] * s;
           dot += dp[size_t(j)] * row[j];
         }
+        // through the softmax: ds_ij = p_ij (dp_ij - sum_k p_ik dp_ik), then the 1 / sqrt(hs) of the scores
         for (int j = 0; j < nk; j++) {
           const double ds = row[j] * (dp[size_t(j)] - dot) * scale;
           for (int e = 0; e < hs; e++) {

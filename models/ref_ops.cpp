@@ -50,6 +50,7 @@ void ref_layernorm_back(const double* x, const double* w, const double* mean, co
       dw[c] += dy[n * C + c] * xh;
       db[c] += dy[n * C + c];
     }
+    // mean and variance depend on every x of the row: dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy w
     for (int c = 0; c < C; c++) {
       const double xh = (x[n * C + c] - mean[n]) * rstd[n], g = dy[n * C + c] * w[c];
       dx[n * C + c] += rstd[n] * (g - s1 / C - xh * s2 / C);
@@ -57,6 +58,7 @@ void ref_layernorm_back(const double* x, const double* w, const double* mean, co
   }
 }
 
+// kRefGeluC = sqrt(2 / pi): GELU(u) ~ u/2 (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))).
 double ref_gelu_tanh(double u) { return 0.5 * u * (1 + std::tanh(kRefGeluC * (u + 0.044715 * u * u * u))); }
 double ref_gelu_tanh_grad(double u) {
   const double th = std::tanh(kRefGeluC * (u + 0.044715 * u * u * u));

@@ -43,6 +43,9 @@ TransformerBlock::TransformerBlock(const BlockShape& s, const BlockTensors& ix, 
   fcb_ = off(ix.fcb);
   fcprojw_ = off(ix.fcprojw);
   fcprojb_ = off(ix.fcprojb);
+  // What forward keeps for backward (N = B*T rows, H the MLP width): LN1's output, q | k | v (N, 3C), the
+  // attention output (N, C), the stream after attention (mid), LN2's output, fc before and after GELU
+  // (N, H), the LayerNorms' statistics (N), and attention's log-sum-exp per (b, head, query).
   const size_t N = size_t(N_), H = size_t(s.hidden);
   const char* act = "activations";
   ln1_.alloc(N * C, act);
@@ -92,6 +95,9 @@ void TransformerBlock::project_into_stream(bf16* out, const bf16* stream, const 
   dropout_forward(out, c.datt.get(), stream, N, C, c.dropout.site(site), s);
 }
 
+// Pre-LayerNorm: mid = in + proj(attention(LN1(in))), out = mid + fcproj(GELU(fc(LN2(mid)))), in and out
+// (N, C). q, k, v come from one (3C, C) matmul; the tanh GELU is fused into fc's epilogue (which also keeps
+// its input, fc_pre, for backward); the erf form runs as a kernel after a plain matmul.
 void TransformerBlock::forward(bf16* out, const bf16* in, BlockContext& c, cudaStream_t s) {
   const int C = s_.channels, H = s_.hidden, N = N_;
   OpTimer& p = c.prof;
@@ -130,6 +136,9 @@ const bf16* TransformerBlock::branch_grad(const bf16* dres, float* dbias, uint32
   return c.dln.get();
 }
 
+// dres (N, C): on entry d(loss)/d(out), on return d(loss)/d(in) (the residual adds pass it through; each
+// LayerNorm backward adds its branch's part). in_bias_grad: the previous block's mlp.proj bias gradient,
+// summed by this block's LN1 backward (null for the first block).
 void TransformerBlock::backward(bf16* dres, const bf16* in, float* in_bias_grad, BlockContext& c, cudaStream_t s) {
   mlp_backward(dres, c, s);  // dres becomes d(mid)
   attention_backward(dres, in, in_bias_grad, c, s);
@@ -142,6 +151,8 @@ void TransformerBlock::mlp_backward(bf16* dres, BlockContext& c, cudaStream_t s)
   OpTimer& p = c.prof;
   float* scratch = c.scratch.get();
   bf16* dfc = c.dfc.get();
+  // fcproj: dW += dy^T fc; dfc (N, H) = dy W, times GELU'(fc_pre) in the matmul's epilogue or in the
+  // kernel that also sums fc's bias gradient
   const bf16* dy = branch_grad(dres, c.G(fcprojb_), sites_.mlp_proj, c, s);
   c.mm.backward_dw(c.G(fcprojw_), dy, C, fc_.get(), H, N, H, C, s);
   p.mark("bwd matmul dW", s);
@@ -156,6 +167,7 @@ void TransformerBlock::mlp_backward(bf16* dres, BlockContext& c, cudaStream_t s)
     gelu_bias_backward(c.G(fcb_), dfc, fc_pre_.get(), H, N, H, scratch, s, s_.gelu);
     p.mark("bwd gelu+bias", s);
   }
+  // fc: dW += dfc^T ln2, dln (N, C) = dfc W; then LN2's backward adds into dres (and sums proj's bias gradient)
   c.mm.backward_dw(c.G(fcw_), dfc, H, ln2_.get(), C, N, C, H, s);
   p.mark("bwd matmul dW", s);
   c.mm.backward_dx(c.dln.get(), C, false, dfc, H, c.W(fcw_), N, C, H, s);
@@ -165,6 +177,8 @@ void TransformerBlock::mlp_backward(bf16* dres, BlockContext& c, cudaStream_t s)
   p.mark("bwd layernorm", s);
 }
 
+// proj's gradients and datt (N, C); flash attention's backward to dqkv (N, 3C) (recomputing the probabilities
+// from lse); qkv's dW, bias and dln; LN1's backward into dres.
 void TransformerBlock::attention_backward(bf16* dres, const bf16* in, float* in_bias_grad, BlockContext& c,
                                           cudaStream_t s) {
   const int C = s_.channels, N = N_;

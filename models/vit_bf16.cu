@@ -36,6 +36,10 @@ VitBf16::VitBf16(const VitShape& shape, Arena& arena, int B, const ImageNorm& no
   blocks_.reserve(size_t(s_.layers));
   for (int l = 0; l < s_.layers; l++)
     blocks_.emplace_back(s_.block(), ix.blocks[size_t(l)], t, BlockSites{none, none, none}, B, T_);
+  // N = B*T token rows (T = 1 + P: the cls token, then P patches), BP = B*P patch rows, K = in_chans*p*p
+  // values per patch. Buffers: the residual stream entering each block and the final norm ((N, C) each),
+  // the batch as uploaded, patches (BP, K), their projections (BP, C), the cls rows and their LayerNorm
+  // (B, C), logits (B, Cp: classes padded to a multiple of 8 for the matmul).
   const size_t N = size_t(B) * size_t(T_), C = size_t(s_.channels), BP = size_t(B) * size_t(P_);
   const char* act = "activations";
   stream_.resize(size_t(s_.layers) + 1);
@@ -70,6 +74,8 @@ void VitBf16::set_batch(const Batch& b, cudaStream_t s) {
     CUDA_CHECK(cudaMemsetAsync(mix_.get(), 0, sizeof(ImageMix), s));  // mode kNone
 }
 
+// Pixels -> normalised, mixed patch rows (BP, K) -> one matmul to (BP, C) (the stride-p convolution) ->
+// tokens (B, T, C) with the cls token and position embeddings -> the blocks -> LN of the cls rows -> head.
 void VitBf16::forward(cudaStream_t s) {
   const int C = s_.channels, BP = B_ * P_;
   ctx_.prof.begin(s);
@@ -89,6 +95,7 @@ void VitBf16::forward(cudaStream_t s) {
   ctx_.prof.mark("fwd head", s);
 }
 
+// Cross-entropy against labels or soft targets (mixup, cutmix, label smoothing); mean over the B images.
 void VitBf16::loss_and_dlogits(float grad_scale, cudaStream_t s) {
   const float scale = grad_scale / float(B_);
   if (soft_on_)
@@ -121,6 +128,7 @@ void VitBf16::backward(cudaStream_t s) {
     blocks_[size_t(l)].backward(dres_.get(), stream_[size_t(l)].get(), in_bias, ctx_, s);
     block_done(l, s);
   }
+  // the embedding: cls and position gradients, the patch rows' gradient into proj_, then the projection's
   tokens_backward(ctx_.G(cls_), ctx_.G(pos_), proj_.get(), dres_.get(), B_, P_, C, s);
   ctx_.mm.backward_dw(ctx_.G(patchw_), proj_.get(), C, patches_.get(), K_, BP, K_, C, s);
   bias_backward(ctx_.G(patchb_), proj_.get(), C, BP, C, ctx_.scratch.get(), s);

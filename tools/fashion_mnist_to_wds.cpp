@@ -1,7 +1,8 @@
-// fashion_mnist_to_wds: Fashion-MNIST's IDX files (data.md A2) -> WebDataset shards laid out as
-// imagenet-1k-wds is, so train_vit reads this small dataset through the same tar and image code as
-// ImageNet: each sample is <key>.png (28x28 grayscale, written by stb_image_write) and <key>.cls (the class
-// 0..9 in ASCII). The 60,000 training images go to fashion-mnist-train-{0000..0005}.tar (10,000 each, keys
+// fashion_mnist_to_wds: Fashion-MNIST's IDX files (data.md A2: big-endian int32 magic, count and, for
+// images, rows and cols; then uint8 pixels or labels) -> WebDataset shards laid out as imagenet-1k-wds is,
+// so train_vit reads this small dataset through the same tar and image code as ImageNet: each sample is
+// <key>.png (28x28 grayscale, written by stb_image_write) and <key>.cls (the class 0..9 in ASCII). The
+// 60,000 training images go to fashion-mnist-train-{0000..0005}.tar (10,000 each, keys
 // fmnist_train_000000...), the 10,000 test images to fashion-mnist-validation-0000.tar (fmnist_test_...).
 //
 //   scripts/prepare_fashion_mnist.sh          (installs the Debian package, unpacks the .gz files, runs this)

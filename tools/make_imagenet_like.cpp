@@ -115,6 +115,15 @@ Image render(const Image& photo, Spec& s) {
 struct Stats {
   int64_t images = 0, gray = 0, png = 0, progressive = 0;
   double pixels_w = 0, pixels_h = 0, bytes = 0;
+  void add(const Stats& st) {
+    images += st.images;
+    gray += st.gray;
+    png += st.png;
+    progressive += st.progressive;
+    pixels_w += st.pixels_w;
+    pixels_h += st.pixels_h;
+    bytes += st.bytes;
+  }
 };
 
 std::string shard_dir(const Options& o, int64_t i) {
@@ -182,18 +191,10 @@ class CreatedFolders {
   std::vector<std::string> made_;
 };
 
-void run(const Options& o) {
-  std::vector<std::string> photos;
-  for (const std::string& pattern : o.inputs)
-    for (const std::string& f : glob_files(pattern)) photos.push_back(f);
-  if (photos.empty()) user_error("no photos given; pass them with -i (files or glob patterns).");
-  CreatedFolders folders;
-  folders.make(o.out, "check that its parent exists and is writable.");
-  for (int64_t s = 0; s * o.per_shard < o.images; s++)
-    folders.make(shard_dir(o, s * o.per_shard), "disk full, or not writable?");
-  // Group the samples by photo, so each photo is decoded once.
-  std::vector<std::vector<int64_t>> by_photo(photos.size());
-  for (int64_t i = 0; i < o.images; i++) by_photo[size_t(draw_spec(o, int(photos.size()), i).source)].push_back(i);
+// Decodes each photo once, on --threads threads, and writes every sample cut from it (by_photo[p]: the
+// samples of photo p); the first thread's error ends the run. Returns the samples' statistics.
+Stats write_samples(const Options& o, const std::vector<std::string>& photos,
+                    const std::vector<std::vector<int64_t>>& by_photo) {
   std::atomic<size_t> next{0};
   std::mutex mu;
   Stats total;
@@ -217,13 +218,7 @@ void run(const Options& o) {
       next = photos.size();
     }
     std::lock_guard<std::mutex> lock(mu);
-    total.images += st.images;
-    total.gray += st.gray;
-    total.png += st.png;
-    total.progressive += st.progressive;
-    total.pixels_w += st.pixels_w;
-    total.pixels_h += st.pixels_h;
-    total.bytes += st.bytes;
+    total.add(st);
   };
   const int n_threads =
       o.threads > 0 ? o.threads
@@ -239,7 +234,11 @@ void run(const Options& o) {
   }
   for (std::thread& t : pool) t.join();
   if (!first_error.empty()) throw UserError(first_error);
-  // The members the script re-encodes with jpegtran, in key order.
+  return total;
+}
+
+// grayscale.txt and progressive.txt: the members the script re-encodes with jpegtran, in key order.
+void write_reencode_lists(const Options& o, const std::vector<std::string>& photos) {
   std::string gray, progressive;
   for (int64_t i = 0; i < o.images; i++) {
     const Spec s = draw_spec(o, int(photos.size()), i);
@@ -251,6 +250,22 @@ void run(const Options& o) {
   }
   write_bytes(o.out + "/grayscale.txt", gray);
   write_bytes(o.out + "/progressive.txt", progressive);
+}
+
+void run(const Options& o) {
+  std::vector<std::string> photos;
+  for (const std::string& pattern : o.inputs)
+    for (const std::string& f : glob_files(pattern)) photos.push_back(f);
+  if (photos.empty()) user_error("no photos given; pass them with -i (files or glob patterns).");
+  CreatedFolders folders;
+  folders.make(o.out, "check that its parent exists and is writable.");
+  for (int64_t s = 0; s * o.per_shard < o.images; s++)
+    folders.make(shard_dir(o, s * o.per_shard), "disk full, or not writable?");
+  // Group the samples by photo, so each photo is decoded once.
+  std::vector<std::vector<int64_t>> by_photo(photos.size());
+  for (int64_t i = 0; i < o.images; i++) by_photo[size_t(draw_spec(o, int(photos.size()), i).source)].push_back(i);
+  const Stats total = write_samples(o, photos, by_photo);
+  write_reencode_lists(o, photos);
   const double n = double(total.images);
   std::printf(
       "{\"images\": %lld, \"photos\": %zu, \"mean_width\": %.1f, \"mean_height\": %.1f, \"mean_bytes\": %.0f, "

@@ -12,7 +12,7 @@
 #include "kernels/crossentropy.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul_lt.h"
-#include "models/gpt2_net.h"
+#include "models/gpt2.h"
 #include "models/model_tables.h"
 #include "models/ref_ops.h"
 #include "tests/gpu/bf16_test_util.h"

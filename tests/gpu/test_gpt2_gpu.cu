@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "common/cuda_check.h"
-#include "models/gpt2_model.h"
+#include "models/gpt2_fp32.h"
 #include "models/model_tables.h"
 #include "tests/gpu/tiny_gpt2_case.h"
 #include "tests/test_util.h"
@@ -28,7 +28,7 @@ TEST_F(Gpt2Gpu, MatchesCpuReference) {
     const std::vector<double>& g_ref = c.g_ref;
     Arena arena(table, false);
     for (const auto& t : table.tensors()) arena.set_param(t.index, &c.p[size_t(t.offset)]);
-    Gpt2Model m(c.s, arena, c.B, c.T);
+    Gpt2Fp32 m(c.s, arena, c.B, c.T);
     std::vector<float> grads[2];
     for (int rep = 0; rep < 2; rep++) {  // the same masks both times
       const TinyGpt2Run r = run_tiny_gpt2(m, arena, c);
@@ -63,7 +63,7 @@ TEST_F(Gpt2Gpu, FullSizeSmoke) {
   std::vector<float> p = gpt2_init(table, s, 1);
   for (const auto& t : table.tensors()) arena.set_param(t.index, &p[size_t(t.offset)]);
   const int B = 2, T = 64;
-  Gpt2Model m(s, arena, B, T);
+  Gpt2Fp32 m(s, arena, B, T);
   std::vector<int> x(B * T), y(B * T);
   for (int i = 0; i < B * T; i++) {
     x[size_t(i)] = (i * 7919) % 50257;

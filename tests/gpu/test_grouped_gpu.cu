@@ -7,7 +7,7 @@
 
 #include "common/cuda_check.h"
 #include "models/block_table.h"
-#include "models/gpt2_net.h"
+#include "models/gpt2.h"
 #include "models/gpt2_ref.h"
 #include "optim/grad_clip.h"
 #include "optim/grouped_optimizer.h"

@@ -15,7 +15,7 @@
 
 #include "common/cuda_check.h"
 #include "core/shard_plan.h"
-#include "models/gpt2_net.h"
+#include "models/gpt2.h"
 #include "optim/grad_clip.h"
 #include "optim/lopt/celo2_weights.h"
 #include "optim/lopt/lopt_weights.h"

@@ -8,7 +8,7 @@
 
 #include "common/bf16_host.h"
 #include "common/cuda_check.h"
-#include "models/gpt2_net.h"
+#include "models/gpt2.h"
 #include "models/gpt2_ref.h"
 
 struct TinyGpt2Case {
@@ -64,7 +64,7 @@ struct TinyGpt2Run {
   float loss = 0;
   uint64_t counter_after = 0;
 };
-inline TinyGpt2Run run_tiny_gpt2(Gpt2Net& m, Arena& arena, const TinyGpt2Case& c) {
+inline TinyGpt2Run run_tiny_gpt2(Gpt2& m, Arena& arena, const TinyGpt2Case& c) {
   TinyGpt2Run r;
   m.set_dropout(c.dropout, c.dropout_seed);
   m.set_dropout_counter(c.dropout_counter);

@@ -28,7 +28,7 @@
 #include "common/cli.h"
 #include "common/cuda_check.h"
 #include "common/tool_errors.h"
-#include "models/gpt2_net.h"
+#include "models/gpt2.h"
 #include "models/gpt2_ref.h"
 #include "optim/optimizer.h"
 #include "tests/tools/dump_io.h"
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     Arena arena(table, precision == "bf16");
     const std::vector<float> init = gpt2_init(table, s, uint64_t(seed));
     for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
-    std::unique_ptr<Gpt2Net> model = make_gpt2(precision, s, arena, B, T);
+    std::unique_ptr<Gpt2> model = make_gpt2(precision, s, arena, B, T);
 
     OptimOptions oo;
     oo.adamw.lr = lr;

@@ -1,9 +1,10 @@
+// Gpt2: the GPT-2 interface (a Model with token batches and logits); Gpt2Fp32 and Gpt2Bf16 implement it.
 // What the trainer and the tools need from a GPT-2 implementation on the arena. Two exist:
-//   "fp32": every activation and matmul in fp32 (cuBLAS SGEMM, no TF32): the reference-grade model
-//           that the CPU reference checks to 1e-5;
-//   "bf16": mixed precision, the fast one: bf16 weights copy and activations, cuBLASLt tensor-core
-//           matmuls with fp32 accumulation and fused epilogues, flash attention, fp32 master weights and
-//           fp32 gradients in the arena.
+//   "fp32", Gpt2Fp32 (models/gpt2_fp32): every activation and matmul in fp32 (cuBLAS SGEMM, no TF32): the
+//           reference-grade model that the CPU reference checks to 1e-5;
+//   "bf16", Gpt2Bf16 (models/gpt2_bf16): mixed precision, the fast one: bf16 weights copy and activations,
+//           cuBLASLt tensor-core matmuls with fp32 accumulation and fused epilogues, flash attention, fp32
+//           master weights and fp32 gradients in the arena.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,7 +15,7 @@
 #include "models/model.h"
 #include "models/model_tables.h"
 
-class Gpt2Net : public Model {
+class Gpt2 : public Model {
  public:
   using Model::set_batch;
   // B*T tokens and their next tokens (targets null for inference), as a Batch.
@@ -30,4 +31,4 @@ class Gpt2Net : public Model {
 };
 
 // precision: "fp32" or "bf16" (the arena must then have its bf16 copy).
-std::unique_ptr<Gpt2Net> make_gpt2(const std::string& precision, const Gpt2Shape& shape, Arena& arena, int B, int T);
+std::unique_ptr<Gpt2> make_gpt2(const std::string& precision, const Gpt2Shape& shape, Arena& arena, int B, int T);

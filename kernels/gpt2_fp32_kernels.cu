@@ -1,14 +1,19 @@
 // fp32 GPT-2 kernels. Memory traffic is not tuned yet (the bf16 path is); the point here is exact,
 // deterministic arithmetic to test the model and the trainer against the CPU reference.
+// Activations are row-major (N, C), N = B*T. LayerNorm and attention give each row one warp (a fixed
+// lane-then-warp_sum order); column sums give each column one thread that walks the rows in order; the
+// matmuls are cuBLAS SGEMM in fp32 (no TF32), bias and GELU separate element-wise passes.
 #include <cmath>
 
 #include "common/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gelu.cuh"
-#include "kernels/gpt2_kernels.h"
+#include "kernels/gpt2_fp32_kernels.h"
 
 namespace {
 
+// y = (x - mean) * rstd * w + b per row, rstd = 1 / sqrt(var + eps): x, y (N, C); mean, rstd (N) kept for
+// backward. One warp per row; the variance from a second pass about the mean (no E[x^2] - mean^2 cancellation).
 __global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
                                 int N, int C, float eps) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -27,6 +32,8 @@ __global__ void layernorm_fwd_k(float* y, float* mean, float* rstd, const float*
   }
 }
 
+// dx += rstd * (g - mean_c(g) - xhat * mean_c(g * xhat)), g = dy * w, xhat = (x - mean) * rstd: the mean and
+// the variance depend on the whole row, hence the two row means. One warp per row.
 __global__ void layernorm_bwd_dx_k(float* dx, const float* dy, const float* x, const float* w, const float* mean,
                                    const float* rstd, int N, int C) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -45,7 +52,8 @@ __global__ void layernorm_bwd_dx_k(float* dx, const float* dy, const float* x, c
   for (int c = lane; c < C; c += 32) dx[int64_t(row) * C + c] += r * (gr[c] * w[c] - s1 - (xr[c] - m) * r * s2);
 }
 
-// Column sums in a fixed order: out[c] += sum_n a[n, c] (* xhat[n, c] when x is given).
+// Column sums in a fixed order, one thread per column c over the N rows of dy (stride ld):
+// bias: out[c] += sum_n dy[n, c]; LayerNorm (x given): out[c] (dw) += sum_n dy * xhat, out2[c] (db) += sum_n dy.
 __global__ void column_sums_k(float* out, float* out2, const float* dy, int ld, const float* x, const float* mean,
                               const float* rstd, int N, int C) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -64,11 +72,13 @@ __global__ void column_sums_k(float* out, float* out2, const float* dy, int ld, 
   }
 }
 
+// y[n, o] += b[o]; y's rows have stride ld (q, k or v: a column slice of the (N, 3C) buffer).
 __global__ void bias_add_k(float* y, const float* b, int N, int O, int ld) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < int64_t(N) * O) y[(i / O) * ld + i % O] += b[i % O];
 }
 
+// GELU in its tanh form (kernels/gelu.cuh), element-wise: y = GELU(x); backward dx = dy * GELU'(x).
 __global__ void gelu_fwd_k(float* y, const float* x, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < n) y[i] = gelu_value<Gelu::kTanh>(x[i]);
@@ -77,15 +87,19 @@ __global__ void gelu_bwd_k(float* dx, const float* x, const float* dy, int64_t n
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < n) dx[i] = dy[i] * gelu_grad<Gelu::kTanh>(x[i]);
 }
+// y += x: the residual add when dropout is off.
 __global__ void add_k(float* y, const float* x, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < n) y[i] += x[i];
 }
 
+// Attention, causal, without the (T, T) matrix: for query row i of head h, p_ij = softmax_j(q_i . k_j / sqrt(hs))
+// over j <= i and out_i = sum_j z_ij p_ij v_j (z_ij: the dropout factor). q, k, v rows have stride ld (3C in the
+// model's (N, 3C) buffer); out is (B, T, NH * hs), heads side by side; lse (B, NH, T) = log sum_j e^(s_ij), the
+// softmax's normaliser, which backward uses to recompute p. A row's index is (b NH + h) T + i, also its
+// dropout mask's row. Each warp's per-lane accumulators live in shared memory: 32 x hs floats per warp.
 constexpr int kMaxHs = 64, kAttWarps = 2;
 
-// One warp per (b, h, i): each lane walks keys j = lane, lane + 32, ... <= i with its own online
-// softmax state; lanes are merged in a fixed order at the end.
 // The dropout factor of probability (row, j): 0 or the scale when kept (1 without dropout).
 __device__ __forceinline__ float att_keep(const DropoutArgs& d, uint32_t row_hash, int j) {
   return !d.on() ? 1.0f : dropout_keep(row_hash, uint32_t(j), d.threshold) ? d.scale : 0.0f;
@@ -94,6 +108,9 @@ __device__ __forceinline__ uint64_t att_key(const DropoutArgs& d) {
   return d.on() ? dropout_site_key(d.seed, *d.counter, d.site) : 0;
 }
 
+// One warp per (b, h, i): each lane walks keys j = lane, lane + 32, ... <= i with its own online softmax
+// (running max m, sum l, accumulator acc rescaled by e^(m_old - m_new)); the 32 lanes are merged in a fixed
+// order at the end: out = sum_t acc_t e^(m_t - M) / sum_t l_t e^(m_t - M), M the warp's max.
 __global__ void __launch_bounds__(32 * kAttWarps)
     attention_fwd_k(float* out, float* lse, const float* q, const float* k, const float* v, int ld, int B, int T,
                     int NH, int hs, DropoutArgs drop) {
@@ -135,6 +152,8 @@ __global__ void __launch_bounds__(32 * kAttWarps)
   if (lane == 0) lse[row] = M + logf(L);
 }
 
+// D_i = dout_i . out_i = sum_j p_ij z_ij dp_ij (dp_ij = dout_i . v_j), the softmax backward's row term, read
+// off the output instead of summed over keys. One warp per (b, h, i) row.
 __global__ void attention_D_k(float* D, const float* dout, const float* out, int B, int T, int NH, int hs) {
   const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -147,7 +166,8 @@ __global__ void attention_D_k(float* D, const float* dout, const float* out, int
   if (lane == 0) D[row] = s;
 }
 
-// dq: one warp per query row, lanes over keys.
+// dq_i = sum_j ds_ij k_j / sqrt(hs), ds_ij = p_ij (z_ij dp_ij - D_i), dp_ij = dout_i . v_j, p recomputed from
+// lse. One warp per query row, lanes over keys; the lanes' partial sums added in lane order.
 __global__ void __launch_bounds__(32 * kAttWarps)
     attention_dq_k(float* dq, const float* dout, const float* lse, const float* D, const float* q, const float* k,
                    const float* v, int ld, int B, int T, int NH, int hs, DropoutArgs drop) {
@@ -186,7 +206,8 @@ __global__ void __launch_bounds__(32 * kAttWarps)
   }
 }
 
-// dk, dv: one warp per key row j, lanes over queries i >= j.
+// dv_j = sum_i z_ij p_ij dout_i and dk_j = sum_i ds_ij q_i / sqrt(hs): one warp per key row j, lanes over the
+// queries i >= j that see it.
 __global__ void __launch_bounds__(32 * kAttWarps)
     attention_dkv_k(float* dk, float* dv, const float* dout, const float* lse, const float* D, const float* q,
                     const float* k, const float* v, int ld, int B, int T, int NH, int hs, DropoutArgs drop) {
@@ -232,6 +253,8 @@ __global__ void __launch_bounds__(32 * kAttWarps)
   }
 }
 
+// One block per row n of the logits z (N, V): loss[n] = logsumexp(z) - z[target], and z is overwritten with
+// its gradient (softmax(z) - onehot(target)) * scale, scale = grad_scale / N (the mean over rows).
 __global__ void crossentropy_k(float* z, float* loss, const int* targets, int V, float scale) {
   const int64_t n = blockIdx.x;
   float* zr = z + n * V;

@@ -1,7 +1,7 @@
-// GPT-2 in fp32 on the GPU over the parameter arena (the reference-grade implementation of Gpt2Net):
-// forward to logits, fused softmax + cross-entropy that leaves d(loss)/d(logits) in place, and a
-// backward that accumulates every gradient into the arena's gradient buffer. Activations are kept for
-// one (B, T) micro-batch. q, k, v live side by side in one (N, 3C) buffer whether the model has
+// Gpt2Fp32: the fp32 GPT-2 on the GPU, the reference-grade implementation of Gpt2 (--precision fp32).
+// Over the parameter arena: forward to logits, fused softmax + cross-entropy that leaves d(loss)/d(logits) in
+// place, and a backward that accumulates every gradient into the arena's gradient buffer. Activations are
+// kept for one (B, T) micro-batch. q, k, v live side by side in one (N, 3C) buffer whether the model has
 // separate projections or a fused qkv matrix.
 #pragma once
 #include <cublas_v2.h>
@@ -10,16 +10,16 @@
 
 #include "common/device_buffer.h"
 #include "kernels/embedding.h"
-#include "models/gpt2_net.h"
+#include "models/gpt2.h"
 
-class Gpt2Model : public Gpt2Net {
+class Gpt2Fp32 : public Gpt2 {
  public:
-  Gpt2Model(const Gpt2Shape& shape, Arena& arena, int B, int T);
-  ~Gpt2Model();
-  Gpt2Model(const Gpt2Model&) = delete;
-  Gpt2Model& operator=(const Gpt2Model&) = delete;
+  Gpt2Fp32(const Gpt2Shape& shape, Arena& arena, int B, int T);
+  ~Gpt2Fp32();
+  Gpt2Fp32(const Gpt2Fp32&) = delete;
+  Gpt2Fp32& operator=(const Gpt2Fp32&) = delete;
 
-  using Gpt2Net::set_batch;
+  using Gpt2::set_batch;
   void set_batch(const Batch& b, cudaStream_t s) override;
   void forward(cudaStream_t s) override;
   void loss_and_dlogits(float grad_scale, cudaStream_t s) override;
@@ -39,6 +39,11 @@ class Gpt2Model : public Gpt2Net {
   struct LayerActs {
     DeviceBuffer<float> x_in, ln1, ln1_mean, ln1_rstd, qkv, att, lse, x_mid, ln2, ln2_mean, ln2_rstd, fc, gelu;
   };
+  float* param(int i) const;  // tensor i of the table in the arena's parameters
+  float* grad(int i) const;   // and in its gradients
+  LayerParams layer_params(const BlockTensors& b) const;
+  LayerActs layer_acts() const;
+  void alloc_top_and_gradients();
   void add_branch(float* branch, const float* stream, uint32_t site, cudaStream_t s);
   const float* branch_grad(const float* dres, uint32_t site, cudaStream_t s);
 

@@ -127,7 +127,8 @@ def main():
         if pick:
             used.add(pick)
             same += 1
-            moved = "" if pick == (cub, fn) else f"  ->  {pick[0]}: {names[pick[1]]}"
+            same_place = pick[0] == cub and names[pick[1]] == names[fn]
+            moved = "" if same_place else f"  ->  {pick[0]}: {names[pick[1]]}"
             print(f"identical  {cub}: {names[fn]} ({what}){moved}")
         else:
             differ += 1

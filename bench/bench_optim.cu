@@ -90,9 +90,8 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   eo.elo.fast = (mode == "fast" && name == "elo") || oo.elo.fast;
   Celo2Options& c2 = name == "elo_celo2" ? eo.elo_celo2 : eo.celo2;
   if (!mode.empty() && (name == "celo2" || name == "elo_celo2")) c2.ns = mode;
-  auto opt = make_optimizer(name, eo, arena, owned);
   NoOtherRanks others;
-  if (m.world > 1) opt->set_cross_rank(&others);
+  auto opt = make_optimizer(name, eo, arena, owned, m.world > 1 ? &others : nullptr);
   GradClipper clipper(arena, float(m.clip), owned, m.world > 1 ? &others : nullptr);
   StepInfo info;
   if (m.clip > 0) info.d_grad_scale = clipper.d_scale();

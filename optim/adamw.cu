@@ -7,13 +7,21 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kChunk = 16384;
 
+// One element, in torch's fused AdamW order (its results to the bit):
+//   p -= lr wd p                        decoupled weight decay first, on the parameter before the step
+//   m  = beta1 m + (1 - beta1) g        the first moment;  m_hat = m / (1 - beta1^t)
+//   v  = beta2 v + (1 - beta2) g^2      the second moment; v_hat = v / (1 - beta2^t)
+//   p -= lr m_hat / (sqrt(v_hat) + eps)
+// with the bias corrections folded into per-step scalars as torch folds them: lr m_hat is
+// step_size m, and sqrt(v_hat) is sqrt(v) / sqrt_bias_correction2. g arrives unscaled: times grad_scale
+// (the trainer's clip coefficient) first. lr_wd is 0 for tensors without weight decay.
 __device__ __forceinline__ void adamw_elem(float& p, float g, float& m, float& v, const AdamWScalars& s, float lr_wd) {
   g *= s.grad_scale;
   p -= lr_wd * p;
-  m = s.beta1 * m + s.omb1 * g;
-  v = s.beta2 * v + s.omb2 * g * g;
-  float denom = sqrtf(v) / s.bc2_sqrt + s.eps;
-  p -= s.step_size * m / denom;
+  m = s.beta1 * m + s.one_minus_beta1 * g;
+  v = s.beta2 * v + s.one_minus_beta2 * g * g;
+  float denom = sqrtf(v) / s.sqrt_bias_correction2 + s.eps;  // sqrt(v_hat) + eps
+  p -= s.step_size * m / denom;                              // lr m_hat / (sqrt(v_hat) + eps)
 }
 
 __device__ __forceinline__ void store_bf16x4(__nv_bfloat16* dst, float4 p) {

@@ -1,4 +1,5 @@
-// AdamW with torch fused-AdamW semantics (optimizers.md C3), one launch over every tensor it owns.
+// AdamW with torch fused-AdamW semantics (optimizers.md C3: decoupled weight decay, the bias corrections
+// folded into the step size as torch folds them), one launch over every tensor it owns.
 #pragma once
 #include <vector>
 

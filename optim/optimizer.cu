@@ -16,8 +16,8 @@ std::vector<int> owned_tensors(const ParamTable& t, std::vector<int> owned) {
   return owned;
 }
 
-Optimizer::Optimizer(Arena& arena, const OptimOptions& opts, std::vector<int> owned)
-    : arena_(arena), opts_(opts), owned_(owned_tensors(arena.table(), std::move(owned))) {
+Optimizer::Optimizer(Arena& arena, const OptimOptions& opts, std::vector<int> owned, CrossRank* cross)
+    : arena_(arena), opts_(opts), owned_(owned_tensors(arena.table(), std::move(owned))), cross_(cross) {
   d_step_.alloc(1, "step counter");
   d_step_.zero();
 }
@@ -90,20 +90,25 @@ void Optimizer::load_state(const SectionReader& r) {
     });
 }
 
+// AdamW, Adafactor and Muon step each tensor on its own: they need nothing from other ranks.
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena,
-                                          const std::vector<int>& owned) {
+                                          const std::vector<int>& owned, CrossRank* cross) {
   validate_options(name, opts);
   if (name == "adamw") return std::make_unique<AdamW>(arena, opts, owned);
   if (name == "adafactor") return std::make_unique<Adafactor>(arena, opts, owned);
   if (name == "muon") return std::make_unique<Muon>(arena, opts, owned);
   if (name == "small_fc_lopt")
-    return std::make_unique<SmallFcLopt>(arena, opts, load_small_fc_weights(opts.small_fc.weights), false, owned);
-  if (name == "velo") return std::make_unique<Velo>(arena, opts, load_velo_weights(opts.velo.weights), owned);
+    return std::make_unique<SmallFcLopt>(arena, opts, load_small_fc_weights(opts.small_fc.weights),
+                                         SmallFcMode::kSmallFc, owned, cross);
+  if (name == "velo") return std::make_unique<Velo>(arena, opts, load_velo_weights(opts.velo.weights), owned, cross);
   if (name == "celo2")
-    return std::make_unique<Celo2>(arena, opts, load_celo2_weights(opts.celo2.weights), false, owned);
+    return std::make_unique<Celo2>(arena, opts, load_celo2_weights(opts.celo2.weights), Celo2Mode::kCelo2, owned,
+                                   cross);
   if (name == "elo_celo2")
-    return std::make_unique<Celo2>(arena, opts, load_elo_celo2_weights(opts.elo_celo2.weights), true, owned);
+    return std::make_unique<Celo2>(arena, opts, load_elo_celo2_weights(opts.elo_celo2.weights), Celo2Mode::kEloCelo2,
+                                   owned, cross);
   if (name == "elo")  // small_fc_lopt's network and passes in ELO's mode (small_fc_lopt.h)
-    return std::make_unique<SmallFcLopt>(arena, opts, load_elo_weights(opts.elo.weights), true, owned);
+    return std::make_unique<SmallFcLopt>(arena, opts, load_elo_weights(opts.elo.weights), SmallFcMode::kElo, owned,
+                                         cross);
   user_error("unknown optimizer '", name, "'.");  // unreachable: validate_options checked the name
 }

@@ -24,9 +24,12 @@ struct StepInfo {
 
 // Every optimizer steps the tensors it owns: all of them (the default), or a subset - a rank's shard
 // when the step is split across GPUs. It keeps state for those tensors only and leaves the others alone.
+// Given a CrossRank (optim/cross_rank.h), the owned tensors are this rank's share of a sharded
+// data-parallel step: what a step computes over all tensors (a global norm, VeLO's pooling) is then
+// combined across the ranks.
 class Optimizer {
  public:
-  Optimizer(Arena& arena, const OptimOptions& opts, std::vector<int> owned);
+  Optimizer(Arena& arena, const OptimOptions& opts, std::vector<int> owned, CrossRank* cross = nullptr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -36,10 +39,6 @@ class Optimizer {
   virtual size_t state_bytes() const;  // device bytes of optimizer state (saved buffers)
   // Groups of tensors that step as one optimizer each (GroupedOptimizer); 1 for a whole-set optimizer.
   virtual int groups() const { return 1; }
-  // Makes the owned tensors this rank's share of a sharded data-parallel step (optim/cross_rank.h):
-  // what a step computes over all tensors is then combined across ranks. Before the first step.
-  virtual void set_cross_rank(CrossRank* c) { cross_ = c; }
-
   // Sections "optim.*"; load checks optimizer name, model fingerprint and every size before it
   // overwrites anything, so a refused file leaves the optimizer as it was.
   void save_state(SectionWriter& w) const;
@@ -69,8 +68,9 @@ class Optimizer {
 };
 
 // adamw | adafactor | muon | small_fc_lopt | velo | celo2 | elo | elo_celo2 over the tensors `owned` (table indices;
-// empty = all). Validates the name and the hyperparameters first (UserError).
+// empty = all), as one rank's share of a sharded step when `cross` is given. Validates the name and the
+// hyperparameters first (UserError).
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena,
-                                          const std::vector<int>& owned = {});
+                                          const std::vector<int>& owned = {}, CrossRank* cross = nullptr);
 // The tensors of `owned`, checked (in range, no repeats) and sorted; empty = every tensor of the table.
 std::vector<int> owned_tensors(const ParamTable& t, std::vector<int> owned);

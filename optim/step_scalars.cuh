@@ -6,8 +6,13 @@
 #include "optim/options.h"
 #include "optim/schedule.h"
 
+// One AdamW step's scalars (step t counts from 1), what adamw_elem reads.
 struct AdamWScalars {
-  float step_size, bc2_sqrt, lr_wd, beta1, omb1, beta2, omb2, eps, grad_scale;
+  float step_size;              // lr / (1 - beta1^t): the learning rate with m's bias correction
+  float sqrt_bias_correction2;  // sqrt(1 - beta2^t): v's bias correction, under the square root
+  float lr_wd;                  // lr * weight_decay
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
+  float grad_scale;  // the trainer's clip coefficient (1 without clipping)
 };
 
 // torch fused AdamW: bias corrections and step size in double, then used in fp32.
@@ -17,12 +22,12 @@ __device__ inline AdamWScalars make_adamw_scalars(const AdamWOptions& h, int64_t
   double bc1 = 1.0 - pow(h.beta1, double(t)), bc2 = 1.0 - pow(h.beta2, double(t));
   AdamWScalars s;
   s.step_size = float(lr / bc1);
-  s.bc2_sqrt = float(sqrt(bc2));
+  s.sqrt_bias_correction2 = float(sqrt(bc2));
   s.lr_wd = float(lr * h.weight_decay);
   s.beta1 = float(h.beta1);
-  s.omb1 = float(1.0 - h.beta1);
+  s.one_minus_beta1 = float(1.0 - h.beta1);
   s.beta2 = float(h.beta2);
-  s.omb2 = float(1.0 - h.beta2);
+  s.one_minus_beta2 = float(1.0 - h.beta2);
   s.eps = float(h.eps);
   s.grad_scale = grad_scale;
   return s;

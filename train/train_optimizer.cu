@@ -17,7 +17,5 @@ std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const Optim
     save_celo2_weights(o.celo2.weights, random_celo2_weights(uint64_t(f.seed)));
   }
   if (f.overlap) return std::make_unique<GroupedOptimizer>(f.optimizer, o, arena, hook_groups);
-  std::unique_ptr<Optimizer> opt = make_optimizer(f.optimizer, o, arena, owned);
-  if (cross) opt->set_cross_rank(cross);
-  return opt;
+  return make_optimizer(f.optimizer, o, arena, owned, cross);
 }

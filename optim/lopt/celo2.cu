@@ -1,61 +1,17 @@
-// CELO2 / ELO_CELO2 kernels and their schedule (celo2.h). Semantics and operation order follow the CPU
+// CELO2 / ELO_CELO2 (celo2.h): the optimizer, its planning, and the step's kernels before the learned
+// path - the global clip's partial sums, the step's scalars, the AdamW side path. The learned path (passes
+// B and C, Newton-Schulz, the update) is in celo2_learned.cu. Semantics and operation order follow the CPU
 // reference (optim/ref/ref_celo2*.cpp): g = clamp((g * gs) * clip, +-grad_clip_val); elementwise math in
 // fp32; reductions in double over fixed partitions (per-thread, then warp shuffles, then warps in order,
 // then items in order), so results do not depend on scheduling.
-#include <cuda_bf16.h>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
 
-#include "optim/lopt/celo2.h"
-#include "optim/ref/ref_celo2.h"  // celo2_decays: the same constants as the reference
+#include "optim/lopt/celo2_device.cuh"
 #include "optim/step_scalars.cuh"
 
 namespace {
-constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kRun = 4096;           // elements per item (16 per thread)
-constexpr int kCh = 30, kPart = 32;  // features; doubles per item in partial_ (30 channels, pad)
-constexpr int kClipChunk = 16384;
-// MLP weights as uploaded: W0 (30 x 8, row = channel) | b0 | W1 (8 x 8, [in][out]) | b1 | W2 columns 0-1
-// (8 x 2) | b2[0..1].
-constexpr int kH = 8, kW0 = 0, kB0 = kCh * kH, kW1 = kB0 + kH, kB1 = kW1 + kH * kH, kW2 = kB1 + kH, kB2 = kW2 + 2 * kH,
-              kWeights = kB2 + 2;
-
-__device__ __forceinline__ float keep_nan_clamp(float x, float lo, float hi) {
-  return x < lo ? lo : (x > hi ? hi : x);  // torch.clamp: NaN stays NaN
-}
-
-// 5.1: the trainer's scale, then the global clip factor, then the +-grad_clip_val clamp.
-__device__ __forceinline__ float c2_grad(float g, const C2Scalars& sc, float cv) {
-  return keep_nan_clamp(g * sc.gs * sc.clip, -cv, cv);
-}
-
-// The direction buffer holds float or bf16 (celo2.h).
-__device__ __forceinline__ float dx_load(const float* p) { return *p; }
-__device__ __forceinline__ float dx_load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void dx_store(float* p, float x) { *p = x; }
-__device__ __forceinline__ void dx_store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
-
-__device__ __forceinline__ double warp_sum_d(double x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-
-// Sum over the block of one double per thread, in a fixed order; the result is valid in thread 0.
-__device__ double block_sum_d(double x) {
-  __shared__ double red[kWarps];
-  x = warp_sum_d(x);
-  __syncthreads();  // red may still be read by a previous call
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = x;
-  __syncthreads();
-  double s = 0;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < kWarps; w++) s += red[w];
-  return s;
-}
-
 // Partial sums of (g gs)^2 per chunk, squares in fp32 as PyLO's (ref_global_clip_scale).
 __global__ void __launch_bounds__(kThreads)
     c2_clip_partials(const Chunk* __restrict__ chunks, const float* __restrict__ g, const float* __restrict__ gscale,
@@ -133,297 +89,14 @@ __global__ void __launch_bounds__(kThreads) c2_adamw(const C2Adam a) {
     if (a.pb) a.pb[pi] = __float2bfloat16_rn(p);
   }
 }
-
-// The 30 raw features of one element (5.6.1) from g, the pre-step p, the updated record {m0, m1, m2, v},
-// its R and C entries and their Adafactor factors; as celo2_features.
-__device__ __forceinline__ void c2_features(float g, float p, float4 st, float4 R, float4 C, float4 rf, float4 cf,
-                                            float4 rsR, float4 rsC, float* x) {
-  const float m[3] = {st.x, st.y, st.z}, r[3] = {R.x, R.y, R.z}, c[3] = {C.x, C.y, C.z};
-  const float rr[3] = {rsR.x, rsR.y, rsR.z}, rc[3] = {rsC.x, rsC.y, rsC.z};
-  const float fr[3] = {rf.x, rf.y, rf.z}, fc[3] = {cf.x, cf.y, cf.z};
-  const float v = st.w, rho = 1.0f / sqrtf(v + 1e-8f);
-  x[0] = g;
-  x[1] = keep_nan_clamp(g, -0.1f, 0.1f);
-  x[2] = p;
-  x[6] = v;
-  x[10] = rho;
-  x[14] = g * rho;
-#pragma unroll
-  for (int k = 0; k < 3; k++) {
-    const float fg = fr[k] * fc[k];
-    x[3 + k] = m[k];
-    x[7 + k] = m[k] * rho;
-    x[11 + k] = g * fg;
-    x[15 + k] = r[k];
-    x[18 + k] = c[k];
-    x[21 + k] = rr[k];
-    x[24 + k] = rc[k];
-    x[27 + k] = m[k] * fg;
-  }
-}
-
-// What passes B and C read.
-struct C2Pass {
-  const C2Item* items;
-  const C2Mat* mats;
-  const LoTensor* ts;
-  const float* g;
-  float* p;
-  __nv_bfloat16* pb;
-  float4* state;
-  const float4* rrec;
-  const float4* crec;
-  const float4* rfac;
-  const float4* cfac;
-  const float4* rsr;  // 1 / sqrt(R + 1e-8), per R entry (c2_rsqrt_rc)
-  const float4* rsc;  // the same for C
-  const C2Scalars* sc;
-  LoDecays d;
-  float cv;
-};
-
-// Features of element i of tensor t; update: advance the record first (pass B) or read it (pass C).
-__device__ __forceinline__ void c2_element(const C2Pass& a, const LoTensor& t, int64_t i, bool update,
-                                           const C2Scalars& sc, float* x) {
-  const float g = c2_grad(a.g[t.p_off + i], sc, a.cv), p = a.p[t.p_off + i];
-  float4 st = a.state[t.s_off + i];
-  if (update) {
-    const LoDecays& d = a.d;
-    st.x = d.m[0] * st.x + (1.0f - d.m[0]) * g;
-    st.y = d.m[1] * st.y + (1.0f - d.m[1]) * g;
-    st.z = d.m[2] * st.z + (1.0f - d.m[2]) * g;
-    st.w = d.v * st.w + (1.0f - d.v) * g * g;
-    a.state[t.s_off + i] = st;
-  }
-  int64_t ri, ci;
-  lo_rc_index(t, i, ri, ci);
-  ri += t.r_off;
-  ci += t.c_off;
-  c2_features(g, p, st, a.rrec[ri], a.crec[ci], a.rfac[ri], a.cfac[ci], a.rsr[ri], a.rsc[ci], x);
-}
-
-// The features 1 / sqrt(R + 1e-8) and 1 / sqrt(C + 1e-8) once per R and C entry instead of once per
-// element: an IEEE reciprocal square root costs passes B and C a dozen instructions each.
-__global__ void c2_rsqrt_rc(const float4* __restrict__ rec, int64_t n, float4* __restrict__ out) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const float4 r = rec[i];
-  out[i] = make_float4(1.0f / sqrtf(r.x + 1e-8f), 1.0f / sqrtf(r.y + 1e-8f), 1.0f / sqrtf(r.z + 1e-8f), 0.0f);
-}
-
-// Pass B: moments, and per item the 30 channels' sums of squares and the sum of p^2. Each thread sums its
-// kRun / kThreads = 16 elements in fp32 (31 double accumulators would halve the occupancy of this
-// memory-bound pass), the block in double.
-__global__ void __launch_bounds__(kThreads, 3) c2_pass_b(const C2Pass a, double* __restrict__ partial) {
-  const C2Item it = a.items[blockIdx.x];
-  const LoTensor t = a.ts[it.slot];
-  const C2Scalars sc = *a.sc;
-  float acc[kCh];
-#pragma unroll
-  for (int c = 0; c < kCh; c++) acc[c] = 0;
-  for (int e = threadIdx.x; e < it.n; e += kThreads) {
-    float x[kCh];
-    c2_element(a, t, it.begin + e, true, sc, x);
-#pragma unroll
-    for (int c = 0; c < kCh; c++) acc[c] = fmaf(x[c], x[c], acc[c]);
-  }
-  __shared__ double red[kWarps][kPart];
-#pragma unroll
-  for (int c = 0; c < kCh; c++) {
-    const double s = warp_sum_d(double(acc[c]));
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][c] = s;
-  }
-  __syncthreads();
-  if (threadIdx.x >= kCh) return;
-  double s = 0;
-  for (int w = 0; w < kWarps; w++) s += red[w][threadIdx.x];
-  partial[int64_t(blockIdx.x) * kPart + threadIdx.x] = s;
-}
-
-// Per slice (one block of 32): the 30 normalisers rsqrt(1e-9 + mean x_c^2) (5.7), and the sum of p^2
-// (channel 2 is p).
-__global__ void c2_sigma(const C2Slice* __restrict__ slices, const double* __restrict__ partial,
-                         float* __restrict__ sigma, double* __restrict__ psq) {
-  const C2Slice sl = slices[blockIdx.x];
-  const int c = threadIdx.x;
-  if (c >= kCh) return;
-  double s = 0;
-  for (int k = 0; k < sl.n_items; k++) s += partial[int64_t(sl.first_item + k) * kPart + c];
-  if (c == 2) psq[blockIdx.x] = s;
-  sigma[int64_t(blockIdx.x) * kPart + c] = 1.0f / sqrtf(1e-9f + float(s / double(sl.elems)));
-}
-
-// The MLP's weights in constant memory, every index known at compile time. (From shared memory nvcc hoisted
-// all 338 into registers and spilled.) ptxas still loads each into a uniform register (ULDC) for its FMAs, a
-// third of pass C's instructions at one element per weight load: c2_mlp2 feeds each load to two elements'
-// FMAs and lets neighbouring weights load in pairs. One copy per process: each step copies its optimizer's
-// weights in first, on its stream.
-__constant__ float c2_mlp_w[kWeights];
-
-// The MLP's two first outputs (5.8) from the normalised inputs, for two elements at once (x and y). Each
-// unit's sum is as for one element, s = b[j] then fmaf over the inputs in order; only the order among
-// independent sums differs: the two elements interleaved, so that each weight's constant load feeds two
-// FMAs, and a layer's units side by side, input by input, so that neighbouring weights (W[c][j], W[c][j+1])
-// load in pairs. ReLU keeps NaN.
-__device__ __forceinline__ void c2_mlp2(const float* x, const float* y, float& dir_x, float& mag_x, float& dir_y,
-                                        float& mag_y) {
-  const float* w = c2_mlp_w;
-  float h1x[kH], h1y[kH], h2x[kH], h2y[kH];
-#pragma unroll
-  for (int j = 0; j < kH; j++) h1x[j] = h1y[j] = w[kB0 + j];
-#pragma unroll
-  for (int c = 0; c < kCh; c++) {
-#pragma unroll
-    for (int j = 0; j < kH; j++) {
-      h1x[j] = fmaf(x[c], w[kW0 + c * kH + j], h1x[j]);
-      h1y[j] = fmaf(y[c], w[kW0 + c * kH + j], h1y[j]);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kH; j++) {
-    h1x[j] = h1x[j] < 0.0f ? 0.0f : h1x[j];
-    h1y[j] = h1y[j] < 0.0f ? 0.0f : h1y[j];
-    h2x[j] = h2y[j] = w[kB1 + j];
-  }
-#pragma unroll
-  for (int k = 0; k < kH; k++) {
-#pragma unroll
-    for (int j = 0; j < kH; j++) {
-      h2x[j] = fmaf(h1x[k], w[kW1 + k * kH + j], h2x[j]);
-      h2y[j] = fmaf(h1y[k], w[kW1 + k * kH + j], h2y[j]);
-    }
-  }
-  float o0 = w[kB2], o1 = w[kB2 + 1], q0 = w[kB2], q1 = w[kB2 + 1];
-#pragma unroll
-  for (int k = 0; k < kH; k++) {
-    const float hx = h2x[k] < 0.0f ? 0.0f : h2x[k], hy = h2y[k] < 0.0f ? 0.0f : h2y[k];
-    o0 = fmaf(hx, w[kW2 + 2 * k], o0);
-    o1 = fmaf(hx, w[kW2 + 2 * k + 1], o1);
-    q0 = fmaf(hy, w[kW2 + 2 * k], q0);
-    q1 = fmaf(hy, w[kW2 + 2 * k + 1], q1);
-  }
-  dir_x = o0;
-  mag_x = o1;
-  dir_y = q0;
-  mag_y = q1;
-}
-
-struct C2PassC {
-  const float* sigma;
-  const double* psq;
-  double* partial1;  // per item: sum of D^2 (of D in fp32, before any rounding to the buffer's type)
-  float exp_mult;
-  int param_scale_mult;
-};
-
-// Pass C: normalised features, the MLP, D = dir exp(exp_mult mag) (x rms(p) with param_scale_mult) into
-// dx, and per item the sum of D^2 (Newton-Schulz's Frobenius norm, or the final RMS without NS).
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 2) c2_pass_c(const C2Pass a, const C2PassC c, T* __restrict__ dx) {
-  __shared__ float ps;
-  const C2Item it = a.items[blockIdx.x];
-  const LoTensor t = a.ts[it.slot];
-  const C2Scalars sc = *a.sc;
-  if (threadIdx.x == 0) {
-    ps = 1.0f;
-    if (c.param_scale_mult) {  // rms over the whole tensor, as the reference's rms(p, n)
-      const C2Mat m = a.mats[it.slot];
-      double s = 0;
-      for (int k = 0; k < m.n_slices; k++) s += c.psq[m.first_slice + k];
-      ps = sqrtf(float(s / double(t.numel)) + 1e-9f);
-    }
-  }
-  __syncthreads();
-  float sg[kCh];
-#pragma unroll
-  for (int k = 0; k < kCh; k++) sg[k] = c.sigma[int64_t(it.slice) * kPart + k];
-  double acc = 0;
-  // Two elements per iteration, e and e + kThreads, so that each MLP weight is loaded once for both. When
-  // the second is past the item's end the first is computed twice and the copy dropped. D^2 is added in
-  // the order of the one-element loop (e, e + kThreads, e + 2 kThreads, ...).
-  for (int e = threadIdx.x; e < it.n; e += 2 * kThreads) {
-    const bool two = e + kThreads < it.n;
-    const int f = two ? e + kThreads : e;
-    float x[kCh], y[kCh];
-    c2_element(a, t, it.begin + e, false, sc, x);
-    c2_element(a, t, it.begin + f, false, sc, y);
-#pragma unroll
-    for (int k = 0; k < kCh; k++) {
-      x[k] *= sg[k];
-      y[k] *= sg[k];
-    }
-    float dir[2], mag[2];
-    c2_mlp2(x, y, dir[0], mag[0], dir[1], mag[1]);
-#pragma unroll
-    for (int u = 0; u < 2; u++) {
-      if (u == 1 && !two) break;
-      const float em = expf(mag[u] * c.exp_mult);
-      const float D = c.param_scale_mult ? dir[u] * (ps * em) : dir[u] * em;
-      dx_store(dx + it.dx + (u ? f : e), D);
-      acc += double(D) * D;
-    }
-  }
-  acc = block_sum_d(acc);
-  if (threadIdx.x == 0) c.partial1[blockIdx.x] = acc;
-}
-
-// Per item: sum of squares of dx (Newton-Schulz's output).
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    c2_sumsq(const C2Item* __restrict__ items, const T* __restrict__ dx, double* __restrict__ partial1) {
-  const C2Item it = items[blockIdx.x];
-  double acc = 0;
-  for (int e = threadIdx.x; e < it.n; e += kThreads) {
-    const double o = dx_load(dx + it.dx + e);
-    acc += o * o;
-  }
-  acc = block_sum_d(acc);
-  if (threadIdx.x == 0) partial1[blockIdx.x] = acc;
-}
-
-// Per slice (one thread each): ns: ||D||_F + ns_eps (5.9.1); else rmsmult / sqrt(1e-9 + mean O^2) (5.9).
-__global__ void c2_slice_scalar(const C2Slice* __restrict__ slices, int n, const double* __restrict__ partial1, bool ns,
-                                double ns_eps, double rmsmult, double* __restrict__ out) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const C2Slice sl = slices[i];
-  double s = 0;
-  for (int k = 0; k < sl.n_items; k++) s += partial1[sl.first_item + k];
-  out[i] = ns ? sqrt(s) + ns_eps : rmsmult / sqrt(1e-9 + s / double(sl.elems));
-}
-
-// Newton-Schulz input, in place: each slice divided by ||D||_F + eps.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    c2_ns_in(const C2Item* __restrict__ items, const double* __restrict__ dnorm, T* __restrict__ dx) {
-  const C2Item it = items[blockIdx.x];
-  const double d = dnorm[it.slice];
-  for (int e = threadIdx.x; e < it.n; e += kThreads)
-    dx_store(dx + it.dx + e, float(double(dx_load(dx + it.dx + e)) / d));
-}
-
-// 5.9: u = O x (rmsmult / rms(O)) and p -= lr (u + wd p), p on the right before the step.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    c2_apply(const C2Pass a, const T* __restrict__ dx, const double* __restrict__ rscale) {
-  const C2Item it = a.items[blockIdx.x];
-  const LoTensor t = a.ts[it.slot];
-  const float wd = a.mats[it.slot].wd, lr = a.sc->lr;
-  const double r = rscale[it.slice];
-  for (int e = threadIdx.x; e < it.n; e += kThreads) {
-    const int64_t i = it.begin + e;
-    const float u = float(double(dx_load(dx + it.dx + e)) * r);
-    const float p0 = a.p[t.p_off + i];
-    const float p = p0 - lr * (u + wd * p0);
-    a.p[t.p_off + i] = p;
-    if (a.pb) a.pb[t.p_off + i] = __float2bfloat16_rn(p);
-  }
-}
-
 }  // namespace
 
-Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, bool elo, const std::vector<int>& owned)
-    : Optimizer(arena, opts, owned), elo_(elo), h_(elo ? opts.elo_celo2 : opts.celo2) {
+Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, Celo2Mode mode,
+             const std::vector<int>& owned, CrossRank* cross)
+    : Optimizer(arena, opts, owned, cross),
+      elo_(mode == Celo2Mode::kEloCelo2),
+      h_(elo_ ? opts.elo_celo2 : opts.celo2),
+      dec_(celo2_decays()) {
   const ParamTable& tab = arena.table();
   std::vector<int> learned, adam;
   for (int i : owned_) {
@@ -437,12 +110,6 @@ Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, bool
                  " dimensions.");
     learned.push_back(i);
   }
-  const LoRefDecays rd = celo2_decays();
-  for (int k = 0; k < 3; k++) {
-    dec_.m[k] = rd.m[k];
-    dec_.f[k] = rd.f[k];
-  }
-  dec_.v = rd.v;
   CHECK(w.out >= 2 && w.w0.size() == size_t(kCh * kH) && w.w1.size() == size_t(kH * kH));
   std::vector<float> pw(kWeights);
   std::copy(w.w0.begin(), w.w0.end(), pw.begin() + kW0);
@@ -461,6 +128,8 @@ Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, bool
   if (h_.clip_grad) plan_clip();
 }
 
+// The global clip's chunks: over the owned tensors, or with a CrossRank over the whole table (each rank
+// sums its share of every chunk, the ranks add them up).
 void Celo2::plan_clip() {
   const ParamTable& tab = arena_.table();
   std::vector<int64_t> soff;
@@ -470,11 +139,6 @@ void Celo2::plan_clip() {
   clip_chunks_.alloc(c.size(), "celo2 clip chunks");
   clip_chunks_.upload(c);
   clip_partial_.alloc(std::max<size_t>(c.size(), 1), "celo2 clip partials");
-}
-
-void Celo2::set_cross_rank(CrossRank* c) {
-  Optimizer::set_cross_rank(c);
-  if (h_.clip_grad) plan_clip();
 }
 
 // Items run over each slice in the tensor's order; the direction buffer groups slices by shape, each group
@@ -597,56 +261,6 @@ void Celo2::step(const StepInfo& info, cudaStream_t s) {
     CUDA_CHECK_LAUNCH();
   }
   if (core_) learned_step(s);
-}
-
-void Celo2::learned_step(cudaStream_t s) {
-  core_->factor_passes(&scalars_.get()->gs_total, float(h_.grad_clip_val), dec_, s);
-  for (auto [rec, out] : {std::pair{&core_->rrec, &rsr_}, std::pair{&core_->crec, &rsc_}}) {
-    const int64_t n = int64_t(rec->size());
-    c2_rsqrt_rc<<<unsigned((n + 255) / 256), 256, 0, s>>>(rec->get(), n, out->get());
-    CUDA_CHECK_LAUNCH();
-  }
-  if (dx_bf16_)
-    direction_passes(reinterpret_cast<__nv_bfloat16*>(dx_.get()), s);
-  else
-    direction_passes(reinterpret_cast<float*>(dx_.get()), s);
-}
-
-// Passes B and C, Newton-Schulz and the apply pass, with the direction buffer's element type T.
-template <typename T>
-void Celo2::direction_passes(T* dx, cudaStream_t s) {
-  const C2Pass a{items_.get(),           mats_.get(),        core_->tensors.get(), arena_.grads(),    arena_.params(),
-                 arena_.params_bf16(),   core_->state.get(), core_->rrec.get(),    core_->crec.get(), core_->rfac.get(),
-                 core_->cfac.get(),      rsr_.get(),         rsc_.get(),           scalars_.get(),    dec_,
-                 float(h_.grad_clip_val)};
-  const unsigned ni = unsigned(n_items_), ns = unsigned(n_slices_);
-  c2_pass_b<<<ni, kThreads, 0, s>>>(a, partial_.get());
-  CUDA_CHECK_LAUNCH();
-  c2_sigma<<<ns, 32, 0, s>>>(slices_.get(), partial_.get(), sigma_.get(), psq_.get());
-  CUDA_CHECK_LAUNCH();
-  CUDA_CHECK(cudaMemcpyToSymbolAsync(c2_mlp_w, weights_.get(), sizeof c2_mlp_w, 0, cudaMemcpyDeviceToDevice, s));
-  C2PassC c{};
-  c.sigma = sigma_.get();
-  c.psq = psq_.get();
-  c.partial1 = partial1_.get();
-  c.exp_mult = float(h_.exp_mult);
-  c.param_scale_mult = h_.param_scale_mult ? 1 : 0;
-  c2_pass_c<<<ni, kThreads, 0, s>>>(a, c, dx);
-  CUDA_CHECK_LAUNCH();
-  const unsigned sb = unsigned((n_slices_ + 127) / 128);
-  if (ns_) {
-    c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), true, h_.ns_eps, 0.0, dnorm_.get());
-    CUDA_CHECK_LAUNCH();
-    c2_ns_in<<<ni, kThreads, 0, s>>>(items_.get(), dnorm_.get(), dx);
-    CUDA_CHECK_LAUNCH();
-    ns_->run(dx, s);
-    c2_sumsq<<<ni, kThreads, 0, s>>>(items_.get(), dx, partial1_.get());
-    CUDA_CHECK_LAUNCH();
-  }
-  c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), false, 0.0, h_.rmsmult, rscale_.get());
-  CUDA_CHECK_LAUNCH();
-  c2_apply<<<ni, kThreads, 0, s>>>(a, dx, rscale_.get());
-  CUDA_CHECK_LAUNCH();
 }
 
 std::vector<Optimizer::StateBuffer> Celo2::state_buffers() const {

@@ -40,13 +40,19 @@ struct C2Scalars {
   float lr, lr_adam, bc1, bc2;
 };
 
+// Which of the two optimizers a Celo2 is.
+enum class Celo2Mode {
+  kCelo2,     // CELO2, options opts.celo2
+  kEloCelo2,  // ELO_CELO2, options opts.elo_celo2: other weights and defaults, AdamW on the learned moments
+};
+
 class Celo2 : public Optimizer {
  public:
-  // elo: ELO_CELO2 (options opts.elo_celo2); else CELO2 (opts.celo2).
-  Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, bool elo, const std::vector<int>& owned = {});
+  // cross (optimizer.h): the global clip is then over the whole table.
+  Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, Celo2Mode mode,
+        const std::vector<int>& owned = {}, CrossRank* cross = nullptr);
   std::string name() const override { return elo_ ? "elo_celo2" : "celo2"; }
   void step(const StepInfo& info, cudaStream_t s) override;
-  void set_cross_rank(CrossRank* c) override;  // the global clip: over the whole table
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
@@ -55,11 +61,11 @@ class Celo2 : public Optimizer {
   void plan_learned(const std::vector<int>& learned);
   void plan_adam(const std::vector<int>& adam);
   void plan_clip();
-  void learned_step(cudaStream_t s);
+  void learned_step(cudaStream_t s);  // celo2_learned.cu
   template <typename T>
   void direction_passes(T* dx, cudaStream_t s);
 
-  bool elo_;
+  bool elo_;  // ELO_CELO2
   Celo2Options h_;
   LoDecays dec_;
   std::unique_ptr<LoCore> core_;  // null when no owned tensor takes the learned rule

@@ -259,10 +259,49 @@ static std::vector<Chunk> slot_chunks(const ParamTable& tab, const std::vector<i
   return c;
 }
 
+// One tensor's LoTensor before any offset into the shared buffers: its view [outer, nA, mid, nB, inner]
+// around the factored axes A < B (factored_dims), the lengths of its R and C entries, and its flags.
+static LoTensor describe_tensor(const TensorInfo& ti, int64_t s_off, TieRule tie, bool mup) {
+  LoTensor t{};
+  t.p_off = ti.offset;
+  t.numel = ti.numel;
+  t.s_off = s_off;
+  t.decay = ti.decay;
+  t.scale = (mup && ti.role == Role::Hidden && ti.ndim() >= 2) ? 1.0f / float(ti.shape[1]) : 1.0f;
+  for (int64_t d : ti.shape) t.rank_class += d > 1;
+  t.is2d = ti.ndim() == 2;
+  t.outer = t.na = t.mid = t.nb = t.inner = 1;
+  FactoredDims fd = factored_dims(ti.shape, tie);
+  t.factored = fd.factored;
+  if (!fd.factored) return t;
+  const int A = std::min(fd.d0, fd.d1), B = std::max(fd.d0, fd.d1);
+  for (int k = 0; k < ti.ndim(); k++) {
+    int64_t s = ti.shape[size_t(k)];
+    if (k < A)
+      t.outer *= s;
+    else if (k == A)
+      t.na = s;
+    else if (k < B)
+      t.mid *= s;
+    else if (k == B)
+      t.nb = s;
+    else
+      t.inner *= s;
+  }
+  t.d0_is_a = fd.d0 == A;
+  t.tile2d = t.is2d;
+  t.r_len = ti.numel / ti.shape[size_t(fd.d0)];
+  t.c_len = ti.numel / ti.shape[size_t(fd.d1)];
+  t.g_len = t.outer * t.mid * t.inner;
+  return t;
+}
+
 LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool mup, int chunk_elems) : arena(a) {
   const ParamTable& tab = a.table();
   std::vector<int64_t> soff;
   state_elems = plan_state_offsets(tab, owned, &soff);
+  // The factor passes' work (pass A tiles, F1 items, F1b groups) and each tensor's offsets into R, C, the
+  // vectors' V and pass A's partials.
   std::vector<Tile> tiles;
   std::vector<LoItem> items;
   std::vector<int2> groups;
@@ -271,37 +310,8 @@ LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool 
   for (int idx : owned) {
     const TensorInfo& ti = tab[idx];
     const int slot = int(host_tensors.size());
-    LoTensor t{};
-    t.p_off = ti.offset;
-    t.numel = ti.numel;
-    t.s_off = soff[size_t(ti.index)];
-    t.decay = ti.decay;
-    t.scale = (mup && ti.role == Role::Hidden && ti.ndim() >= 2) ? 1.0f / float(ti.shape[1]) : 1.0f;
-    for (int64_t d : ti.shape) t.rank_class += d > 1;
-    t.is2d = ti.ndim() == 2;
-    t.outer = t.na = t.mid = t.nb = t.inner = 1;
-    FactoredDims fd = factored_dims(ti.shape, tie);
-    t.factored = fd.factored;
-    if (fd.factored) {
-      const int A = std::min(fd.d0, fd.d1), B = std::max(fd.d0, fd.d1);
-      for (int k = 0; k < ti.ndim(); k++) {
-        int64_t s = ti.shape[size_t(k)];
-        if (k < A)
-          t.outer *= s;
-        else if (k == A)
-          t.na = s;
-        else if (k < B)
-          t.mid *= s;
-        else if (k == B)
-          t.nb = s;
-        else
-          t.inner *= s;
-      }
-      t.d0_is_a = fd.d0 == A;
-      t.tile2d = t.is2d;
-      t.r_len = ti.numel / ti.shape[size_t(fd.d0)];
-      t.c_len = ti.numel / ti.shape[size_t(fd.d1)];
-      t.g_len = t.outer * t.mid * t.inner;
+    LoTensor t = describe_tensor(ti, soff[size_t(ti.index)], tie, mup);
+    if (t.factored) {
       t.r_off = nr;
       nr += t.r_len;
       t.c_off = nc;
@@ -334,28 +344,9 @@ LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool 
   for (int i = 0; i < int(host_tensors.size()); i++)
     if (!host_tensors[size_t(i)].tile2d) flat_tensors.push_back(owned[size_t(i)]);
   const std::vector<Chunk> flat_list = slot_chunks(tab, owned, flat_tensors, soff, kFlatChunk);
-  // Work of passes B and C, in table order; tiles row-major so neighbouring blocks read neighbouring bytes.
   std::vector<LoWork> host_work;
   std::vector<LoSideItem> side;
-  for (int i = 0; i < int(host_tensors.size()); i++) {
-    LoTensor& t = host_tensors[size_t(i)];
-    t.work_begin = int32_t(host_work.size());
-    if (t.tile2d) {
-      for (int64_t r = 0; r < t.na; r += kTileRows)
-        for (int64_t c = 0; c < t.nb; c += kTileCols)
-          host_work.push_back({i, 1, int32_t(c), int32_t(std::min<int64_t>(kTileRows, t.na - r)), r});
-      t.side_a_off = side_a_len;
-      side_a_len += t.na;
-      t.side_b_off = side_b_len;
-      side_b_len += t.nb;
-      for (int64_t e = 0; e < t.na; e += 256) side.push_back({i, 0, e});
-      for (int64_t e = 0; e < t.nb; e += 256) side.push_back({i, 1, e});
-    } else {
-      for (int64_t e = 0; e < t.numel; e += kFlatRun)
-        host_work.push_back({i, 0, 0, int32_t(std::min<int64_t>(kFlatRun, t.numel - e)), e});
-    }
-    t.work_end = int32_t(host_work.size());
-  }
+  plan_element_work(&host_work, &side);
   n_tensors = int(host_tensors.size());
   tensors.alloc(host_tensors.size(), "learned-optimizer tensor table");
   tensors.upload(host_tensors);
@@ -385,6 +376,31 @@ LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool 
   groups_.upload(groups);
   rowpart_.alloc(size_t(nrp), "row partials");
   colpart_.alloc(size_t(ncp), "column partials");
+}
+
+// Work of passes B and C, in table order; tiles row-major so neighbouring blocks read neighbouring bytes.
+// tile2d tensors also get their rows' and columns' entries in the side tables, and the side kernels' items.
+void LoCore::plan_element_work(std::vector<LoWork>* work_out, std::vector<LoSideItem>* side) {
+  std::vector<LoWork>& host_work = *work_out;
+  for (int i = 0; i < int(host_tensors.size()); i++) {
+    LoTensor& t = host_tensors[size_t(i)];
+    t.work_begin = int32_t(host_work.size());
+    if (t.tile2d) {
+      for (int64_t r = 0; r < t.na; r += kTileRows)
+        for (int64_t c = 0; c < t.nb; c += kTileCols)
+          host_work.push_back({i, 1, int32_t(c), int32_t(std::min<int64_t>(kTileRows, t.na - r)), r});
+      t.side_a_off = side_a_len;
+      side_a_len += t.na;
+      t.side_b_off = side_b_len;
+      side_b_len += t.nb;
+      for (int64_t e = 0; e < t.na; e += 256) side->push_back({i, 0, e});
+      for (int64_t e = 0; e < t.nb; e += 256) side->push_back({i, 1, e});
+    } else {
+      for (int64_t e = 0; e < t.numel; e += kFlatRun)
+        host_work.push_back({i, 0, 0, int32_t(std::min<int64_t>(kFlatRun, t.numel - e)), e});
+    }
+    t.work_end = int32_t(host_work.size());
+  }
 }
 
 void LoCore::factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s) {

@@ -72,8 +72,24 @@ struct LoStepScalars {
   float lr;          // the lr multiplier times the schedule's factor for this step
 };
 
-struct LoDecays {
-  float m[3], v, f[3];
+// The arguments of pass B (each optimizer's moments and feature sums of squares), the same for every
+// learned optimizer on LoCore but for the type of its per-step scalars (SfScalars, VeloScalars). The
+// buffers never move, so they are built once (LoCore::pass_b).
+template <class Scalars>
+struct LoPassB {
+  const LoWork* works;  // one block each
+  const LoTensor* ts;
+  const float* g;
+  const float* p;
+  float4* state;  // {m0, m1, m2, v}, updated
+  float4* diag;   // vectors' {V0, V1, V2}, updated
+  const float4* rrec;
+  const float4* crec;
+  const float4* rfac;
+  const float4* cfac;
+  double* partial;  // per work item: the optimizer's sums
+  const Scalars* sc;
+  LoDecays d;
 };
 
 // Work item of F1: kRows/kCols reduce 2-D tile partials; kNdR/kNdC reduce N-D tensors from g.
@@ -90,9 +106,16 @@ class LoCore {
 
   // Launches pass A, F1 and F1b. grad_scale: device pointer or null; clip > 0 clamps g to [-clip, clip].
   void factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);
-  // The same with ELO's gradient (celo2.md 8, E2): nan_to_num((g * *grad_scale) * *clip_factor), no clamp.
-  // Both pointers on the device, non-null.
+  // The same with ELO's gradient: nan_to_num((g * *grad_scale) * *clip_factor), NaN to 0 and +-inf to
+  // +-FLT_MAX, no clamp (celo2.md 8, E2). Both pointers on the device, non-null.
   void factor_passes_nan_to_num(const float* grad_scale, const float* clip_factor, const LoDecays& d, cudaStream_t s);
+  // Pass B's arguments over this core's buffers, the arena's gradients and parameters, the optimizer's
+  // partial sums, scalars and decays.
+  template <class Scalars>
+  LoPassB<Scalars> pass_b(double* partial, const Scalars* sc, const LoDecays& d) const {
+    return {work.get(), tensors.get(), arena.grads(), arena.params(), state.get(), diag.get(), rrec.get(),
+            crec.get(), rfac.get(),    cfac.get(),    partial,        sc,          d};
+  }
 
   const Arena& arena;
   int n_tensors = 0;
@@ -114,6 +137,7 @@ class LoCore {
   DeviceBuffer<LoItem> items_;
   DeviceBuffer<int2> groups_;  // F1b: (slot, group)
   DeviceBuffer<float> rowpart_, colpart_;
+  void plan_element_work(std::vector<LoWork>* work, std::vector<LoSideItem>* side);
   template <bool kNanToNum>
   void launch_factor_passes(const float* grad_scale, const float* scale2, float clip, const LoDecays& d,
                             cudaStream_t s);

@@ -3,6 +3,22 @@
 #pragma once
 #include "optim/lopt/lo_core.h"
 
+// The pointers of pass B's arguments `a` (LoPassB) as __restrict__ locals of the kernel, under the field
+// names (lo_core.h: nvcc ignores __restrict__ on struct members, so a kernel copies them first).
+#define LO_PASS_B_POINTERS(a)                   \
+  const LoWork* __restrict__ works = (a).works; \
+  const LoTensor* __restrict__ ts = (a).ts;     \
+  const float* __restrict__ g = (a).g;          \
+  const float* __restrict__ p = (a).p;          \
+  float4* __restrict__ state = (a).state;       \
+  float4* __restrict__ diag = (a).diag;         \
+  const float4* __restrict__ rrec = (a).rrec;   \
+  const float4* __restrict__ crec = (a).crec;   \
+  const float4* __restrict__ rfac = (a).rfac;   \
+  const float4* __restrict__ cfac = (a).cfac;   \
+  double* __restrict__ partial = (a).partial;   \
+  const auto* __restrict__ sc = (a).sc
+
 // Calls body(e, g, p, record) for every element e of the chunk, two elements per iteration with their
 // loads issued together (more bytes in flight per thread for the memory-bound pass B).
 template <int kThreads, class F>

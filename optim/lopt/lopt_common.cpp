@@ -39,6 +39,40 @@ float learned_decay(float nominal, float theta) {
   return std::min(1.0f, std::max(0.0f, d));
 }
 
+LoDecays small_fc_decays() {
+  LoDecays d;
+  const float tm[3] = {0.15216392f, 0.14245212f, 0.06812963f}, tf[3] = {0.18621896f, -0.10864615f, -0.06185547f};
+  const float nom[3] = {0.9f, 0.99f, 0.999f};
+  for (int k = 0; k < 3; k++) {
+    d.m[k] = learned_decay(nom[k], tm[k]);
+    d.f[k] = learned_decay(nom[k], tf[k]);
+  }
+  d.v = learned_decay(0.999f, 0.01079706f);
+  return d;
+}
+
+LoDecays nominal_decays() {
+  LoDecays d;
+  const float nominal[3] = {0.9f, 0.99f, 0.999f};
+  for (int k = 0; k < 3; k++) d.m[k] = d.f[k] = nominal[k];
+  d.v = 0.999f;
+  return d;
+}
+
+LoDecays celo2_decays() {
+  LoDecays d = nominal_decays();
+  d.v = 0.95f;
+  return d;
+}
+
+void velo_loss_decays(int64_t num_steps, float* decay) {
+  const float stop = std::log10(float(num_steps));
+  for (int j = 0; j < 10; j++) {
+    const float e = 1.0f + float(j) * (stop - 1.0f) / 9.0f;
+    decay[j] = std::exp(-1.0f / std::pow(10.0f, e));
+  }
+}
+
 Celo2Options elo_celo2_defaults() {
   Celo2Options o;
   o.weight_decay = 0.1;

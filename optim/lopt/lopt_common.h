@@ -1,6 +1,7 @@
-// Pieces shared by the learned optimizers (small_fc_lopt, VeLO, CELO2, ELO, ELO_CELO2): which axes a
-// tensor's second moment is factored over, the decay constants, the options, and which tensors CELO2
-// gives to its AdamW side path.
+// Pieces shared by the learned optimizers (small_fc_lopt, VeLO, CELO2, ELO, ELO_CELO2) and by their CPU
+// references (optim/ref/): which axes a tensor's second moment is factored over, the decay constants, the
+// options, and which tensors CELO2 gives to its AdamW side path. Plain C++: the GPU code and the
+// references read the same constants from here.
 //
 // Factored dims (velo.md 4.6, small_fc_lopt.md 3.2): for rank >= 2, d0 = the largest axis (R is the
 // mean of g^2 over d0) and d1 = the second largest (C is the mean over d1); every other axis is a batch
@@ -36,6 +37,24 @@ constexpr TieRule kEloPyloTie = TieRule::Argsort;      // PyLO ELO_naive (Adafac
 
 // 1 - (1 - b0) * exp(10 * theta), in float32 as in every implementation, clipped to [0, 1].
 float learned_decay(float nominal, float theta);
+
+// The decays of a learned optimizer's accumulators: the three momenta m_k, the second moment v, and the
+// three factored (Adafactor-style) second moments f_k.
+struct LoDecays {
+  float m[3], v, f[3];
+};
+// small_fc_lopt / μLO: the nominal decays (0.9, 0.99, 0.999; v 0.999) moved by the meta-learned offsets
+// that its weight files leave out (learned_decay).
+LoDecays small_fc_decays();
+// VeLO and ELO: the nominal decays as they are: m_k and f_k (0.9, 0.99, 0.999), v 0.999.
+LoDecays nominal_decays();
+// CELO2 and ELO_CELO2: m_k and f_k (0.9, 0.99, 0.999), v 0.95.
+LoDecays celo2_decays();
+
+// VeLO's loss features track 10 EMAs of the clipped training loss; decay j = exp(-1 / 10^e_j), e_j
+// evenly spaced from 1 to log10(num_steps). Their running minima start at kVeloLossMinStart.
+void velo_loss_decays(int64_t num_steps, float* decay10);
+constexpr float kVeloLossMinStart = 999999999999.0f;
 
 struct SmallFcOptions {       // PyLO AdafacLO / MuLO semantics
   double lr = 1.0;            // multiplies the whole step (and the decoupled weight decay)

@@ -124,7 +124,8 @@ VeloWeights load_velo_pylo(const std::string& dir) {
   return w;
 }
 
-// JAX layout -> PyLO layout (velo.md 8.3).
+// JAX layout -> PyLO layout (velo.md 8.3): every (in, out) matrix transposed to torch's (out, in), and the
+// candidate MLPs' first layer, stored as 14 feature blocks w0__0..w0__13, joined in numeric order.
 VeloWeights load_velo_jax(const std::string& file) {
   TensorMap t = read_flax_arrays(file);
   // The params tree may sit under "params" (a ParameterCheckpoint) or be the root itself.

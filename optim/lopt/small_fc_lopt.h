@@ -7,7 +7,9 @@
 //                  p -= lr (dir exp(exp_mult mag) + wd p) with p before the step (PyLO ELO_naive),
 // which the kernels take as a compile-time flag. Launches per step: setup, [ELO with elo.clip_grad: global
 // norm partials, clip factor], pass A, F1, F1b, pass B, F2, pass C (exact fp32, or fast: side tables +
-// bf16 tensor cores + exact for the few non-matrix tensors).
+// bf16 tensor cores + exact for the few non-matrix tensors). Files: small_fc_lopt.cu (setup, pass B, F2,
+// exact pass C), small_fc_exact.cuh (the exact MLP), small_fc_fast.cu (the tensor-core pass C),
+// small_fc_device.cuh (what they share).
 #pragma once
 #include <memory>
 
@@ -23,15 +25,19 @@ struct SfScalars {
   float clip;        // ELO: its own global clip factor (1 when elo.clip_grad is off); unused by small_fc_lopt
 };
 
+// Which of the two optimizers a SmallFcLopt is.
+enum class SmallFcMode {
+  kSmallFc,  // small_fc_lopt, options opts.small_fc
+  kElo,      // ELO, options opts.elo
+};
+
 class SmallFcLopt : public Optimizer {
  public:
-  // elo: ELO with the options opts.elo; else small_fc_lopt with opts.small_fc. w: MetaMLP weights.
-  SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, bool elo,
-              const std::vector<int>& owned = {});
-  ~SmallFcLopt() override;
-  std::string name() const override { return elo_ ? "elo" : "small_fc_lopt"; }
+  // w: the MetaMLP weights. cross (optimizer.h): ELO's global clip is then over the whole table.
+  SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, SmallFcMode mode,
+              const std::vector<int>& owned = {}, CrossRank* cross = nullptr);
+  std::string name() const override { return mode_ == SmallFcMode::kElo ? "elo" : "small_fc_lopt"; }
   void step(const StepInfo& info, cudaStream_t s) override;
-  void set_cross_rank(CrossRank* c) override;  // ELO's global clip: over the whole table
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
@@ -44,10 +50,9 @@ class SmallFcLopt : public Optimizer {
     TieRule tie;
     bool mup;
   };
-  static Rule rule_of(const OptimOptions& o, bool elo);
-  static LoDecays decays_of(bool elo);
+  static Rule rule_of(const OptimOptions& o, SmallFcMode mode);
 
-  bool elo_;
+  SmallFcMode mode_;
   Rule rule_;
   LoCore core_;
   LoDecays dec_;
@@ -61,9 +66,9 @@ class SmallFcLopt : public Optimizer {
   DeviceBuffer<float> norm_;    // per tensor: 28 normalisers
   DeviceBuffer<SfScalars> scalars_;
   std::unique_ptr<LoGlobalClip> clip_;  // ELO with elo.clip_grad
-  struct Passes;                        // the kernels' argument structs, set once (the .cu)
-  std::unique_ptr<Passes> passes_;
-  void make_passes();
+  LoPassB<SfScalars> pass_b_;           // pass B's arguments, set once
   template <bool kElo>
   void passes(cudaStream_t s);
+  template <bool kElo>
+  void fast_pass_c(cudaStream_t s);  // small_fc_fast.cu
 };

@@ -7,32 +7,18 @@
 // features vary per element; the 12 built from R or C alone (15-26) get their sums of squares from the
 // R and C vectors (F2) and their share of the first layer once per row / column and step (velo_side),
 // so an element's first layer is 18 x 4 multiply-adds on two gathered 4-vectors.
+// Files: velo.cu (this: the step's first kernel, pass B, F2, the LSTM and the optimizer), velo_pass_c.cu
+// (the side tables and pass C), velo_device.cuh (what they share).
 #include <algorithm>
 #include <cmath>
 
-#include "optim/lopt/lo_element.cuh"
-#include "optim/lopt/velo.h"
-#include "optim/ref/ref_velo.h"
+#include "optim/lopt/velo_device.cuh"
 #include "optim/step_scalars.cuh"
 
+using namespace velo;
+
 namespace {
-constexpr int kChunk = 4096;         // LoCore's chunk map (small_fc_lopt's exact pass C; VeLO's passes use LoWork)
-constexpr int kF = 30, kS = kF + 8;  // 30 features + 8 old-state sums
-constexpr int kLead = 15;            // features before the 12 side ones (lo_element.cuh)
-constexpr int kUnrollC = 4;          // pass C rows in flight per thread (registers)
-constexpr int kNormLd = 32;          // floats per tensor in norm_: 30 normalisers, the param scale, 1 pad
-constexpr int kLdX = 32;             // LSTM input row per tensor: 30 features | 1 (the bias column) | 1 pad
-// Row lengths of the hypernetwork's GEMM operands. Biases ride along as a constant-1 input column, and
-// rows are padded to a multiple of 4 floats (16 bytes) for cuBLAS's vector loads:
-//   kLdUH: LSTM input [U (512) | h (512) | 1 | 3 pad]       kLdHX: LSTM output [h_new (512) | 1 | 3 pad]
-//   kCS:   output GEMM rows per tensor: 256 controls + lr_mult (unpadded: only cuBLAS reads them back)
-constexpr int kLdUH = 1028, kLdHX = 516, kCS = 257;
-// A tensor's MLP (theta, 159 floats, interpolated from the 256 candidates): W0 (4 x 30) | b0 (4) |
-// W1 (4 x 4) | b1 (4) | W2 (3 x 4: direction, magnitude, unused) | b2 (3).
-constexpr int kThB0 = VeloWeights::kB0, kThW1 = VeloWeights::kW1, kThB1 = VeloWeights::kB1;
-constexpr int kThW2 = VeloWeights::kW2, kThB2 = VeloWeights::kB2, kTheta = VeloWeights::kMlp;
-constexpr int kThetaPad = 160;  // in shared memory: whole float4s (velo_head reads 16 bytes at a time)
-static_assert(kThW1 % 4 == 0 && kThW2 % 4 == 0 && kThB2 % 4 == 0, "velo_head reads these 16 bytes at a time");
+constexpr int kChunk = 4096;  // LoCore's chunk map (small_fc_lopt's exact pass C; VeLO's passes use LoWork)
 
 __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, int64_t num_steps, double lr,
                            LrSchedule sched, const float* gscale, VeloScalars* scalars) {
@@ -65,81 +51,10 @@ __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, 
   *step = t + 1;
 }
 
-__device__ __forceinline__ float velo_g(float g, float gs) { return fminf(1000.0f, fmaxf(-1000.0f, g * gs)); }
-
-// The 30 per-element features (velo.md 4.7).
-__device__ __forceinline__ void velo_features(const LoElem& e, float* x) {
-  const float s = rsqrtf(e.v + 1e-6f);
-  x[0] = e.g;
-  x[1] = fminf(0.1f, fmaxf(-0.1f, e.g));
-  x[2] = e.p;
-  x[3] = e.m[0];
-  x[4] = e.m[1];
-  x[5] = e.m[2];
-  x[6] = e.v;
-  x[7] = e.m[0] * s;
-  x[8] = e.m[1] * s;
-  x[9] = e.m[2] * s;
-  x[10] = s;
-  x[14] = e.g * s;
-  lo_factor_features<11, kLead>(e, x);
-}
-
-// The 18 features that vary along both axes of a 2-D tensor (channels 0-14 and 27-29) from the clipped
-// gradient, the old parameter, the updated record and sg = rf * cf (the same arithmetic as velo_features).
-__device__ __forceinline__ void velo_elem18(float g, float p, float4 st, const float* sg, float* x) {
-  const float s = rsqrtf(st.w + 1e-6f);
-  x[0] = g;
-  x[1] = fminf(0.1f, fmaxf(-0.1f, g));
-  x[2] = p;
-  x[3] = st.x;
-  x[4] = st.y;
-  x[5] = st.z;
-  x[6] = st.w;
-  x[7] = st.x * s;
-  x[8] = st.y * s;
-  x[9] = st.z * s;
-  x[10] = s;
-  x[11] = g * sg[0];
-  x[12] = g * sg[1];
-  x[13] = g * sg[2];
-  x[14] = g * s;
-  x[15] = st.x * sg[0];
-  x[16] = st.y * sg[1];
-  x[17] = st.z * sg[2];
-}
-
 // Pass B: moments, and per block the sums of squares of the features plus the old state's sums (LSTM
 // inputs). Channels 15-26 of factored tensors are left to F2 (lo_side_sums).
-struct VeloPassB {
-  const LoWork* works;  // one block each
-  const LoTensor* ts;
-  const float* g;
-  const float* p;
-  float4* state;  // {m0, m1, m2, v}, updated
-  float4* diag;   // vectors' {V0, V1, V2}, updated
-  const float4* rrec;
-  const float4* crec;
-  const float4* rfac;
-  const float4* cfac;
-  double* partial;  // per work item: kS sums
-  const VeloScalars* sc;
-  LoDecays d;
-};
-__global__ void __launch_bounds__(kLoThreads) velo_pass_b(const VeloPassB a) {
-  // __restrict__ copies of the pointers (lo_core.h: kernel arguments)
-  const LoWork* __restrict__ works = a.works;
-  const LoTensor* __restrict__ ts = a.ts;
-  const float* __restrict__ g = a.g;
-  const float* __restrict__ p = a.p;
-  float4* __restrict__ state = a.state;
-  float4* __restrict__ diag = a.diag;
-  const float4* __restrict__ rrec = a.rrec;
-  const float4* __restrict__ crec = a.crec;
-  const float4* __restrict__ rfac = a.rfac;
-  const float4* __restrict__ cfac = a.cfac;
-  double* __restrict__ partial = a.partial;
-  const VeloScalars* __restrict__ sc = a.sc;
+__global__ void __launch_bounds__(kLoThreads) velo_pass_b(const LoPassB<VeloScalars> a) {
+  LO_PASS_B_POINTERS(a);
   const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
@@ -264,216 +179,6 @@ __global__ void velo_gates(int n, const float* __restrict__ z, float* __restrict
   if (o < kLdHX - 512) hx[i * kLdHX + 512 + o] = o == 0 ? 1.0f : 0.0f;
 }
 
-// Per step and tile2d tensor, after the per-tensor MLPs exist: each row's (A side, with the first
-// layer's bias) and each column's (B side) share of the first layer, from the 6 features of its R or C
-// entry {val_k, rsqrt(val_k + 1e-8)} with the normalisers folded in.
-struct VeloSide {
-  const LoSideItem* items;  // one block each
-  const LoTensor* ts;
-  const float4* rrec;
-  const float4* crec;
-  const float* norm;   // per tensor: 30 normalisers, param scale
-  const float* theta;  // per tensor: its MLP
-  float4* side_a;      // per row: its share of the first layer, with b0
-  float4* side_b;      // per column: its share
-};
-__global__ void __launch_bounds__(256) velo_side(const VeloSide a) {
-  const LoSideItem* __restrict__ items = a.items;
-  const LoTensor* __restrict__ ts = a.ts;
-  const float4* __restrict__ rrec = a.rrec;
-  const float4* __restrict__ crec = a.crec;
-  const float* __restrict__ norm = a.norm;
-  const float* __restrict__ theta = a.theta;
-  float4* __restrict__ side_a = a.side_a;
-  float4* __restrict__ side_b = a.side_b;
-  const LoSideItem it = items[blockIdx.x];
-  const LoTensor t = ts[it.tensor];
-  const bool use_r = (it.side == 1) == lo_b_is_r(t);       // is this side's vector R?
-  const int ch0 = use_r ? 15 : 18, ch1 = use_r ? 21 : 24;  // channels of val_k and of rsqrt(val_k + 1e-8)
-  const float* th = theta + int64_t(it.tensor) * kTheta;
-  __shared__ float wsh[6][4];
-  if (threadIdx.x < 24) {
-    const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = j < 3 ? ch0 + j : ch1 + j - 3;
-    wsh[j][o] = th[o * kF + ch] * norm[it.tensor * kNormLd + ch];
-  }
-  __syncthreads();
-  const int64_t e = it.first + threadIdx.x;
-  if (e >= (it.side ? t.nb : t.na)) return;
-  const float4 v = use_r ? rrec[t.r_off + e] : crec[t.c_off + e];
-  // lo_entry_features, written out: through the helper the compiler lays out this kernel's branches
-  // differently (the same arithmetic, other instructions).
-  const float f[6] = {v.x, v.y, v.z, rsqrtf(v.x + 1e-8f), rsqrtf(v.y + 1e-8f), rsqrtf(v.z + 1e-8f)};
-  float h[4];
-#pragma unroll
-  for (int o = 0; o < 4; o++) {
-    float a = it.side == 0 ? th[kThB0 + o] : 0.0f;
-#pragma unroll
-    for (int j = 0; j < 6; j++) a = fmaf(wsh[j][o], f[j], a);
-    h[o] = a;
-  }
-  (it.side == 0 ? side_a + t.side_a_off : side_b + t.side_b_off)[e] = make_float4(h[0], h[1], h[2], h[3]);
-}
-
-__device__ __forceinline__ float4 lds4(const float4* a) {
-  float4 v;
-  asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(uint32_t(__cvta_generic_to_shared(a))));
-  return v;
-}
-
-// Layers 2 and 3 of the per-tensor MLP (th = its 159 weights, 16-byte aligned) for U elements from the
-// first layer's pre-activations.
-template <int U>
-__device__ __forceinline__ void velo_head(const float (*h0)[4], const float4* th, float* dir, float* mag) {
-  float h2[U][4];
-#pragma unroll
-  for (int o = 0; o < 4; o++) {
-    const float4 w = lds4(&th[kThW1 / 4 + o]);  // W1 row o
-    const float b = reinterpret_cast<const float*>(th)[kThB1 + o];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      float a = b;
-      a = fmaf(w.x, fmaxf(h0[u][0], 0.0f), a);
-      a = fmaf(w.y, fmaxf(h0[u][1], 0.0f), a);
-      a = fmaf(w.z, fmaxf(h0[u][2], 0.0f), a);
-      a = fmaf(w.w, fmaxf(h0[u][3], 0.0f), a);
-      h2[u][o] = fmaxf(a, 0.0f);
-    }
-  }
-  const float4 wd = lds4(&th[kThW2 / 4]), wm = lds4(&th[kThW2 / 4 + 1]), b = lds4(&th[kThB2 / 4]);  // W2 rows 0, 1; b2
-#pragma unroll
-  for (int u = 0; u < U; u++) {
-    float d = b.x, m = b.y;
-    d = fmaf(wd.x, h2[u][0], d);
-    m = fmaf(wm.x, h2[u][0], m);
-    d = fmaf(wd.y, h2[u][1], d);
-    m = fmaf(wm.y, h2[u][1], m);
-    d = fmaf(wd.z, h2[u][2], d);
-    m = fmaf(wm.z, h2[u][2], m);
-    d = fmaf(wd.w, h2[u][3], d);
-    m = fmaf(wm.w, h2[u][3], m);
-    dir[u] = d;
-    mag[u] = m;
-  }
-}
-
-// __restrict__ parameters rather than a struct: beside inline asm (lds4), nvcc reads pointers from a
-// struct without the read-only path and compiles the tile loop differently (lo_core.h).
-__global__ void __launch_bounds__(kLoThreads, 2)
-    velo_pass_c(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-                float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
-                const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec,
-                const float4* __restrict__ rfac, const float4* __restrict__ cfac, const float4* __restrict__ side_a,
-                const float4* __restrict__ side_b, const float* __restrict__ norm, const float* __restrict__ theta,
-                const float* __restrict__ cs, const VeloScalars* __restrict__ sc, float wd) {
-  __shared__ __align__(16) float th[kThetaPad];
-  __shared__ float4 w0[32];  // flat: 4 rows x 32 (normaliser folded, zero padded)
-  __shared__ float4 we[18];  // tile: the 4 first-layer weights of each per-element feature, normaliser folded
-  const LoWork w = works[blockIdx.x];
-  const LoTensor t = ts[w.tensor];
-  const float* tht = theta + int64_t(w.tensor) * kTheta;
-  const float* nt = norm + w.tensor * kNormLd;
-  for (int k = threadIdx.x; k < kThetaPad; k += kLoThreads) th[k] = k < kTheta ? tht[k] : 0.0f;
-  if (threadIdx.x < 128) {
-    const int o = threadIdx.x / 32, k = threadIdx.x % 32;
-    reinterpret_cast<float*>(w0)[threadIdx.x] = k < kF ? tht[o * kF + k] * nt[k] : 0.0f;
-  }
-  if (threadIdx.x < 72) {
-    const int j = threadIdx.x / 4, o = threadIdx.x % 4, ch = lo_elem_ch<kLead>(j);
-    reinterpret_cast<float*>(we)[threadIdx.x] = tht[o * kF + ch] * nt[ch];
-  }
-  __syncthreads();
-  const float gs = sc->step.grad_scale, lr = sc->step.lr, wdf = t.decay ? wd : 0.0f;
-  const float mult = cs[int64_t(w.tensor) * kCS + kCS - 1] * 0.001f * nt[kF];  // lr_mult * 1e-3 * rms(p)
-  auto update = [&](int64_t at, float pv, float dir, float mag) {
-    const float stp = mult * dir * expf(0.001f * mag);
-    float pn = pv - lr * stp;
-    if (wdf > 0) pn -= lr * wdf * pn;
-    lo_store_param(p, pb, t.p_off + at, pn);
-  };
-  if (w.tile) {
-    const LoSides sd = lo_sides(t, rfac, cfac);
-    const int64_t col = w.col0 + int(threadIdx.x);
-    const bool live = col < t.nb;
-    const float4 fb = live ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
-    const float4 hb = live ? side_b[t.side_b_off + col] : make_float4(0, 0, 0, 0);
-    if (!live) return;
-    // kUnrollC rows at a time: their loads in flight together, each weight read once for all of them
-    // (lds4: volatile, so the compiler does not hoist the 110 weights into registers and spill).
-    const int nb = int(t.nb);
-    const int64_t at0 = w.row0 * t.nb + col;
-    for (int r = 0; r < w.n; r += kUnrollC) {
-      float gv[kUnrollC], pv[kUnrollC], h[kUnrollC][4], x[kUnrollC][18];
-      float4 st[kUnrollC];
-#pragma unroll
-      for (int u = 0; u < kUnrollC; u++) {
-        const int64_t at = at0 + int64_t(min(r + u, w.n - 1)) * nb;  // past the tile's end: repeat its last row
-        gv[u] = g[t.p_off + at];
-        pv[u] = p[t.p_off + at];
-        st[u] = state[t.s_off + at];
-      }
-#pragma unroll
-      for (int u = 0; u < kUnrollC; u++) {
-        const int64_t row = w.row0 + min(r + u, w.n - 1);
-        const float4 fa = sd.fac_a[row], ha = side_a[t.side_a_off + row];
-        float sg[3];
-        lo_tile_sg(fa, fb, sg);
-        velo_elem18(velo_g(gv[u], gs), pv[u], st[u], sg, x[u]);
-        h[u][0] = ha.x + hb.x;
-        h[u][1] = ha.y + hb.y;
-        h[u][2] = ha.z + hb.z;
-        h[u][3] = ha.w + hb.w;
-      }
-#pragma unroll
-      for (int j = 0; j < 18; j++) {
-        const float4 wj = lds4(&we[j]);
-#pragma unroll
-        for (int u = 0; u < kUnrollC; u++) {
-          h[u][0] = fmaf(wj.x, x[u][j], h[u][0]);
-          h[u][1] = fmaf(wj.y, x[u][j], h[u][1]);
-          h[u][2] = fmaf(wj.z, x[u][j], h[u][2]);
-          h[u][3] = fmaf(wj.w, x[u][j], h[u][3]);
-        }
-      }
-      float dir[kUnrollC], mag[kUnrollC];
-      velo_head<kUnrollC>(h, reinterpret_cast<const float4*>(th), dir, mag);
-#pragma unroll
-      for (int u = 0; u < kUnrollC; u++)
-        if (r + u < w.n) update(at0 + int64_t(r + u) * nb, pv[u], dir[u], mag[u]);
-    }
-  } else {
-    for (int e = threadIdx.x; e < w.n; e += kLoThreads) {
-      const int64_t i = w.row0 + e;
-      const float gv = velo_g(g[t.p_off + i], gs);
-      const float pv = p[t.p_off + i];
-      const float4 st = state[t.s_off + i];
-      LoElem el;
-      lo_elem<true>(t, i, gv, pv, st, LoFactorView{rrec, crec, rfac, cfac, diag}, el);
-      float x[32];
-      velo_features(el, x);
-      x[30] = x[31] = 0.0f;
-      float h[4];
-#pragma unroll
-      for (int o = 0; o < 4; o++) {
-        float a = th[kThB0 + o];
-#pragma unroll
-        for (int q = 0; q < 8; q++) {  // 32 weights a row (30 + 2 zero pads), 16 bytes at a time
-          const float4 wq = w0[o * 8 + q];
-          a = fmaf(wq.x, x[4 * q], a);
-          a = fmaf(wq.y, x[4 * q + 1], a);
-          if (4 * q + 2 < kF) a = fmaf(wq.z, x[4 * q + 2], a);
-          if (4 * q + 3 < kF) a = fmaf(wq.w, x[4 * q + 3], a);
-        }
-        h[o] = a;
-      }
-      float dir, mag;
-      velo_head<1>(&h, reinterpret_cast<const float4*>(th), &dir, &mag);
-      update(i, el.p, dir, mag);
-    }
-  }
-}
-
 // Row-major `out` (rows x m) = `in` (rows x k, ld ldi) * W^T, W row-major (m x k, ld ldw).
 void gemm_rows(cublasHandle_t h, int rows, int m, int k, const float* W, int ldw, const float* in, int ldi, float* out,
                int ldo) {
@@ -491,13 +196,12 @@ std::vector<float> with_bias_cols(const std::vector<float>& w, const std::vector
 }
 }  // namespace
 
-Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned)
-    : Optimizer(arena, opts, owned),
+Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned,
+           CrossRank* cross)
+    : Optimizer(arena, opts, owned, cross),
       core_(arena, owned_, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk),
+      dec_(nominal_decays()),
       n_(core_.n_tensors) {
-  const float nom[3] = {0.9f, 0.99f, 0.999f};
-  for (int k = 0; k < 3; k++) dec_.m[k] = dec_.f[k] = nom[k];
-  dec_.v = 0.999f;
   CUBLAS_CHECK(cublasCreate(&blas_));
   CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH));  // full FP32, never TF32
   std::vector<float> mix = with_bias_cols(w.mix2_w, w.mix2_b, 512, 30, kLdX);
@@ -525,23 +229,24 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const s
   h_.upload(h0);
   c_.alloc(c0.size(), "VeLO LSTM c");
   c_.upload(c0);
-  VeloLossBuffer ref(opts.velo.num_steps);
   VeloLossState ls{};
+  velo_loss_decays(opts.velo.num_steps, ls.decay);
   for (int j = 0; j < 10; j++) {
-    ls.decay[j] = ref.decay[j];
     ls.means[j] = 0.0f;
-    ls.running_min[j] = ref.running_min[j];
+    ls.running_min[j] = kVeloLossMinStart;
   }
   loss_.alloc(1, "VeLO loss buffer");
   loss_.upload(&ls, 1);
-  alloc_rows(n_);
+  // A rank's share of a sharded step runs its GEMMs with as many rows as the whole table has tensors
+  // (the rows past n_ zero), so that cuBLAS picks the whole table's algorithm and rounds as one GPU does.
+  alloc_rows(cross ? std::max(n_, arena_.table().size()) : n_);
   pooled_.alloc(512, "VeLO pooled mixing");
   partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
   side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
   side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
   norm_.alloc(size_t(n_) * kNormLd, "VeLO normalisers");
   scalars_.alloc(1, "VeLO scalars");
-  make_passes();
+  pass_b_ = core_.pass_b(partial_.get(), scalars_.get(), dec_);
 }
 
 void Velo::alloc_rows(int rows) {
@@ -556,37 +261,6 @@ void Velo::alloc_rows(int rows) {
   for (DeviceBuffer<float>* b : {&x_, &mix_, &uh_, &z_, &hx_, &cs_, &theta_}) b->zero();  // the rows past n_ stay 0
 }
 
-void Velo::set_cross_rank(CrossRank* c) {
-  Optimizer::set_cross_rank(c);
-  alloc_rows(std::max(n_, arena_.table().size()));  // a rank's share rounds as the whole table does
-  make_passes();                                    // they hold the buffers' addresses
-}
-
-// The arguments of passes B and side: the buffers never move, so they are set once.
-struct Velo::Passes {
-  VeloPassB b;
-  VeloSide side;
-};
-
-void Velo::make_passes() {
-  passes_ = std::make_unique<Passes>();
-  passes_->b = {core_.work.get(),
-                core_.tensors.get(),
-                arena_.grads(),
-                arena_.params(),
-                core_.state.get(),
-                core_.diag.get(),
-                core_.rrec.get(),
-                core_.crec.get(),
-                core_.rfac.get(),
-                core_.cfac.get(),
-                partial_.get(),
-                scalars_.get(),
-                dec_};
-  passes_->side = {core_.side_items.get(), core_.tensors.get(), core_.rrec.get(), core_.crec.get(), norm_.get(),
-                   theta_.get(),           side_a_.get(),       side_b_.get()};
-}
-
 Velo::~Velo() {
   if (blas_) cublasDestroy(blas_);
 }
@@ -599,7 +273,7 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
-  velo_pass_b<<<nw, kLoThreads, 0, s>>>(passes_->b);
+  velo_pass_b<<<nw, kLoThreads, 0, s>>>(pass_b_);
   CUDA_CHECK_LAUNCH();
   velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
                                            scalars_.get(), norm_.get(), x_.get());
@@ -620,15 +294,7 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
     CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, kTheta, rows_, 256, &alpha, cand_.get(), kTheta,
                              cs_.get(), kCS, &beta, theta_.get(), kTheta));
   }
-  if (core_.side_items.size()) {
-    velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(passes_->side);
-    CUDA_CHECK_LAUNCH();
-  }
-  velo_pass_c<<<nw, kLoThreads, 0, s>>>(
-      core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
-      core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(), side_a_.get(),
-      side_b_.get(), norm_.get(), theta_.get(), cs_.get(), scalars_.get(), float(h.weight_decay));
-  CUDA_CHECK_LAUNCH();
+  pass_c(s);  // velo_pass_c.cu
 }
 
 std::vector<Optimizer::StateBuffer> Velo::state_buffers() const {

@@ -5,8 +5,6 @@
 #pragma once
 #include <cublas_v2.h>
 
-#include <memory>
-
 #include "optim/lopt/lo_core.h"
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
@@ -16,18 +14,21 @@ struct VeloScalars {  // written by each step's first kernel
   float lstm_shared[18];  // the LSTM inputs every tensor shares: 9 fraction-of-training, 9 loss features
 };
 
-struct VeloLossState {  // velo.md 4.2, on the device
+// The loss features' state (velo.md 4.2), on the device: 10 EMAs of the clipped loss at the decays of
+// velo_loss_decays, and their running minima of the bias-corrected EMAs.
+struct VeloLossState {
   float decay[10], means[10], running_min[10];
   int64_t it;
 };
 
 class Velo : public Optimizer {
  public:
-  Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned = {});
+  // cross (optimizer.h): the LSTM's pooling is then over every tensor of the table.
+  Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned = {},
+       CrossRank* cross = nullptr);
   ~Velo() override;
   std::string name() const override { return "velo"; }
   void step(const StepInfo& info, cudaStream_t s) override;
-  void set_cross_rank(CrossRank* c) override;
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
@@ -61,7 +62,6 @@ class Velo : public Optimizer {
   DeviceBuffer<float4> side_a_, side_b_;  // per row / column of tile2d tensors: its share of the first layer
   DeviceBuffer<float> norm_;              // n x 32: 30 normalisers, param scale
   DeviceBuffer<VeloScalars> scalars_;
-  struct Passes;  // the kernels' argument structs, set once (the .cu)
-  std::unique_ptr<Passes> passes_;
-  void make_passes();
+  LoPassB<VeloScalars> pass_b_;  // pass B's arguments, set once
+  void pass_c(cudaStream_t s);   // the side tables and pass C (velo_pass_c.cu)
 };

@@ -7,16 +7,18 @@ void ref_adamw_tensor(const AdamWOptions& h, int64_t t, double lr_factor, float 
                       const float* g, float* m, float* v, int64_t n) {
   double lr = h.lr * lr_factor;
   double bc1 = 1.0 - std::pow(h.beta1, double(t)), bc2 = 1.0 - std::pow(h.beta2, double(t));
-  const float step_size = float(lr / bc1), bc2_sqrt = float(std::sqrt(bc2));
+  // lr m_hat = step_size m and sqrt(v_hat) = sqrt(v) / sqrt_bc2, as torch folds the bias corrections
+  const float step_size = float(lr / bc1), sqrt_bc2 = float(std::sqrt(bc2));
   const float lr_wd = decay ? float(lr * h.weight_decay) : 0.0f;
-  const float b1 = float(h.beta1), omb1 = float(1.0 - h.beta1), b2 = float(h.beta2), omb2 = float(1.0 - h.beta2);
+  const float b1 = float(h.beta1), one_minus_b1 = float(1.0 - h.beta1);
+  const float b2 = float(h.beta2), one_minus_b2 = float(1.0 - h.beta2);
   const float eps = float(h.eps);
   for (int64_t i = 0; i < n; i++) {
     float gi = g[i] * grad_scale;
-    p[i] -= lr_wd * p[i];
-    m[i] = b1 * m[i] + omb1 * gi;
-    v[i] = b2 * v[i] + omb2 * gi * gi;
-    float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    p[i] -= lr_wd * p[i];  // decoupled weight decay first, on the parameter before the step
+    m[i] = b1 * m[i] + one_minus_b1 * gi;
+    v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
+    float denom = std::sqrt(v[i]) / sqrt_bc2 + eps;
     p[i] -= step_size * m[i] / denom;
   }
 }

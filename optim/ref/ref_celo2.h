@@ -11,8 +11,6 @@
 #include "optim/lopt/celo2_weights.h"
 #include "optim/ref/ref_lopt.h"
 
-// The fixed decays (celo2.md 2): momentum (0.9, 0.99, 0.999), rms 0.95, Adafactor (0.9, 0.99, 0.999).
-LoRefDecays celo2_decays();
 // clamp that keeps NaN (torch.clamp does; std::min/max would turn it into a bound).
 inline float clamp_keep_nan(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
@@ -60,7 +58,7 @@ class RefCelo2 : public RefOptimizer {
   Celo2Weights w_;
   std::string name_;
   Celo2Trace* trace_;
-  LoRefDecays dec_;
+  LoDecays dec_;
   std::vector<std::unique_ptr<RefLoTensor>> lo_;     // learned-path accumulators (null where not kept)
   std::vector<std::vector<float>> adam_m_, adam_v_;  // CELO2's own AdamW moments (empty where unused)
 };

@@ -5,17 +5,6 @@
 
 #include "optim/ref/ref_celo2.h"
 
-LoRefDecays celo2_decays() {
-  LoRefDecays d;
-  const float nominal[3] = {0.9f, 0.99f, 0.999f};
-  for (int k = 0; k < 3; k++) {
-    d.m[k] = nominal[k];
-    d.f[k] = nominal[k];
-  }
-  d.v = 0.95f;
-  return d;
-}
-
 float ref_global_clip_scale(const ParamTable& t, const std::vector<float>& grads, float gs, double clip_norm) {
   double sum = 0;
   for (const auto& ti : t.tensors())

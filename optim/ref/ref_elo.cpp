@@ -17,12 +17,7 @@ float nan_to_num(float x) {
 class RefElo : public RefOptimizer {
  public:
   RefElo(const ParamTable& t, const OptimOptions& o, const SmallFcWeights& w) : RefOptimizer(t, o), w_(w) {
-    const float nominal[3] = {0.9f, 0.99f, 0.999f};  // used as they are: no learned offsets (E1)
-    for (int k = 0; k < 3; k++) {
-      dec_.m[k] = nominal[k];
-      dec_.f[k] = nominal[k];
-    }
-    dec_.v = 0.999f;
+    dec_ = nominal_decays();  // the nominal decays as they are: ELO learns no offsets
     const TieRule tie = parse_tie_rule(o.elo.tie, kEloPyloTie);
     for (const auto& ti : t.tensors()) st_.push_back(std::make_unique<RefLoTensor>(ti.shape, tie));
   }
@@ -64,7 +59,7 @@ class RefElo : public RefOptimizer {
 
  private:
   SmallFcWeights w_;
-  LoRefDecays dec_;
+  LoDecays dec_;
   std::vector<std::unique_ptr<RefLoTensor>> st_;
 };
 }  // namespace

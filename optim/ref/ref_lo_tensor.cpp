@@ -1,4 +1,7 @@
-// Accumulators shared by the learned-optimizer references (velo.md 4.5-4.6, small_fc_lopt.md 3.3-3.4).
+// Accumulators shared by the learned-optimizer references (velo.md 4.5-4.6, small_fc_lopt.md 3.3-3.4): the
+// momenta m_k and the second moment v as EMAs of g and g^2, and at three decays the factored second
+// moments R and C (EMAs of the mean of g^2 + 1e-30 over d0 and over d1; vectors: V, an EMA of it), with
+// their Adafactor factors.
 #include <cmath>
 
 #include "optim/ref/ref_lopt.h"
@@ -30,7 +33,7 @@ RefLoTensor::RefLoTensor(const std::vector<int64_t>& shape, TieRule tie) : fd(fa
   groups_ = nd.count_without(fd.d0, fd.d1);
 }
 
-void RefLoTensor::update(const std::vector<float>& g, const LoRefDecays& d) {
+void RefLoTensor::update(const std::vector<float>& g, const LoDecays& d) {
   for (int64_t i = 0; i < n_; i++) {
     const float gi = g[size_t(i)];
     for (int k = 0; k < 3; k++) m[k][size_t(i)] = d.m[k] * m[k][size_t(i)] + (1.0f - d.m[k]) * gi;

@@ -15,13 +15,10 @@ std::unique_ptr<RefOptimizer> make_ref_elo(const ParamTable& t, const OptimOptio
 
 // Momenta, second moment and Adafactor-style factored (or, for vectors, diagonal) second moments of one
 // tensor at three decays, as both learned optimizers keep them.
-struct LoRefDecays {
-  float m[3], v, f[3];
-};
 class RefLoTensor {
  public:
   RefLoTensor(const std::vector<int64_t>& shape, TieRule tie);
-  void update(const std::vector<float>& g, const LoRefDecays& d);  // then the factors from the new state
+  void update(const std::vector<float>& g, const LoDecays& d);  // then the factors from the new state
   struct Elem {
     float row[3], col[3];  // R and C entries (vectors: V twice)
     float fg[3], fm[3];    // Adafactor factor for the gradient and for the momenta
@@ -39,12 +36,6 @@ class RefLoTensor {
   std::vector<int64_t> ri_, ci_, group_;  // element -> R entry, element -> C entry, R entry -> μR group
   int64_t n_ = 0, n0_ = 1, n1_ = 1, groups_ = 0;
 };
-
-// μLO's effective decays from its meta-learned offsets (small_fc_lopt.md 1).
-struct SmallFcDecays {
-  float m[3], v, f[3];
-};
-SmallFcDecays small_fc_decays();
 
 // MuLO per-tensor step scale: 1/fan_in (the tensor's second dim) for hidden matrices, else 1.
 float mup_scale(const TensorInfo& t, bool mup);

@@ -27,18 +27,6 @@ int64_t NdShape::count_without(int drop_a, int drop_b) const {
   return n;
 }
 
-SmallFcDecays small_fc_decays() {
-  SmallFcDecays d;
-  const float tm[3] = {0.15216392f, 0.14245212f, 0.06812963f}, tf[3] = {0.18621896f, -0.10864615f, -0.06185547f};
-  const float nom[3] = {0.9f, 0.99f, 0.999f};
-  for (int k = 0; k < 3; k++) {
-    d.m[k] = learned_decay(nom[k], tm[k]);
-    d.f[k] = learned_decay(nom[k], tf[k]);
-  }
-  d.v = learned_decay(0.999f, 0.01079706f);
-  return d;
-}
-
 float mup_scale(const TensorInfo& t, bool mup) {
   if (!mup || t.role != Role::Hidden || t.ndim() < 2) return 1.0f;
   return 1.0f / float(t.shape[1]);
@@ -47,7 +35,8 @@ float mup_scale(const TensorInfo& t, bool mup) {
 namespace {
 constexpr double kT[11] = {1, 3, 10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000};
 
-// The 28 normalisable features of element i (small_fc_lopt.md 3.5), from the updated state.
+// The 28 normalisable features of element i (small_fc_lopt.md 3.5), from the updated state: g, p, m_k, v,
+// m_k rho, rho (rho = rsqrt(v + 1e-6)), g fg_k, R_k, C_k, rsqrt(R_k + 1e-8), rsqrt(C_k + 1e-8), m_k fm_k.
 void features(const RefLoTensor& s, int64_t i, float g, float p, float* x) {
   const RefLoTensor::Elem e = s.elem(i, 1e-6f);
   const float rho = 1.0f / std::sqrt(s.v[size_t(i)] + 1e-6f);
@@ -84,7 +73,7 @@ void small_fc_outputs(const SmallFcWeights& w, const RefLoTensor& s, const float
   }
   float sc[28];
   for (int ch = 0; ch < 28; ch++) sc[ch] = 1.0f / std::sqrt(1e-5f + float(sq[ch] / double(n)));
-  // Pass 2: the MLP (3.7).
+  // Pass 2: the 39-32-32-2 ReLU MLP on the normalised features and the 11 time features (3.7).
   for (int64_t i = 0; i < n; i++) {
     features(s, i, g[i], p[i], x);
     float in[39], h1[32], h2[32];
@@ -114,13 +103,8 @@ void small_fc_outputs(const SmallFcWeights& w, const RefLoTensor& s, const float
 namespace {
 class RefSmallFc : public RefOptimizer {
  public:
-  RefSmallFc(const ParamTable& t, const OptimOptions& o, const SmallFcWeights& w) : RefOptimizer(t, o), w_(w) {
-    const SmallFcDecays d = small_fc_decays();
-    for (int k = 0; k < 3; k++) {
-      dec_.m[k] = d.m[k];
-      dec_.f[k] = d.f[k];
-    }
-    dec_.v = d.v;
+  RefSmallFc(const ParamTable& t, const OptimOptions& o, const SmallFcWeights& w)
+      : RefOptimizer(t, o), w_(w), dec_(small_fc_decays()) {
     for (const auto& ti : t.tensors()) st_.emplace_back(ti.shape, parse_tie_rule(o.small_fc.tie, kSmallFcPyloTie));
   }
 
@@ -153,7 +137,7 @@ class RefSmallFc : public RefOptimizer {
   }
 
   SmallFcWeights w_;
-  LoRefDecays dec_;
+  LoDecays dec_;
   std::vector<RefLoTensor> st_;
 };
 }  // namespace

@@ -9,12 +9,10 @@
 #include "optim/ref/ref_lopt.h"
 
 VeloLossBuffer::VeloLossBuffer(int64_t num_steps) {
-  const float stop = std::log10(float(num_steps));
+  velo_loss_decays(num_steps, decay);
   for (int j = 0; j < 10; j++) {
-    float e = 1.0f + float(j) * (stop - 1.0f) / 9.0f;
-    decay[j] = std::exp(-1.0f / std::pow(10.0f, e));
     means[j] = 0.0f;
-    running_min[j] = 999999999999.0f;
+    running_min[j] = kVeloLossMinStart;
   }
 }
 
@@ -131,8 +129,7 @@ class RefVelo : public RefOptimizer {
  public:
   RefVelo(const ParamTable& t, const OptimOptions& o, const VeloWeights& w, VeloTrace* trace)
       : RefOptimizer(t, o), w_(w), loss_(o.velo.num_steps), trace_(trace) {
-    for (int k = 0; k < 3; k++) dec_.m[k] = dec_.f[k] = std::vector<float>{0.9f, 0.99f, 0.999f}[size_t(k)];
-    dec_.v = 0.999f;
+    dec_ = nominal_decays();
     for (const auto& ti : t.tensors()) st_.emplace_back(ti.shape, parse_tie_rule(o.velo.tie, kVeloPyloTie));
     h_.resize(size_t(t.size()) * 512);
     c_.resize(h_.size());
@@ -148,7 +145,7 @@ class RefVelo : public RefOptimizer {
     float shared[18];
     velo_fraction_features(double(t_) / double(opts_.velo.num_steps), shared);
     loss_.features(shared + 9);
-    // LSTM inputs from the old accumulators (4.3).
+    // LSTM inputs from the accumulators before this step's update: the LSTM sees them one step late (4.3).
     std::vector<float> X(static_cast<size_t>(n_t * 30));
     for (const auto& ti : table_.tensors()) {
       const RefLoTensor& s = st_[size_t(ti.index)];
@@ -181,7 +178,8 @@ class RefVelo : public RefOptimizer {
   }
 
  private:
-  // The 30 per-element features (4.7) from the updated state.
+  // The 30 per-element features (4.7) from the updated state: g, clip(g, 0.1), p, m_k, v, m_k s, s
+  // (s = rsqrt(v + 1e-6)), g fg_k, g s, R_k, C_k, rsqrt(R_k + 1e-8), rsqrt(C_k + 1e-8), m_k fm_k.
   static void features(const RefLoTensor& s, int64_t i, float g, float p, float* x) {
     const RefLoTensor::Elem e = s.elem(i, 0.0f);
     const float sv = 1.0f / std::sqrt(s.v[size_t(i)] + 1e-6f);
@@ -256,7 +254,7 @@ class RefVelo : public RefOptimizer {
 
   VeloWeights w_;
   VeloLossBuffer loss_;
-  LoRefDecays dec_;
+  LoDecays dec_;
   std::vector<RefLoTensor> st_;
   std::vector<float> h_, c_;
   VeloTrace* trace_;

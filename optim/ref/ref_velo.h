@@ -7,7 +7,9 @@
 #include "optim/lopt/lopt_weights.h"
 #include "optim/ref/ref_optim.h"
 
-struct VeloLossBuffer {  // velo.md 4.2
+// The loss features' state (velo.md 4.2): 10 EMAs of the clipped loss and the running minima of their
+// bias-corrected values.
+struct VeloLossBuffer {
   explicit VeloLossBuffer(int64_t num_steps);
   float update(float loss);        // returns the clipped loss
   void features(float* f9) const;  // the 9 loss features of the updated buffer

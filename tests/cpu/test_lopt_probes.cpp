@@ -182,7 +182,7 @@ std::vector<float> probe_grad(int64_t n, int seed) {
 }  // namespace
 
 TEST(Probes, SmallFcEveryFeature) {
-  const SmallFcDecays d = small_fc_decays();
+  const LoDecays d = small_fc_decays();
   const double dm[3] = {d.m[0], d.m[1], d.m[2]}, df[3] = {d.f[0], d.f[1], d.f[2]};
   for (const auto& shape : kShapes)
     for (int c = 0; c < 39; c++) {

@@ -104,7 +104,7 @@ TEST(FactoredDims, ArgsortAndSwappedTables) {  // velo.md 11, T2: (d1, d0); "JAX
 }
 
 TEST(SmallFcConstants, EffectiveDecays) {  // small_fc_lopt.md 1
-  SmallFcDecays d = small_fc_decays();
+  LoDecays d = small_fc_decays();
   expect_vec(d.m, {0.54202735f, 0.9584414f, 0.99802357f}, 2e-7, "momentum");
   expect_vec(&d.v, {0.998886f}, 2e-7, "rms");
   expect_vec(d.f, {0.35621816f, 0.9966259f, 0.9994613f}, 2e-7, "adafactor");

@@ -1,4 +1,4 @@
-// Flash attention (kernels/flash_attention.cu) against a double-precision CPU reference of causal and
+// Flash attention (kernels/flash_attention_fwd.cu, _bwd.cu) against a double-precision CPU reference of causal and
 // non-causal softmax attention and its backward, on the same bf16-rounded inputs: out, lse, dq, dk, dv for shapes with
 // T below, at and past the 64/128-row tiles, without and with dropout on the attention probabilities (the reference
 // draws the same masks with kernels/dropout.h); bit-identical reruns; the mask follows the device counter; each head of

@@ -190,8 +190,7 @@ void run_case(const Case& c, int world) {
   size_t state_sum = 0;
   for (int r = 0; r < world; r++) {
     cross.push_back(std::make_unique<ThreadCrossRank>(ranks, r));
-    opt.push_back(make_optimizer(c.name, c.o, shared, plan.owned(r)));
-    opt.back()->set_cross_rank(cross.back().get());
+    opt.push_back(make_optimizer(c.name, c.o, shared, plan.owned(r), cross.back().get()));
     clip.push_back(std::make_unique<GradClipper>(shared, max_norm, plan.owned(r), cross.back().get()));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream[size_t(r)], cudaStreamNonBlocking));
     if (world > 1)

@@ -1,0 +1,349 @@
+// CELO2's learned path (celo2.h), for matrices: the 30 features of each element from the accumulators,
+// normalised per slice (the last two axes), the 30-8-8-3 MLP's direction D = dir exp(exp_mult mag), Newton-
+// Schulz on D (optim/newton_schulz.h), the second RMS normalisation and p -= lr (rmsmult O + wd p).
+// Reductions in double over fixed partitions, as in celo2.cu.
+#include <cmath>
+
+#include "optim/lopt/celo2_device.cuh"
+
+namespace {
+// The 30 raw features of one element (celo2.md 5.6.1) from g, the pre-step p, the updated record
+// {m0, m1, m2, v}, its R and C entries and their Adafactor factors, as celo2_features: g, clip(g, 0.1), p,
+// m_k, v, m_k rho, rho (rho = 1 / sqrt(v + 1e-8)), g fg_k, g rho, R_k, C_k, 1 / sqrt(R_k + 1e-8),
+// 1 / sqrt(C_k + 1e-8), m_k fg_k.
+__device__ __forceinline__ void c2_features(float g, float p, float4 st, float4 R, float4 C, float4 rf, float4 cf,
+                                            float4 rsR, float4 rsC, float* x) {
+  const float m[3] = {st.x, st.y, st.z}, r[3] = {R.x, R.y, R.z}, c[3] = {C.x, C.y, C.z};
+  const float rr[3] = {rsR.x, rsR.y, rsR.z}, rc[3] = {rsC.x, rsC.y, rsC.z};
+  const float fr[3] = {rf.x, rf.y, rf.z}, fc[3] = {cf.x, cf.y, cf.z};
+  const float v = st.w, rho = 1.0f / sqrtf(v + 1e-8f);
+  x[0] = g;
+  x[1] = keep_nan_clamp(g, -0.1f, 0.1f);
+  x[2] = p;
+  x[6] = v;
+  x[10] = rho;
+  x[14] = g * rho;
+#pragma unroll
+  for (int k = 0; k < 3; k++) {
+    const float fg = fr[k] * fc[k];
+    x[3 + k] = m[k];
+    x[7 + k] = m[k] * rho;
+    x[11 + k] = g * fg;
+    x[15 + k] = r[k];
+    x[18 + k] = c[k];
+    x[21 + k] = rr[k];
+    x[24 + k] = rc[k];
+    x[27 + k] = m[k] * fg;
+  }
+}
+
+// What passes B and C read.
+struct C2Pass {
+  const C2Item* items;
+  const C2Mat* mats;
+  const LoTensor* ts;
+  const float* g;
+  float* p;
+  __nv_bfloat16* pb;
+  float4* state;
+  const float4* rrec;
+  const float4* crec;
+  const float4* rfac;
+  const float4* cfac;
+  const float4* rsr;  // 1 / sqrt(R + 1e-8), per R entry (c2_rsqrt_rc)
+  const float4* rsc;  // the same for C
+  const C2Scalars* sc;
+  LoDecays d;
+  float cv;
+};
+
+// Features of element i of tensor t; update: advance the record first (pass B) or read it (pass C).
+__device__ __forceinline__ void c2_element(const C2Pass& a, const LoTensor& t, int64_t i, bool update,
+                                           const C2Scalars& sc, float* x) {
+  const float g = c2_grad(a.g[t.p_off + i], sc, a.cv), p = a.p[t.p_off + i];
+  float4 st = a.state[t.s_off + i];
+  if (update) {
+    const LoDecays& d = a.d;
+    st.x = d.m[0] * st.x + (1.0f - d.m[0]) * g;
+    st.y = d.m[1] * st.y + (1.0f - d.m[1]) * g;
+    st.z = d.m[2] * st.z + (1.0f - d.m[2]) * g;
+    st.w = d.v * st.w + (1.0f - d.v) * g * g;
+    a.state[t.s_off + i] = st;
+  }
+  int64_t ri, ci;
+  lo_rc_index(t, i, ri, ci);
+  ri += t.r_off;
+  ci += t.c_off;
+  c2_features(g, p, st, a.rrec[ri], a.crec[ci], a.rfac[ri], a.cfac[ci], a.rsr[ri], a.rsc[ci], x);
+}
+
+// The features 1 / sqrt(R + 1e-8) and 1 / sqrt(C + 1e-8) once per R and C entry instead of once per
+// element: an IEEE reciprocal square root costs passes B and C a dozen instructions each.
+__global__ void c2_rsqrt_rc(const float4* __restrict__ rec, int64_t n, float4* __restrict__ out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float4 r = rec[i];
+  out[i] = make_float4(1.0f / sqrtf(r.x + 1e-8f), 1.0f / sqrtf(r.y + 1e-8f), 1.0f / sqrtf(r.z + 1e-8f), 0.0f);
+}
+
+// Pass B: moments, and per item the 30 channels' sums of squares and the sum of p^2. Each thread sums its
+// kRun / kThreads = 16 elements in fp32 (31 double accumulators would halve the occupancy of this
+// memory-bound pass), the block in double.
+__global__ void __launch_bounds__(kThreads, 3) c2_pass_b(const C2Pass a, double* __restrict__ partial) {
+  const C2Item it = a.items[blockIdx.x];
+  const LoTensor t = a.ts[it.slot];
+  const C2Scalars sc = *a.sc;
+  float acc[kCh];
+#pragma unroll
+  for (int c = 0; c < kCh; c++) acc[c] = 0;
+  for (int e = threadIdx.x; e < it.n; e += kThreads) {
+    float x[kCh];
+    c2_element(a, t, it.begin + e, true, sc, x);
+#pragma unroll
+    for (int c = 0; c < kCh; c++) acc[c] = fmaf(x[c], x[c], acc[c]);
+  }
+  __shared__ double red[kWarps][kPart];
+#pragma unroll
+  for (int c = 0; c < kCh; c++) {
+    const double s = warp_sum_d(double(acc[c]));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][c] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x >= kCh) return;
+  double s = 0;
+  for (int w = 0; w < kWarps; w++) s += red[w][threadIdx.x];
+  partial[int64_t(blockIdx.x) * kPart + threadIdx.x] = s;
+}
+
+// Per slice (one block of 32): the 30 normalisers rsqrt(1e-9 + mean x_c^2) (5.7), and the sum of p^2
+// (channel 2 is p).
+__global__ void c2_sigma(const C2Slice* __restrict__ slices, const double* __restrict__ partial,
+                         float* __restrict__ sigma, double* __restrict__ psq) {
+  const C2Slice sl = slices[blockIdx.x];
+  const int c = threadIdx.x;
+  if (c >= kCh) return;
+  double s = 0;
+  for (int k = 0; k < sl.n_items; k++) s += partial[int64_t(sl.first_item + k) * kPart + c];
+  if (c == 2) psq[blockIdx.x] = s;
+  sigma[int64_t(blockIdx.x) * kPart + c] = 1.0f / sqrtf(1e-9f + float(s / double(sl.elems)));
+}
+
+// The MLP's weights in constant memory, every index known at compile time. (From shared memory nvcc hoisted
+// all 338 into registers and spilled.) ptxas still loads each into a uniform register (ULDC) for its FMAs, a
+// third of pass C's instructions at one element per weight load: c2_mlp2 feeds each load to two elements'
+// FMAs and lets neighbouring weights load in pairs. One copy per process: each step copies its optimizer's
+// weights in first, on its stream.
+__constant__ float c2_mlp_w[kWeights];
+
+// The MLP's two first outputs (5.8) from the normalised inputs, for two elements at once (x and y). Each
+// unit's sum is as for one element, s = b[j] then fmaf over the inputs in order; only the order among
+// independent sums differs: the two elements interleaved, so that each weight's constant load feeds two
+// FMAs, and a layer's units side by side, input by input, so that neighbouring weights (W[c][j], W[c][j+1])
+// load in pairs. ReLU keeps NaN.
+__device__ __forceinline__ void c2_mlp2(const float* x, const float* y, float& dir_x, float& mag_x, float& dir_y,
+                                        float& mag_y) {
+  const float* w = c2_mlp_w;
+  float h1x[kH], h1y[kH], h2x[kH], h2y[kH];
+#pragma unroll
+  for (int j = 0; j < kH; j++) h1x[j] = h1y[j] = w[kB0 + j];
+#pragma unroll
+  for (int c = 0; c < kCh; c++) {
+#pragma unroll
+    for (int j = 0; j < kH; j++) {
+      h1x[j] = fmaf(x[c], w[kW0 + c * kH + j], h1x[j]);
+      h1y[j] = fmaf(y[c], w[kW0 + c * kH + j], h1y[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kH; j++) {
+    h1x[j] = h1x[j] < 0.0f ? 0.0f : h1x[j];
+    h1y[j] = h1y[j] < 0.0f ? 0.0f : h1y[j];
+    h2x[j] = h2y[j] = w[kB1 + j];
+  }
+#pragma unroll
+  for (int k = 0; k < kH; k++) {
+#pragma unroll
+    for (int j = 0; j < kH; j++) {
+      h2x[j] = fmaf(h1x[k], w[kW1 + k * kH + j], h2x[j]);
+      h2y[j] = fmaf(h1y[k], w[kW1 + k * kH + j], h2y[j]);
+    }
+  }
+  float o0 = w[kB2], o1 = w[kB2 + 1], q0 = w[kB2], q1 = w[kB2 + 1];
+#pragma unroll
+  for (int k = 0; k < kH; k++) {
+    const float hx = h2x[k] < 0.0f ? 0.0f : h2x[k], hy = h2y[k] < 0.0f ? 0.0f : h2y[k];
+    o0 = fmaf(hx, w[kW2 + 2 * k], o0);
+    o1 = fmaf(hx, w[kW2 + 2 * k + 1], o1);
+    q0 = fmaf(hy, w[kW2 + 2 * k], q0);
+    q1 = fmaf(hy, w[kW2 + 2 * k + 1], q1);
+  }
+  dir_x = o0;
+  mag_x = o1;
+  dir_y = q0;
+  mag_y = q1;
+}
+
+struct C2PassC {
+  const float* sigma;
+  const double* psq;
+  double* partial1;  // per item: sum of D^2 (of D in fp32, before any rounding to the buffer's type)
+  float exp_mult;
+  int param_scale_mult;
+};
+
+// Pass C: normalised features, the MLP, D = dir exp(exp_mult mag) (x rms(p) with param_scale_mult) into
+// dx, and per item the sum of D^2 (Newton-Schulz's Frobenius norm, or the final RMS without NS).
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 2) c2_pass_c(const C2Pass a, const C2PassC c, T* __restrict__ dx) {
+  __shared__ float ps;
+  const C2Item it = a.items[blockIdx.x];
+  const LoTensor t = a.ts[it.slot];
+  const C2Scalars sc = *a.sc;
+  if (threadIdx.x == 0) {
+    ps = 1.0f;
+    if (c.param_scale_mult) {  // rms over the whole tensor, as the reference's rms(p, n)
+      const C2Mat m = a.mats[it.slot];
+      double s = 0;
+      for (int k = 0; k < m.n_slices; k++) s += c.psq[m.first_slice + k];
+      ps = sqrtf(float(s / double(t.numel)) + 1e-9f);
+    }
+  }
+  __syncthreads();
+  float sg[kCh];
+#pragma unroll
+  for (int k = 0; k < kCh; k++) sg[k] = c.sigma[int64_t(it.slice) * kPart + k];
+  double acc = 0;
+  // Two elements per iteration, e and e + kThreads, so that each MLP weight is loaded once for both. When
+  // the second is past the item's end the first is computed twice and the copy dropped. D^2 is added in
+  // the order of the one-element loop (e, e + kThreads, e + 2 kThreads, ...).
+  for (int e = threadIdx.x; e < it.n; e += 2 * kThreads) {
+    const bool two = e + kThreads < it.n;
+    const int f = two ? e + kThreads : e;
+    float x[kCh], y[kCh];
+    c2_element(a, t, it.begin + e, false, sc, x);
+    c2_element(a, t, it.begin + f, false, sc, y);
+#pragma unroll
+    for (int k = 0; k < kCh; k++) {
+      x[k] *= sg[k];
+      y[k] *= sg[k];
+    }
+    float dir[2], mag[2];
+    c2_mlp2(x, y, dir[0], mag[0], dir[1], mag[1]);
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+      if (u == 1 && !two) break;
+      const float em = expf(mag[u] * c.exp_mult);
+      const float D = c.param_scale_mult ? dir[u] * (ps * em) : dir[u] * em;
+      dx_store(dx + it.dx + (u ? f : e), D);
+      acc += double(D) * D;
+    }
+  }
+  acc = block_sum_d(acc);
+  if (threadIdx.x == 0) c.partial1[blockIdx.x] = acc;
+}
+
+// Per item: sum of squares of dx (Newton-Schulz's output).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    c2_sumsq(const C2Item* __restrict__ items, const T* __restrict__ dx, double* __restrict__ partial1) {
+  const C2Item it = items[blockIdx.x];
+  double acc = 0;
+  for (int e = threadIdx.x; e < it.n; e += kThreads) {
+    const double o = dx_load(dx + it.dx + e);
+    acc += o * o;
+  }
+  acc = block_sum_d(acc);
+  if (threadIdx.x == 0) partial1[blockIdx.x] = acc;
+}
+
+// Per slice (one thread each): ns: ||D||_F + ns_eps (5.9.1); else rmsmult / sqrt(1e-9 + mean O^2) (5.9).
+__global__ void c2_slice_scalar(const C2Slice* __restrict__ slices, int n, const double* __restrict__ partial1, bool ns,
+                                double ns_eps, double rmsmult, double* __restrict__ out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const C2Slice sl = slices[i];
+  double s = 0;
+  for (int k = 0; k < sl.n_items; k++) s += partial1[sl.first_item + k];
+  out[i] = ns ? sqrt(s) + ns_eps : rmsmult / sqrt(1e-9 + s / double(sl.elems));
+}
+
+// Newton-Schulz input, in place: each slice divided by ||D||_F + eps.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    c2_ns_in(const C2Item* __restrict__ items, const double* __restrict__ dnorm, T* __restrict__ dx) {
+  const C2Item it = items[blockIdx.x];
+  const double d = dnorm[it.slice];
+  for (int e = threadIdx.x; e < it.n; e += kThreads)
+    dx_store(dx + it.dx + e, float(double(dx_load(dx + it.dx + e)) / d));
+}
+
+// 5.9: u = O x (rmsmult / rms(O)) and p -= lr (u + wd p), p on the right before the step.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    c2_apply(const C2Pass a, const T* __restrict__ dx, const double* __restrict__ rscale) {
+  const C2Item it = a.items[blockIdx.x];
+  const LoTensor t = a.ts[it.slot];
+  const float wd = a.mats[it.slot].wd, lr = a.sc->lr;
+  const double r = rscale[it.slice];
+  for (int e = threadIdx.x; e < it.n; e += kThreads) {
+    const int64_t i = it.begin + e;
+    const float u = float(double(dx_load(dx + it.dx + e)) * r);
+    const float p0 = a.p[t.p_off + i];
+    const float p = p0 - lr * (u + wd * p0);
+    a.p[t.p_off + i] = p;
+    if (a.pb) a.pb[t.p_off + i] = __float2bfloat16_rn(p);
+  }
+}
+}  // namespace
+
+void Celo2::learned_step(cudaStream_t s) {
+  core_->factor_passes(&scalars_.get()->gs_total, float(h_.grad_clip_val), dec_, s);
+  for (auto [rec, out] : {std::pair{&core_->rrec, &rsr_}, std::pair{&core_->crec, &rsc_}}) {
+    const int64_t n = int64_t(rec->size());
+    c2_rsqrt_rc<<<unsigned((n + 255) / 256), 256, 0, s>>>(rec->get(), n, out->get());
+    CUDA_CHECK_LAUNCH();
+  }
+  if (dx_bf16_)
+    direction_passes(reinterpret_cast<__nv_bfloat16*>(dx_.get()), s);
+  else
+    direction_passes(reinterpret_cast<float*>(dx_.get()), s);
+}
+
+// Passes B and C, Newton-Schulz and the apply pass, with the direction buffer's element type T.
+template <typename T>
+void Celo2::direction_passes(T* dx, cudaStream_t s) {
+  const C2Pass a{items_.get(),           mats_.get(),        core_->tensors.get(), arena_.grads(),    arena_.params(),
+                 arena_.params_bf16(),   core_->state.get(), core_->rrec.get(),    core_->crec.get(), core_->rfac.get(),
+                 core_->cfac.get(),      rsr_.get(),         rsc_.get(),           scalars_.get(),    dec_,
+                 float(h_.grad_clip_val)};
+  const unsigned ni = unsigned(n_items_), ns = unsigned(n_slices_);
+  c2_pass_b<<<ni, kThreads, 0, s>>>(a, partial_.get());
+  CUDA_CHECK_LAUNCH();
+  c2_sigma<<<ns, 32, 0, s>>>(slices_.get(), partial_.get(), sigma_.get(), psq_.get());
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaMemcpyToSymbolAsync(c2_mlp_w, weights_.get(), sizeof c2_mlp_w, 0, cudaMemcpyDeviceToDevice, s));
+  C2PassC c{};
+  c.sigma = sigma_.get();
+  c.psq = psq_.get();
+  c.partial1 = partial1_.get();
+  c.exp_mult = float(h_.exp_mult);
+  c.param_scale_mult = h_.param_scale_mult ? 1 : 0;
+  c2_pass_c<<<ni, kThreads, 0, s>>>(a, c, dx);
+  CUDA_CHECK_LAUNCH();
+  const unsigned sb = unsigned((n_slices_ + 127) / 128);
+  if (ns_) {
+    c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), true, h_.ns_eps, 0.0, dnorm_.get());
+    CUDA_CHECK_LAUNCH();
+    c2_ns_in<<<ni, kThreads, 0, s>>>(items_.get(), dnorm_.get(), dx);
+    CUDA_CHECK_LAUNCH();
+    ns_->run(dx, s);
+    c2_sumsq<<<ni, kThreads, 0, s>>>(items_.get(), dx, partial1_.get());
+    CUDA_CHECK_LAUNCH();
+  }
+  c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), false, 0.0, h_.rmsmult, rscale_.get());
+  CUDA_CHECK_LAUNCH();
+  c2_apply<<<ni, kThreads, 0, s>>>(a, dx, rscale_.get());
+  CUDA_CHECK_LAUNCH();
+}
+template void Celo2::direction_passes(float* dx, cudaStream_t s);
+template void Celo2::direction_passes(__nv_bfloat16* dx, cudaStream_t s);

@@ -581,6 +581,11 @@ case_ bench_velo_no_weights       "VeLO weights not found at '$tmp/no_weights'" 
 crafted_ bench_lopt_nan_weights   "meta-weights must be finite numbers" \
   bench_optim -o small_fc_lopt --set small_fc_lopt.weights="$crafted/mulo_nan"
 flag_ --model bench_unknown_model "unknown model 'foo'; choose d12, d24, d36, d48 (GPT-2 124M to 1558M" bench_optim -e foo -o adamw
+case_ bench_mlp_bad_width         "the width of -e 'mlp-w0-d1' is too small" bench_optim -e mlp-w0-d1 -o adamw
+case_ bench_mlp_too_big           "more than 2^32 parameters"          bench_optim -e mlp-w65536-d2 -o adamw
+case_ bench_matrix_bad_rows       "the rows of -e 'mat-0x8' is too small" bench_optim -e mat-0x8 -o adamw
+case_ bench_matrix_one_tensor     "mat-64x64 has 1 tensors, fewer than --world 2" bench_optim -e mat-64x64 --world 2 -o adamw
+flag_ --shapes bench_shapes_bool  "flag --shapes needs 0 or 1"         bench_optim --shapes maybe
 case_ bench_old_models            "unknown flag '-m' (the models are -e (--model) now)" bench_optim -m gpt2-124m
 case_ bench_old_models_long       "unknown flag '--models' (it is --model (-e) now)" bench_optim --models gpt2-124m
 case_ bench_old_opts              "unknown flag '--opts=adamw' (it is --optimizer (-o) now)" bench_optim --opts=adamw

@@ -171,6 +171,7 @@ test-cpu: $(BUILD)/test_cpu $(PROGRAMS) $(DATA_SAFETY_TOOLS)
 	bash tests/cli/test_data_safety.sh
 	bash tests/cli/test_help.sh
 	bash tests/test_layers.sh
+	bash tests/cli/test_reproduce.sh
 test-gpu: $(BUILD)/test_gpu
 	./$(BUILD)/test_gpu
 

@@ -4,6 +4,7 @@
 //   ./report median --program train_gpt2 --log LOG --stdout OUT --stderr ERR --exit N --model d12 -b 64 -t 1024
 //   ./report plot-log -i run.jsonl --out loss.svg [--title TEXT]
 //   ./report compare -i .out/compare/gpt2 --out docs/compare_gpt2 [--title TEXT] [--task gpt2|vit] [--no-plot 1]
+//   ./report pylo -i .out/pylo_single --out .out/pylo_single [--paper tools/report/pylo_paper.jsonl]
 //
 // `./report SUBCOMMAND --help` lists each one's flags.
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "tools/report/compare.h"
 #include "tools/report/jsonl.h"
 #include "tools/report/loss_plot.h"
+#include "tools/report/pylo_report.h"
 #include "tools/report/svg.h"
 
 namespace {
@@ -28,7 +30,8 @@ const char* kUsage =
     "subcommands:\n"
     "  median    one bench_gpt2.sh / bench_vit.sh run as one JSON line: medians of the timed steps\n"
     "  plot-log  the loss curves of a train_gpt2 / train_vit log as an SVG\n"
-    "  compare   an optimizer comparison (compare_optimizers.sh logs): markdown table and SVG\n";
+    "  compare   an optimizer comparison (compare_optimizers.sh logs): markdown table and SVG\n"
+    "  pylo      the PyLO paper's tables and figures from scripts/reproduce_pylo.sh's experiment files\n";
 
 int cmd_median(int argc, char** argv) {
   report::BenchRun r;
@@ -131,13 +134,14 @@ int main(int argc, char** argv) {
     if (sub == "median") return cmd_median(argc - 1, argv + 1);
     if (sub == "plot-log") return cmd_plot_log(argc - 1, argv + 1);
     if (sub == "compare") return cmd_compare(argc - 1, argv + 1);
+    if (sub == "pylo") return report::cmd_pylo(argc - 1, argv + 1);
     std::fprintf(stderr, "report: unknown subcommand '%s'.\n%s", sub.c_str(), kUsage);
     return 2;
   } catch (const UserError& e) {
-    std::fprintf(stderr, "report %s: %s\n", sub.c_str(), e.what());
+    std::fprintf(stderr, "report: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "report %s: internal error: %s\n", sub.c_str(), e.what());
+    std::fprintf(stderr, "report: internal error in %s: %s\n", sub.c_str(), e.what());
     return 3;
   }
 }

@@ -322,6 +322,28 @@ TEST(ReportSvg, LogBarsStartAtTheAxisBottom) {
   EXPECT_NEAR(bars[1]->num("y"), a.y, 0.02);
 }
 
+TEST(ReportSvg, LongLabelsAndCaptionsWrap) {
+  BarChart c;
+  c.groups = {"GPT-2 124M small_fc_lopt (fast)", "GPT-2 124M VeLO", "ViT-B/16 small_fc_lopt (fast)"};
+  c.series = {bars_of("ours", {{1}, {2}, {3}})};
+  Figure f;
+  f.panel_width = 420;
+  Panel panel;
+  panel.bars = true;
+  panel.bar = c;
+  f.panels = {panel};
+  f.caption = std::string(300, 'x') + " and more words after a very long one";
+  const Reader r(render(f));
+  int tspans = 0;
+  for (const auto& e : r.elements()) {
+    if (e.name != "tspan") continue;
+    tspans++;
+    EXPECT_LE(e.text.size() * 6.4, 0.95 * 420 / 3 + 30) << e.text;  // each line fits (about) its group
+  }
+  EXPECT_GE(tspans, 4) << "the long labels are broken into lines";
+  EXPECT_GE(r.with_class("caption").size(), 2u) << "the caption too";
+}
+
 TEST(ReportSvg, ScaleAndColours) {
   Scale s{1, 100, 0, 200, true};
   EXPECT_NEAR(s(10), 100, 1e-9);

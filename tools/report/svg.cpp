@@ -45,6 +45,37 @@ std::string text(double x, double y, const std::string& body, const std::string&
          "</text>";
 }
 
+// `s` in lines of at most `chars` characters, broken at spaces (a longer word stays whole).
+std::vector<std::string> wrap(const std::string& s, size_t chars) {
+  std::vector<std::string> lines;
+  std::string cur;
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t sp = s.find(' ', i);
+    const std::string word = s.substr(i, sp == std::string::npos ? std::string::npos : sp - i);
+    if (!cur.empty() && cur.size() + 1 + word.size() > chars) {
+      lines.push_back(cur);
+      cur.clear();
+    }
+    cur += (cur.empty() ? "" : " ") + word;
+    if (sp == std::string::npos) break;
+    i = sp + 1;
+  }
+  if (!cur.empty() || lines.empty()) lines.push_back(cur);
+  return lines;
+}
+
+// Text in several lines (one <tspan> each, 13 px apart) where it is wider than `width` pixels.
+std::string text_block(double x, double y, const std::string& body, double width, const std::string& cls,
+                       const std::string& extra) {
+  const std::vector<std::string> lines = wrap(body, size_t(std::max(4.0, width / kCharW)));
+  if (lines.size() == 1) return text(x, y, body, cls, extra);
+  std::string o = "<text class=\"" + cls + "\" x=\"" + num(x) + "\" y=\"" + num(y) + "\"" + extra + ">";
+  for (size_t i = 0; i < lines.size(); i++)
+    o += "<tspan x=\"" + num(x) + "\" dy=\"" + (i ? "13" : "0") + "\">" + escape(lines[i]) + "</tspan>";
+  return o + "</text>";
+}
+
 std::string line_el(double x1, double y1, double x2, double y2, const std::string& cls, const std::string& style) {
   return "<line class=\"" + cls + "\" x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) + "\" y2=\"" +
          num(y2) + "\" " + style + "/>";
@@ -277,7 +308,8 @@ void render_bars(Out& o, const BarChart& c, double ox, double oy, double w, doub
   draw_axes(o, f, Axis{}, c.y, false);
   const double gw = (f.x1 - f.x0) / double(std::max<size_t>(1, c.groups.size()));
   for (size_t g = 0; g < c.groups.size(); g++)
-    o.add(text(f.x0 + gw * (double(g) + 0.5), f.y1 + 18, c.groups[g], "group-label", " text-anchor=\"middle\""));
+    o.add(text_block(f.x0 + gw * (double(g) + 0.5), f.y1 + 18, c.groups[g], 0.95 * gw, "group-label",
+                     " text-anchor=\"middle\""));
   const std::string clip = open_clip(o, f);
   o.add("<g clip-path=\"url(#" + clip + ")\">");
   const double bw = gw * 0.76 / double(std::max<size_t>(1, c.series.size()));
@@ -441,8 +473,10 @@ std::string escape(const std::string& s) {
 
 std::string render(const Figure& f) {
   const size_t n = std::max<size_t>(1, f.panels.size());
-  const double top = f.title.empty() ? 0 : 30, bottom = f.caption.empty() ? 0 : 22;
-  const double W = f.panel_width * double(n), H = f.panel_height + top + bottom;
+  const double W = f.panel_width * double(n);
+  const std::vector<std::string> caption = f.caption.empty() ? std::vector<std::string>{} : wrap(f.caption, size_t((W - 20) / 6.0));
+  const double top = f.title.empty() ? 0 : 30, bottom = caption.empty() ? 0 : 8 + 14.0 * double(caption.size());
+  const double H = f.panel_height + top + bottom;
   Out o;
   o.add("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
   o.add("<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" + num(W) + "\" height=\"" + num(H) +
@@ -459,7 +493,8 @@ std::string render(const Figure& f) {
     }
     o.add("</g>");
   }
-  if (!f.caption.empty()) o.add(text(10, H - 8, f.caption, "caption", " font-size=\"11\" fill=\"#555\""));
+  for (size_t i = 0; i < caption.size(); i++)
+    o.add(text(10, f.panel_height + top + 16 + 14.0 * double(i), caption[i], "caption", " font-size=\"11\" fill=\"#555\""));
   o.add("</svg>");
   return o.s;
 }

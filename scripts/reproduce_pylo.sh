@@ -271,16 +271,17 @@ all_opts="adamw adafactor muon small_fc_lopt small_fc_lopt:fast velo celo2 elo e
 if [ $quick = 1 ]; then
   vits="vit-b16" gpt2s="d12" bench_steps=10
   t2_opts="adamw adafactor small_fc_lopt:fast velo"
-  t9_opts="adamw small_fc_lopt:fast velo celo2"
+  t9_opts="adamw small_fc_lopt:fast velo"
   f1_batches="8 128" f1_opts="adamw velo"  # batch 32: table2_vit_breakdown's runs (the report takes them)
-  f5_models="vit-b16 gpt2-124m gpt2-355m" f5_opts="adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo,celo2"
+  f5_models="gpt2-124m gpt2-355m" f5_opts="adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo,celo2"
   f5_peer_models="gpt2-124m"
   f5_peers="pylo_cuda:small_fc_lopt,pylo_naive:small_fc_lopt,pylo_naive:velo,torch:adamw,torch:adafactor,torch:muon"
   f6_models="mlp-w256-d1 mlp-w1024-d1 mlp-w4096-d1 mlp-w256-d4 mlp-w256-d16 mlp-w4096-d4"
   f6_peers="pylo_cuda:small_fc_lopt,pylo_naive:small_fc_lopt" f6_peer_groups=$(echo $f6_models | tr ' ' ,)
   f9_peers="pylo_cuda:small_fc_lopt,pylo_naive:small_fc_lopt,torch:adamw,torch:muon"
-  seeds="1 2 3" vit_steps=400 gpt2_steps=100 peer_steps=5 peer_budget=10
-  smoke_opts="velo celo2"
+  seeds="1 2 3" vit_steps=300 gpt2_steps=60 peer_steps=5 peer_budget=10 peer_limit=240
+  vit_extra="-v 100" gpt2_extra="-v 20"  # few validations
+  smoke_opts="celo2"
 else
   vits="vit-s16 vit-b16 vit-l16" gpt2s="d12 d24 d36 d48" bench_steps=15
   t2_opts=$all_opts t9_opts=$all_opts
@@ -293,7 +294,8 @@ else
     mlp-w256-d2 mlp-w256-d4 mlp-w256-d8 mlp-w256-d16 mlp-w256-d32 mlp-w4096-d2 mlp-w4096-d4 mlp-w4096-d8"
   f6_peers="pylo_cuda:small_fc_lopt,pylo_naive:small_fc_lopt,pylo_cuda:velo,pylo_naive:velo" f6_peer_groups=$f6_models
   f9_peers="pylo_cuda:small_fc_lopt,pylo_cuda:velo,pylo_cuda:celo2,pylo_naive:small_fc_lopt,pylo_naive:velo,pylo_naive:celo2,torch:adamw,torch:muon"
-  seeds="1 2 3" vit_steps=9400 gpt2_steps=800 peer_steps=10 peer_budget=60
+  seeds="1 2 3" vit_steps=9400 gpt2_steps=800 peer_steps=10 peer_budget=60 peer_limit=$limit
+  vit_extra="" gpt2_extra=""
   smoke_opts="adamw muon velo small_fc_lopt celo2"
 fi
 
@@ -310,7 +312,7 @@ peers() {
     else
       "$bench_optim" -e "$g" --shapes 1 >"$shapes" 2>>"$log" || echo "reproduce_pylo: no shapes for $g" >&2
     fi
-    run "$python" bench/pylo_step_bench.py --shapes "$shapes" --pylo "$pylo_src" --run "$runs_list" \
+    run --limit "$peer_limit" "$python" bench/pylo_step_bench.py --shapes "$shapes" --pylo "$pylo_src" --run "$runs_list" \
       --steps "$peer_steps" --budget "$peer_budget"
     if [[ "$runs_list" == *velo* ]]; then run "$python" bench/jax_velo_bench.py --shapes "$shapes" --steps "$peer_steps"; fi
   done
@@ -326,7 +328,7 @@ if [ "$kind" = single ]; then
       note '{"setup":"PyLO CUDA extensions already built"}'
       finish
     else
-      run --limit 900 bash -c "cd $(quote "$pylo_src") && PYLO_CUDA=1 $python setup.py build_ext --inplace"
+      run bash -c "cd $(quote "$pylo_src") && PYLO_CUDA=1 $python setup.py build_ext --inplace"
       finish
     fi
   fi
@@ -418,11 +420,11 @@ if [ "$kind" = single ]; then
   if begin train_vit_fashion_mnist "Table 4 and Figures 10-11, scaled down: ViT-Ti/4 on Fashion-MNIST, tuned AdamW and Muon, CELO2, VeLO, small_fc_lopt" \
        "logdir=train/vit" "steps=$vit_steps" "seeds=$seeds"; then
     train vit scripts/compare/pylo_vit.cfg "$vit_steps" 'data/fashion_mnist/fashion-mnist-train-*.tar' \
-      "scripts/prepare_fashion_mnist.sh, or carry data/fashion_mnist"
+      "scripts/prepare_fashion_mnist.sh, or carry data/fashion_mnist" "$vit_extra"
   fi
-  english='data/english/english_train_*.bin' corpus=english extra=""
+  english='data/english/english_train_*.bin' corpus=english extra=$gpt2_extra
   if [ $dry = 0 ] && ! compgen -G "$english" >/dev/null && compgen -G 'data/kjv/kjv_train_*.bin' >/dev/null; then
-    corpus=kjv extra="-i data/kjv/kjv_train_*.bin -j data/kjv/kjv_val_*.bin"  # the English corpus is not here
+    corpus=kjv extra="$gpt2_extra -i data/kjv/kjv_train_*.bin -j data/kjv/kjv_val_*.bin"  # no English corpus here
   fi
   if begin train_gpt2_english "Figures 8 and 16, scaled down: GPT-2 124M on the English corpus (KJV where it is missing), tuned AdamW and Muon, CELO2, VeLO, small_fc_lopt" \
        "logdir=train/gpt2" "steps=$gpt2_steps" "seeds=$seeds" "corpus=$corpus"; then

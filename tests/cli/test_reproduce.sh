@@ -111,8 +111,8 @@ check run_table2_four_lines [ "$(grep -c '"fwd_ms":3.0,"bwd_ms":5.5,"loss_ms":0.
 check run_table2_runs [ "$(grep -c '"run":{' "$f")" = 4 ]
 check run_peers_skipped [ "$(status_of "$out/exp/fig5_peers.jsonl")" = skipped ]
 check run_peers_reason grep -q 'no PyLO source at ' "$out/exp/fig5_peers.jsonl"
-check run_fig5_lines [ "$(grep -c '"bench":"optim_step"' "$out/exp/fig5_optimizer_step_vs_size.jsonl")" = 21 ]
-check run_configs_notes [ "$(grep -c '"config":{' "$out/exp/configs_smoke.jsonl")" = 4 ]
+check run_fig5_lines [ "$(grep -c '"bench":"optim_step"' "$out/exp/fig5_optimizer_step_vs_size.jsonl")" = 14 ]
+check run_configs_notes [ "$(grep -c '"config":{' "$out/exp/configs_smoke.jsonl")" = 2 ]
 check run_no_part_left bash -c "! ls '$out/exp/'*.part >/dev/null 2>&1"
 check run_report [ -f "$out/report.md" ] 
 check run_report_table2 grep -qF '| ViT-B/16 | AdamW | 3.50 | 5.50 | 1.50 | 10.6 | 17.5 / 38.1 / 4.90 |' "$out/report.md"

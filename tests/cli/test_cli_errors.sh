@@ -602,6 +602,18 @@ flag_ --tune opsbench_tune_negative "--tune >= 0"                      bench_gpt
 flag_ --reps opsbench_reps_zero   "--reps >= 1"                        bench_gpt2_ops --reps 0
 case_ opsbench_old_models         "unknown flag '-m' (the models are -e (--model) now)" bench_gpt2_ops -m gpt2-124m
 case_ opsbench_old_tune           "unknown flag '-k' (it is --tune now)" bench_gpt2_ops -k 8
+# The report tool (tools/report/): its subcommands' flags and inputs.
+case_ report_median_no_log        "--log is needed"                    report median --program train_gpt2
+case_ report_median_program       "--program must be train_gpt2 or train_vit (got 'x')" report median --program x --log "$tmp/l"
+case_ report_unknown_flag         "unknown flag '--bogus'"             report plot-log --bogus 1
+case_ report_plot_missing_log     "cannot read '$tmp/none.jsonl'"      report plot-log -i "$tmp/none.jsonl" --out "$tmp/x.svg"
+printf '{"step":0,"val_loss":2.0}\n' >"$tmp/val_only.jsonl"
+case_ report_plot_no_steps        "no training steps in '$tmp/val_only.jsonl'" report plot-log -i "$tmp/val_only.jsonl" --out "$tmp/x.svg"
+case_ report_plot_smooth          "--smooth must be >= 1 (got 0)"      report plot-log -i "$tmp/val_only.jsonl" --out "$tmp/x.svg" --smooth 0
+case_ report_compare_not_folder   "'$tmp/nope' is not a folder"        report compare -i "$tmp/nope" --out "$tmp/x"
+case_ report_compare_task         "--task must be gpt2 or vit (got 'bert')" report compare -i "$tmp" --out "$tmp/x" --task bert
+case_ report_pylo_not_folder      "'$tmp/nope' is not a folder"        report pylo -i "$tmp/nope"
+rm -f "$tmp/val_only.jsonl"
 # The same model names in every program: the benchmarks read their names before their other checks.
 case_ bench_model_names           "--steps must be >= 1"               bench_optim -e d12,124m,gpt2-124m,d48,tiny,vit-b16 -x 0
 case_ opsbench_model_names        "need --seq a multiple of 64"        bench_gpt2_ops -e d12,124m:8,gpt2-124m,1558m:2 -t 100

@@ -16,7 +16,7 @@
 #   --no-report      leave out the report step
 #   --build          make the programs first (default: make only those that are missing)
 #
-# Experiments (single): setup_pylo_cuda, table2_vit_breakdown, table9_step_throughput,
+# Experiments (single): setup_pylo_cuda, table2_step_breakdown, table9_step_throughput,
 # fig1_vit_batch_breakdown, fig5_optimizer_step_vs_size, fig5_peers, fig6_synthetic_mlp, fig6_peers,
 # fig9_matrix_8192, fig9_peers, train_vit_fashion_mnist, train_gpt2_english, configs_smoke. (multi):
 # table3_data_parallel.
@@ -74,7 +74,7 @@ bench_optim=${BENCH_OPTIM:-./bench_optim} report=${REPORT:-./report}
 world=${WORLD:-4}
 export NCCL_NVLS_ENABLE=0
 
-all_single="setup_pylo_cuda table2_vit_breakdown table9_step_throughput fig1_vit_batch_breakdown
+all_single="setup_pylo_cuda table2_step_breakdown table9_step_throughput fig1_vit_batch_breakdown
   fig5_optimizer_step_vs_size fig5_peers fig6_synthetic_mlp fig6_peers fig9_matrix_8192 fig9_peers
   train_vit_fashion_mnist train_gpt2_english configs_smoke"
 all_multi="table3_data_parallel"
@@ -272,9 +272,9 @@ if [ $quick = 1 ]; then
   vits="vit-b16" gpt2s="d12" bench_steps=10
   t2_opts="adamw adafactor small_fc_lopt:fast velo"
   t9_opts="adamw small_fc_lopt:fast velo"
-  f1_batches="8 128" f1_opts="adamw velo"  # batch 32: table2_vit_breakdown's runs (the report takes them)
+  f1_batches="8 128" f1_opts="adamw velo"  # batch 32: table2_step_breakdown's runs (the report takes them)
   f5_models="gpt2-124m gpt2-355m" f5_opts="adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo,celo2"
-  f5_peer_models="gpt2-124m"
+  f5_peer_models="vit-b16,gpt2-124m"  # one run of the peer script for both
   f5_peers="pylo_cuda:small_fc_lopt,pylo_naive:small_fc_lopt,pylo_naive:velo,torch:adamw,torch:adafactor,torch:muon"
   f6_models="mlp-w256-d1 mlp-w1024-d1 mlp-w4096-d1 mlp-w256-d4 mlp-w256-d16 mlp-w4096-d4"
   f6_peers="pylo_cuda:small_fc_lopt,pylo_naive:small_fc_lopt" f6_peer_groups=$(echo $f6_models | tr ' ' ,)
@@ -333,12 +333,16 @@ if [ "$kind" = single ]; then
     fi
   fi
 
-  if begin table2_vit_breakdown "Table 2: forward, backward and optimizer time per step, ViT at batch 32" \
-       "models=$vits" "optimizers=$t2_opts"; then
-    for m in $vits; do
-      for o in $t2_opts; do
+  if begin table2_step_breakdown "Table 2: forward, backward and optimizer time per step, ViT at batch 32, GPT-2 at 4 x 1024 tokens" \
+       "models=$vits $gpt2s" "optimizers=$t2_opts"; then
+    for o in $t2_opts; do
+      for m in $vits; do
         run env STEPS=$bench_steps PROFILE=1 TIMEOUT="$limit" TRAIN_VIT="$train_vit" REPORT="$report" \
           EXTRA="$(opt_flags "$o")" scripts/bench_vit.sh "$m:32"
+      done
+      for m in $gpt2s; do
+        run env STEPS=$bench_steps PROFILE=1 TIMEOUT="$limit" TRAIN_GPT2="$train_gpt2" REPORT="$report" \
+          EXTRA="$(opt_flags "$o")" scripts/bench_gpt2.sh "$m:4"
       done
     done
     finish

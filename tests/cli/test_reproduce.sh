@@ -81,7 +81,7 @@ R=scripts/reproduce_pylo.sh
 # ------------------------------------------------------------------------------------------------ the plan
 plan=$($R single --quick --dry-run --out "$T/dry" 2>&1)
 check plan_exit_0 [ $? = 0 ]
-for name in table2_vit_breakdown table9_step_throughput fig1_vit_batch_breakdown fig5_optimizer_step_vs_size fig5_peers \
+for name in table2_step_breakdown table9_step_throughput fig1_vit_batch_breakdown fig5_optimizer_step_vs_size fig5_peers \
             fig6_synthetic_mlp fig6_peers fig9_matrix_8192 fig9_peers train_vit_fashion_mnist train_gpt2_english configs_smoke; do
   check "plan_lists_$name" grep -q "^# $name: " <<<"$plan"
 done
@@ -99,33 +99,33 @@ check plan_bad_name_status bash -c "$R single --only nosuch --dry-run >/dev/null
 
 # ------------------------------------------------------------------------------------------------ a run
 out="$T/out"
-only=table2_vit_breakdown,fig5_optimizer_step_vs_size,fig5_peers,configs_smoke
+only=table2_step_breakdown,fig5_optimizer_step_vs_size,fig5_peers,configs_smoke
 $R single --quick --out "$out" --only "$only" >"$T/run1.txt" 2>&1
 rc=$?
 check run_exit_1_for_skipped_peers [ $rc = 1 ]
-f="$out/exp/table2_vit_breakdown.jsonl"
+f="$out/exp/table2_step_breakdown.jsonl"
 check run_table2_file [ -f "$f" ]
 check run_table2_ok [ "$(status_of "$f")" = ok ]
-check run_table2_header grep -q '"experiment":{"name":"table2_vit_breakdown".*"gpu":"Fake GPU 80GB"' "$f"
-check run_table2_four_lines [ "$(grep -c '"fwd_ms":3.0,"bwd_ms":5.5,"loss_ms":0.5' "$f")" = 4 ]
-check run_table2_runs [ "$(grep -c '"run":{' "$f")" = 4 ]
+check run_table2_header grep -q '"experiment":{"name":"table2_step_breakdown".*"gpu":"Fake GPU 80GB"' "$f"
+check run_table2_eight_lines [ "$(grep -c '"fwd_ms":3.0,"bwd_ms":5.5,"loss_ms":0.5' "$f")" = 8 ]
+check run_table2_runs [ "$(grep -c '"run":{' "$f")" = 8 ]
 check run_peers_skipped [ "$(status_of "$out/exp/fig5_peers.jsonl")" = skipped ]
 check run_peers_reason grep -q 'no PyLO source at ' "$out/exp/fig5_peers.jsonl"
 check run_fig5_lines [ "$(grep -c '"bench":"optim_step"' "$out/exp/fig5_optimizer_step_vs_size.jsonl")" = 14 ]
 check run_configs_notes [ "$(grep -c '"config":{' "$out/exp/configs_smoke.jsonl")" = 2 ]
 check run_no_part_left bash -c "! ls '$out/exp/'*.part >/dev/null 2>&1"
 check run_report [ -f "$out/report.md" ] 
-check run_report_table2 grep -qF '| ViT-B/16 | AdamW | 3.50 | 5.50 | 1.50 | 10.6 | 17.5 / 38.1 / 4.90 |' "$out/report.md"
+check run_report_table2 grep -qF '| ViT-B/16 | 32 | AdamW | 3.50 | 5.50 | 1.50 | 10.6 | 17.5 / 38.1 / 4.90 |' "$out/report.md"
 check run_report_svg [ -f "$out/table2.svg" ]
 check run_no_checkout_paths bash -c "! grep -rlF '$PWD/' '$out/exp/'"  # the commands name paths as given
 
 # ------------------------------------------------------------------------------------------------ resume
 before=$(calls)
-$R single --quick --out "$out" --only table2_vit_breakdown >"$T/run2.txt" 2>&1
+$R single --quick --out "$out" --only table2_step_breakdown >"$T/run2.txt" 2>&1
 check resume_exit_0 [ $? = 0 ]
 check resume_skips_done [ "$(calls)" = "$before" ]
-check resume_says_so grep -q "table2_vit_breakdown is done" "$T/run2.txt"
-$R single --quick --out "$out" --only table2_vit_breakdown --redo table2_vit_breakdown >/dev/null 2>&1
+check resume_says_so grep -q "table2_step_breakdown is done" "$T/run2.txt"
+$R single --quick --out "$out" --only table2_step_breakdown --redo table2_step_breakdown >/dev/null 2>&1
 check redo_runs_again [ "$(calls)" -gt "$before" ]
 # A failed experiment (every run failed) runs again on the next call; an interrupted one (.part) too.
 FAKE_FAIL=1 $R single --quick --out "$out" --only fig9_matrix_8192 >/dev/null 2>&1
@@ -146,18 +146,18 @@ check skipped_peer_shapes [ "$(calls)" -gt "$before" ]
 
 # ------------------------------------------------------------------------------------------------ the deadline
 # A run that ends past the deadline stops its experiment (the runs after it are recorded as not started) ...
-FAKE_SLEEP=2.1 $R single --quick --out "$out" --only table2_vit_breakdown --redo table2_vit_breakdown --deadline 2 \
+FAKE_SLEEP=2.1 $R single --quick --out "$out" --only table2_step_breakdown --redo table2_step_breakdown --deadline 2 \
   >"$T/run3.txt" 2>&1
 check deadline_exit_1 [ $? = 1 ]
-check deadline_stopped [ "$(status_of "$out/exp/table2_vit_breakdown.jsonl")" = stopped ]
-check deadline_skipped_runs [ "$(grep -c '"skipped":"the deadline"' "$out/exp/table2_vit_breakdown.jsonl")" = 3 ]
+check deadline_stopped [ "$(status_of "$out/exp/table2_step_breakdown.jsonl")" = stopped ]
+check deadline_skipped_runs [ "$(grep -c '"skipped":"the deadline"' "$out/exp/table2_step_breakdown.jsonl")" = 7 ]
 # ... and no experiment starts after it; the next call goes on.
 FAKE_SLEEP=2.1 $R single --quick --out "$T/out2" --only fig9_matrix_8192,fig6_synthetic_mlp --deadline 2 >"$T/run4.txt" 2>&1
 check deadline_first_done [ "$(status_of "$T/out2/exp/fig6_synthetic_mlp.jsonl")" = ok ]  # the plan's order
 check deadline_leaves_rest [ ! -e "$T/out2/exp/fig9_matrix_8192.jsonl" ]
 check deadline_says_so grep -q "run the same command again" "$T/run4.txt"
-$R single --quick --out "$out" --only table2_vit_breakdown >/dev/null 2>&1
-check stopped_runs_again [ "$(status_of "$out/exp/table2_vit_breakdown.jsonl")" = ok ]
+$R single --quick --out "$out" --only table2_step_breakdown >/dev/null 2>&1
+check stopped_runs_again [ "$(status_of "$out/exp/table2_step_breakdown.jsonl")" = ok ]
 
 # ------------------------------------------------------------------------------------------------ multi
 WORLD=8 $R multi --quick --out "$T/multi" >/dev/null 2>&1

@@ -48,8 +48,8 @@ struct FakeRun {
   FakeRun() {
     std::filesystem::create_directories(dir + "/exp");
     std::filesystem::create_directories(dir + "/train/vit");
-    write_file(dir + "/exp/table2_vit_breakdown.jsonl",
-               header("table2_vit_breakdown") + vit_line("-o adamw", 10, 1, 2.5, 6) + run_line(0, 9) +
+    write_file(dir + "/exp/table2_step_breakdown.jsonl",
+               header("table2_step_breakdown") + vit_line("-o adamw", 10, 1, 2.5, 6) + run_line(0, 9) +
                    vit_line("-o velo --lopt-random 1", 12, 2, 2.5, 6) + run_line(0, 11) +
                    "{\"model\":\"vit-b16\",\"params_m\":null,\"B\":32,\"gpu\":null,\"extra\":\"-o small_fc_lopt --set "
                    "small_fc_lopt.fast=1 --lopt-random 1\",\"error\":\"out of GPU memory\",\"exit_status\":1}\n" +
@@ -111,12 +111,12 @@ TEST(ReportPylo, SectionsNumbersAndRatios) {
                         "## Table 4 and Figures 10-11", "## Figures 8 and 16", "## The full configurations", "## Table 3:"})
     EXPECT_NE(md.find(h), std::string::npos) << h;
   // Table 2: forward = 2.5 + the loss's 0.5; the paper's A100 figures; paper / ours = 4.90 / 1.0 and 113.58 / 2.
-  EXPECT_NE(md.find("| ViT-B/16 | AdamW | 3.00 | 6.00 | 1.00 | 10.0 | 17.5 / 38.1 / 4.90 | 4.9× |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| ViT-B/16 | VeLO | 3.00 | 6.00 | 2.00 | 12.0 | 17.5 / 38.1 / 114 | 56.8× |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ViT-B/16 | 32 | AdamW | 3.00 | 6.00 | 1.00 | 10.0 | 17.5 / 38.1 / 4.90 | 4.9× |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ViT-B/16 | 32 | VeLO | 3.00 | 6.00 | 2.00 | 12.0 | 17.5 / 38.1 / 114 | 56.8× |"), std::string::npos) << md;
   EXPECT_NE(md.find("NVIDIA A100"), std::string::npos);
   EXPECT_NE(md.find("small_fc_lopt (fast): out of GPU memory"), std::string::npos) << "a failed run says why";
   // Who produced it, how long it ran.
-  EXPECT_NE(md.find("Produced by `scripts/reproduce_pylo.sh single --quick` (experiment `table2_vit_breakdown`): 3 runs, "
+  EXPECT_NE(md.find("Produced by `scripts/reproduce_pylo.sh single --quick` (experiment `table2_step_breakdown`): 3 runs, "
                     "42 s on NVIDIA H100 80GB HBM3"),
             std::string::npos)
       << md;

@@ -23,7 +23,7 @@ struct ExpInfo {
 };
 const ExpInfo kExperiments[] = {
     {"setup_pylo_cuda", "single", "set-up: PyLO's CUDA extensions for the peers"},
-    {"table2_vit_breakdown", "single", "Table 2"},
+    {"table2_step_breakdown", "single", "Table 2"},
     {"table9_step_throughput", "single", "Table 9"},
     {"fig1_vit_batch_breakdown", "single", "Figure 1"},
     {"fig5_optimizer_step_vs_size", "single", "Figure 5 (ours)"},

@@ -145,9 +145,9 @@ std::string impl_title(const std::string& impl) {
 
 // --------------------------------------------------------------------------------------------- Table 2
 void section_table2(PyloCtx& c) {
-  const Experiment& e = c.exp("table2_vit_breakdown");
+  const Experiment& e = c.exp("table2_step_breakdown");
   const Experiment& peers_e = c.exp("fig5_peers");
-  c.md += "## Table 2: forward, backward and optimizer time per step (ViT, batch 32)\n\n";
+  c.md += "## Table 2: forward, backward and optimizer time per step (ViT at batch 32, GPT-2 at 4 x 1024 tokens)\n\n";
   c.md += c.produced_by(e) + "\n\n";
   const std::vector<BenchRow> rows = bench_rows(e);
   const std::vector<StepRow> peers = step_rows(peers_e);
@@ -156,10 +156,10 @@ void section_table2(PyloCtx& c) {
     return;
   }
   MdTable t;
-  t.head = {"model", "optimizer", "forward ms", "backward ms", "optimizer ms", "step ms",
+  t.head = {"model", "batch", "optimizer", "forward ms", "backward ms", "optimizer ms", "step ms",
             "paper: fwd / bwd / opt ms (" + c.paper.gpu("table2") + ")", "opt: paper ÷ ours",
             "PyLO's step here: CUDA / naive ms", "opt: PyLO CUDA ÷ ours"};
-  t.align = {'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
+  t.align = {'l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
   std::vector<std::string> errors, models, opts;
   for (const auto& r : rows) models.push_back(r.model), opts.push_back(r.optimizer);
   for (const auto& m : models_in(models))
@@ -175,7 +175,8 @@ void section_table2(PyloCtx& c) {
         const double p_fwd = c.paper.value({{"item", "table2"}, {"model", m}, {"quantity", "fwd_ms"}});
         const double p_bwd = c.paper.value({{"item", "table2"}, {"model", m}, {"quantity", "bwd_ms"}});
         const double cuda = peer_ms(peers, m, b, "pylo_cuda"), naive = peer_ms(peers, m, b, "pylo_naive");
-        t.rows.push_back({model_title(m), optimizer_title(o), ms(r.fwd_ms), ms(r.bwd_ms), ms(r.opt_ms), ms(r.step_ms),
+        t.rows.push_back({model_title(m), r.images ? std::to_string(r.B) : std::to_string(r.B) + " x 1024",
+                          optimizer_title(o), ms(r.fwd_ms), ms(r.bwd_ms), ms(r.opt_ms), ms(r.step_ms),
                           std::isfinite(p_fwd) ? ms(p_fwd) + " / " + ms(p_bwd) + " / " + ms(p_opt) : kNone,
                           ratio(p_opt, r.opt_ms, 1), learned(o) ? ms(cuda) + " / " + ms(naive) : kNone,
                           ratio(cuda, r.opt_ms, 1)});
@@ -232,8 +233,9 @@ void section_table9(PyloCtx& c) {
   }
   MdTable t;
   t.head = {"model", "batch", "optimizer", "step ms", "throughput", "over AdamW", "paper step ms (" + c.paper.gpu("table9") + ")",
-            "paper throughput", "paper over Adam", "step: paper ÷ ours"};
-  t.align = {'l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
+            "paper throughput", "paper over Adam", "step: paper ÷ ours", "PyLO's optimizer step here: CUDA / naive ms"};
+  t.align = {'l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
+  const std::vector<StepRow> peers = step_rows(c.exp("fig5_peers"));
   std::vector<std::string> errors, models, opts;
   for (const auto& r : rows) models.push_back(r.model), opts.push_back(r.optimizer);
   svg::BarChart ch;
@@ -275,7 +277,10 @@ void section_table9(PyloCtx& c) {
                           std::isfinite(p_rate) ? thousands(p_rate) + unit
                           : std::isfinite(p_step) && !r.images ? thousands(1000.0 * double(r.B) * 1024 / p_step) + unit
                                                                : kNone,
-                          o == "adamw" || !std::isfinite(p_over) ? kNone : fixed(p_over, 1) + "%", ratio(p_step, r.step_ms, 1)});
+                          o == "adamw" || !std::isfinite(p_over) ? kNone : fixed(p_over, 1) + "%", ratio(p_step, r.step_ms, 1),
+                          learned(o) ? ms(peer_ms(peers, m, base_optimizer(o), "pylo_cuda")) + " / " +
+                                           ms(peer_ms(peers, m, base_optimizer(o), "pylo_naive"))
+                                     : kNone});
         if (learned(o) && std::isfinite(over)) {
           ch.groups.push_back(model_title(m) + " " + optimizer_title(o));
           ours_s.values.push_back({over});
@@ -288,7 +293,11 @@ void section_table9(PyloCtx& c) {
           "`scripts/bench_gpt2.sh`: the KJV shards). \"Over AdamW\": the step's extra time against AdamW's on the same "
           "model and batch, the measure that carries across GPUs; the paper's is its CUDA learned optimizers' against "
           "Adam (" + with_paper(c, "table9") + "; its ViT step times are derived from its images per second where it "
-          "gives only those).\n";
+          "gives only those). The paper's naive PyLO on ViT-B/16: small_fc_lopt " +
+          fixed(c.paper.value({{"item", "table9"}, {"model", "vit-b16"}, {"optimizer", "small_fc_lopt"}, {"impl", "naive"}}), 2) +
+          ", VeLO " + fixed(c.paper.value({{"item", "table9"}, {"model", "vit-b16"}, {"optimizer", "velo"}, {"impl", "naive"}}), 2) +
+          " images/s. The last column is PyLO's optimizer step alone, measured here on the same tensor shapes (Figure "
+          "5's peers), to set beside our whole training step.\n";
   c.md += errors_note(errors);
   if (!ch.groups.empty()) {
     ch.series = {ours_s, paper_s};
@@ -305,7 +314,7 @@ void section_fig1(PyloCtx& c) {
   c.md += "## Figure 1: ViT-B/16 step breakdown across batch sizes\n\n";
   c.md += c.produced_by(e) + "\n\n";
   std::vector<BenchRow> rows = bench_rows(e);
-  for (const auto& r : bench_rows(c.exp("table2_vit_breakdown")))  // batch 32 comes from Table 2's runs
+  for (const auto& r : bench_rows(c.exp("table2_step_breakdown")))  // batch 32 comes from Table 2's runs
     if (r.model == "vit-b16") rows.push_back(r);
   std::vector<long long> batches;
   std::vector<std::string> opts, errors;

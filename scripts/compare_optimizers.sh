@@ -127,7 +127,8 @@ fi
 val=()
 [[ " ${common[*]} " =~ \ (-v|--val-every)[\ =] ]] || val=(-v $(((steps + 29) / 30)))
 
-if ! compgen -G "$data_glob" >/dev/null; then
+# The default corpus must be there, unless --extra names other training data (-i): the program checks that.
+if ! compgen -G "$data_glob" >/dev/null && [[ " ${extra_words[*]} " != *" -i "* ]]; then
   [ $dry = 1 ] || die "$data_msg"
   echo "# note: $data_msg" >&2
 fi

@@ -272,7 +272,7 @@ if [ $quick = 1 ]; then
   vits="vit-b16" gpt2s="d12" bench_steps=10
   t2_opts="adamw adafactor small_fc_lopt:fast velo"
   t9_opts="adamw small_fc_lopt:fast velo"
-  f1_batches="8 128" f1_opts="adamw velo"  # batch 32: table2_step_breakdown's runs (the report takes them)
+  f1_batches="128" f1_opts="adamw velo"  # with batch 32 from table2_step_breakdown (the report takes it)
   f5_models="gpt2-124m gpt2-355m" f5_opts="adamw,adafactor,muon,small_fc_lopt,small_fc_lopt:fast,velo,celo2"
   f5_peer_models="vit-b16,gpt2-124m"  # one run of the peer script for both
   f5_peers="pylo_cuda:small_fc_lopt,pylo_naive:small_fc_lopt,pylo_naive:velo,torch:adamw,torch:adafactor,torch:muon"

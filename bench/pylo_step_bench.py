@@ -12,7 +12,7 @@ CUDA events (median of --steps after 2 untimed ones; fewer when one step takes l
 Learned optimizers run on random meta-weights of the published shapes, written with PyLO's own classes (as
 tests/pylo_crosscheck.py does; the step time does not depend on their values); CELO2 on its real weights
 (optim/lopt/weights/celo2). PyLO's CUDA optimizers need its extensions built in the source folder
-(`PYLO_CUDA=1 python3 setup.py build_ext --inplace` there: cuda_lo, velo_cuda_kernel); VeLO's CUDA version
+(`PYLO_CUDA=1 python3 setup.py build_ext --inplace` there: cuda_lo, velo_cuda_kernel, celo2_cuda_kernel); VeLO's CUDA version
 compiles its feature function with torch.compile on the first steps (untimed).
 
 Each line: {"bench":"peer_optim_step","impl","optimizer","model","params","median_ms","min_ms","steps","gpu",
@@ -91,10 +91,10 @@ class Pylo:
             return importlib.import_module("pylo.optim.velo_cuda").VeLO_CUDA(
                 groups, lr=1e-3, num_steps=10000, hf_key_rnn=os.path.join(w, "VeLO_RNN"),
                 hf_key_mlp=os.path.join(w, "VeLO_MLP"))
-        # CELO2, ELO, ELO_CELO2: the module's *_CUDA class, with the naive constructor's arguments.
-        module = {"celo2": "CELO2_cuda", "elo": "ELO_cuda", "elo_celo2": "ELO_CELO2_cuda"}[name]
-        mod = importlib.import_module("pylo.optim." + module)
-        cls = next(getattr(mod, k) for k in dir(mod) if k.upper().endswith("_CUDA") and isinstance(getattr(mod, k), type))
+        # CELO2, ELO, ELO_CELO2 (PyLO d05c6c1: celo2_cuda_kernel, cuda_lo), with the naive constructor's arguments.
+        module, cls_name = {"celo2": ("CELO2_cuda", "CELO2_CUDA"), "elo": ("ELO_cuda", "ELO_CUDA"),
+                            "elo_celo2": ("ELO_CELO2_cuda", "ELO_CELO2_CUDA")}[name]
+        cls = getattr(importlib.import_module("pylo.optim." + module), cls_name)
         hf = {"celo2": self.pc.CELO2_WEIGHTS, "elo": os.path.join(w, "elo"), "elo_celo2": os.path.join(w, "elo-celo2")}[name]
         if name == "elo":
             return cls(groups, lr=1e-3, weight_decay=0.0, hf_key=hf)

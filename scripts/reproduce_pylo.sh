@@ -233,7 +233,10 @@ need_programs() {  # PATH...: make the programs (./NAME) that are missing (all w
   fi
 }
 have_torch() { "$python" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" >/dev/null 2>&1; }
-pylo_cuda_built() { compgen -G "$pylo_src/cuda_lo*.so" >/dev/null && compgen -G "$pylo_src/velo_cuda_kernel*.so" >/dev/null; }
+pylo_cuda_built() {
+  local k
+  for k in cuda_lo velo_cuda_kernel celo2_cuda_kernel; do compgen -G "$pylo_src/$k*.so" >/dev/null || return 1; done
+}
 peer_problem() {  # why the PyLO peers cannot run here, or nothing
   if ! command -v "$python" >/dev/null 2>&1; then echo "no $python"
   elif [ ! -d "$pylo_src/pylo" ]; then echo "no PyLO source at $pylo_src (set PYLO_SRC, or carry .deps/pylo)"

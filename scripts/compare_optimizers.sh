@@ -16,6 +16,7 @@
 #   --logdir DIR  where the logs go (default $OUT/compare/TASK)
 #   --timeout S   each run stopped after S seconds (`timeout`; status "timeout")
 #   --resume      skip the runs whose log already ends with status ok or diverged
+#   (environment: TRAIN_GPT2 / TRAIN_VIT run another build of the program, and nothing is built)
 #
 # Each run, in the repository root:
 #   ./PROGRAM -x STEPS [-v STEPS/30] COMMON -o OPTIMIZER FLAGS --seed SEED --log LOG EXTRA
@@ -132,6 +133,10 @@ if ! compgen -G "$data_glob" >/dev/null && [[ " ${extra_words[*]} " != *" -i "* 
   [ $dry = 1 ] || die "$data_msg"
   echo "# note: $data_msg" >&2
 fi
+# TRAIN_GPT2 / TRAIN_VIT name another build of the program (then nothing is built).
+exe=./$prog
+if [ $prog = train_gpt2 ]; then exe=${TRAIN_GPT2:-$exe}; else exe=${TRAIN_VIT:-$exe}; fi
+[ "$exe" = "./$prog" ] || build=0
 if [ $build = 1 ]; then
   if [ $dry = 1 ]; then
     echo "make -j$(nproc) $prog"
@@ -153,7 +158,7 @@ for i in "${selected[@]}"; do
   for seed in "${seed_list[@]}"; do
     label=${labels[$i]} base="$logdir/${labels[$i]}_s$seed"
     split_words cfg_words "${flagsets[$i]}"
-    cmd=("./$prog" -x "$steps" "${val[@]}" "${common[@]}" -o "${opts[$i]}" "${cfg_words[@]}"
+    cmd=("$exe" -x "$steps" "${val[@]}" "${common[@]}" -o "${opts[$i]}" "${cfg_words[@]}"
          --seed "$seed" --log "$base.jsonl" "${extra_words[@]}")
     printed=$(for w in "${cmd[@]}"; do quote "$w"; printf ' '; done)
     if [ $dry = 1 ]; then

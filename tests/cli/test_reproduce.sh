@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/reproduce_pylo.sh on the CPU (CPU suite; no GPU needed): the plan (--dry-run), the experiment files
 # and the report on fake programs, resume (a done experiment is skipped; --redo, failed, skipped, stopped and
-# interrupted ones run again), the deadline, and a multi-GPU experiment skipped for want of GPUs. The fakes
+# interrupted ones run again), the deadline, and a multi-GPU experiment skipped for want of GPUs; and the
+# training runs' driver, scripts/compare_optimizers.sh: seeds, --resume, --timeout, and ./report compare on them. The fakes
 # stand in for train_vit / train_gpt2 / bench_optim / nvidia-smi and print what the real ones print (a header,
 # JSON-lines logs, a GPT2_PROFILE table, bench_optim's lines); ./report is the real one (make report).
 # Prints PASS/FAIL per check; exits 1 if any fails.
@@ -42,6 +43,7 @@ echo "train_gpt2 | Fake GPU 80GB | d12 separate q/k/v bf16, 124.4M params | $opt
 if [ -n "$log" ]; then
   for s in 1 2 3 4 5 6 7 8; do
     echo "{\"step\":$s,\"loss\":3.0,\"ms\":10.$s,\"opt_ms\":1.5,\"img_per_s\":3000.0,\"tok_per_s\":400000.0,\"mfu\":0.3}" >>"$log"
+    [ $((s % 4)) = 0 ] && echo "{\"step\":$s,\"val_loss\":$((10 - s)).5,\"val_top1\":0.$s}" >>"$log"
   done
 fi
 if [ "${GPT2_PROFILE:-}" = 1 ]; then
@@ -158,6 +160,27 @@ check deadline_leaves_rest [ ! -e "$T/out2/exp/fig9_matrix_8192.jsonl" ]
 check deadline_says_so grep -q "run the same command again" "$T/run4.txt"
 $R single --quick --out "$out" --only table2_step_breakdown >/dev/null 2>&1
 check stopped_runs_again [ "$(status_of "$out/exp/table2_step_breakdown.jsonl")" = ok ]
+
+# ------------------------------------------------------------------------------------------------ compare
+printf 'common -b 8\nadamw_lr1e-3 adamw -l 1e-3\nmuon_lr0.01 muon --set muon.lr=0.01\n' >"$T/c.cfg"
+C=(scripts/compare_optimizers.sh vit --cfg "$T/c.cfg" --steps 8 --seeds "1 2 3" --logdir "$T/cmp" --extra "-i x" --no-build)
+: >"$FAKE_CALLS"
+"${C[@]}" --timeout 30 >/dev/null 2>&1
+check compare_exit_0 [ $? = 0 ]
+check compare_six_logs [ "$(ls "$T/cmp/"*.jsonl | wc -l)" = 6 ]
+check compare_six_runs [ "$(calls)" = 6 ]
+check compare_ends_ok [ "$(grep -l '"compare_end":{"status":"ok"' "$T/cmp/"*.jsonl | wc -l)" = 6 ]
+"${C[@]}" --resume >/dev/null 2>&1
+check compare_resume_skips [ "$(calls)" = 6 ]
+rm "$T/cmp/muon_lr0.01_s2.jsonl"
+FAKE_SLEEP=3 "${C[@]}" --resume --timeout 1 >/dev/null 2>&1
+check compare_timeout_exit_1 [ $? = 1 ]
+check compare_timeout_status grep -q '"compare_end":{"status":"timeout","exit":124' "$T/cmp/muon_lr0.01_s2.jsonl"
+check compare_timeout_only_missing [ "$(calls)" = 7 ]
+./report compare -i "$T/cmp" --out "$T/cmp_table" --task vit >/dev/null
+check compare_table_seeds grep -qF '| adamw_lr1e-3 | adamw | 1e-3 | 1 2 3 | 2.5000 ± 0.0000 |' "$T/cmp_table.md"
+check compare_table_timeout grep -qF '| timeout 1/3 |' "$T/cmp_table.md"
+check compare_svg [ -s "$T/cmp_table.svg" ]
 
 # ------------------------------------------------------------------------------------------------ multi
 WORLD=8 $R multi --quick --out "$T/multi" >/dev/null 2>&1

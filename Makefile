@@ -3,8 +3,9 @@
 #
 #   make            programs and test suites
 #   make test       installs what the machine lacks (scripts/setup.sh test), then the CPU suite (GoogleTest,
-#                   the README's figures; CLI errors, data safety and --help; the layering rule; plot_compare.py's
-#                   table) and the GPU suite (GPU tests report themselves skipped without a GPU)
+#                   the README's figures, the report tool; CLI errors, data safety and --help; the layering rule;
+#                   reproduce_pylo.sh's plan and resume) and the GPU suite (GPU tests report themselves skipped
+#                   without a GPU)
 #   make clean
 
 CUDA_HOME ?= /usr/local/cuda
@@ -62,7 +63,7 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 TEST_CPU_SRC := $(wildcard tests/cpu/*.cpp)
 TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
-PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2 train_vit
+PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2 train_vit report
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
 TOOLS    := $(BUILD)/make_bad_inputs $(BUILD)/optim_replay $(BUILD)/ref_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
 
@@ -108,6 +109,14 @@ train_vit: $(BUILD)/train_vit.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 tokenize: $(BUILD)/tokenize.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
 
+# The report tool (tools/report/, host only): medians, markdown tables and SVG figures from JSON lines. Its
+# library is also linked into the CPU suite (tests/cpu/test_report_*.cpp).
+REPORT_SRC := $(filter-out tools/report/main.cpp,$(wildcard tools/report/*.cpp))
+$(BUILD)/libreport.a: $(REPORT_SRC:%.cpp=$(BUILD)/%.o)
+	rm -f $@ && ar rcs $@ $^
+report: $(BUILD)/tools/report/main.o $(BUILD)/libreport.a $(BUILD)/libhost.a
+	$(CXX) $(CXXFLAGS) $^ -o $@
+
 # Fashion-MNIST as WebDataset shards; scripts/prepare_fashion_mnist.sh builds and runs it. Not part of `all`.
 $(BUILD)/fashion_mnist_to_wds: $(BUILD)/tools/fashion_mnist_to_wds.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
@@ -141,7 +150,7 @@ $(BUILD)/make_bad_inputs: $(BUILD)/tests/cli/make_bad_inputs.o $(BUILD)/libhost.
 	$(CXX) $(CXXFLAGS) $^ -o $@
 test-cpu: $(BUILD)/make_bad_inputs
 
-$(BUILD)/test_cpu: $(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/libhost.a
+$(BUILD)/test_cpu: $(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/libreport.a $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(GTEST_LIB)
 
 $(BUILD)/test_gpu: $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
@@ -163,8 +172,7 @@ test-cpu: $(BUILD)/test_cpu $(PROGRAMS) $(DATA_SAFETY_TOOLS)
 	bash tests/cli/test_data_safety.sh
 	bash tests/cli/test_help.sh
 	bash tests/test_layers.sh
-	@if command -v python3 >/dev/null 2>&1; then python3 tests/test_plot_compare.py; \
-	else echo "skipped tests/test_plot_compare.py: no python3"; fi
+	bash tests/cli/test_reproduce.sh
 test-gpu: $(BUILD)/test_gpu
 	./$(BUILD)/test_gpu
 

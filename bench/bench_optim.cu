@@ -2,6 +2,8 @@
 //
 //   ./bench_optim -e gpt2-124m,gpt2-355m -o adamw,adafactor,muon
 //   ./bench_optim -e gpt2-124m -o velo --world 4     (each rank's share of the sharded data-parallel step)
+//   ./bench_optim -e vit-l16,mlp-w4096-d4,mat-8192x8192 -o small_fc_lopt:fast,velo   (bench/bench_tables.h)
+//   ./bench_optim -e gpt2-124m --shapes 1            (the tensors, one JSON line each, for the peers; no GPU)
 //
 // With --world N each of the N ranks' shares (core/shard_plan.h, the plan train_gpt2 --shard 1 makes) is
 // stepped on its own in the rank-by-rank arena, with its optimizer state only, and gets a line of its own:
@@ -20,6 +22,7 @@
 #include "common/cuda_graph.h"
 #include "common/device_random.h"
 #include "common/event_timer.h"
+#include "bench/bench_tables.h"
 #include "core/shard_plan.h"
 #include "models/model_tables.h"
 #include "optim/grad_clip.h"
@@ -132,19 +135,35 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   std::printf("}\n");
   std::fflush(stdout);
 }
+const unsigned kBenchModels = kGpt2Sizes | kGpt2Tiny | kVitB16;
+
+// --shapes: each model's tensors, one JSON line each (for the peers, which step the same shapes).
+void print_shapes(const std::string& models) {
+  for (const auto& model : split(models)) {
+    const ParamTable table = bench::bench_table(model, kBenchModels);
+    for (const TensorInfo& t : table.tensors()) {
+      std::string dims;
+      for (int64_t d : t.shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+      std::printf("{\"model\":\"%s\",\"tensor\":\"%s\",\"shape\":[%s],\"role\":\"%s\",\"muon\":%d}\n", model.c_str(),
+                  t.name.c_str(), dims.c_str(), role_name(t.role), int(t.resolved_owner() == Owner::Muon));
+    }
+  }
+}
+
 // The command line.
 struct BenchArgs {
   std::string models = "vit-b16,gpt2-124m,gpt2-355m,gpt2-774m,gpt2-1558m", opts = "adamw,adafactor,muon";
   int steps = 30, untimed = 5, world = 1;
-  bool bf16 = false;
+  bool bf16 = false, shapes = false;
   double clip = 0;
   std::vector<std::string> sets;
 };
-const unsigned kBenchModels = kGpt2Sizes | kGpt2Tiny | kVitB16;
 
 void add_flags(Cli& cli, BenchArgs& a) {
   // The vocabulary shared with our other programs: train/flags.h.
-  flags::add_model(cli, &a.models, kBenchModels, true);
+  flags::add_model(cli, &a.models, kBenchModels, true,
+                   "; also vit-ti16, vit-s16, vit-l16, mlp-w<W>-d<D> (D layers of W x W with a bias) and mat-<R>x<C> "
+                   "(one matrix)");
   flags::add_optimizer(cli, &a.opts,
                        "comma-separated optimizers (small_fc_lopt:fast, elo:fast = tensor-core MLP; celo2:fp32, "
                        "celo2:tf32, celo2:bf16 and the same for elo_celo2 = that Newton-Schulz precision)");
@@ -155,6 +174,8 @@ void add_flags(Cli& cli, BenchArgs& a) {
   cli.add(0, "world", &a.world,
           "time each rank's share of the sharded data-parallel step over this many ranks (train_gpt2 --shard 1's "
           "plan; without the communication); 1 = the whole table");
+  cli.add(0, "shapes", &a.shapes,
+          "print each model's tensors as JSON lines (name, shape, role, Muon or AdamW) and exit; needs no GPU");
   flags::add_set(cli, &a.sets);
   flags::add_flag_notes(cli, "bench_optim");
   cli.set_epilogue(
@@ -165,11 +186,11 @@ void add_flags(Cli& cli, BenchArgs& a) {
 
 // The numbers and the model names; the model names first, so that any later mistake shows that they were taken.
 void check_flags(const BenchArgs& a) {
-  for (const auto& model : split(a.models)) model_by_name(model, kBenchModels);
+  for (const auto& model : split(a.models)) bench::bench_table(model, kBenchModels);
   if (a.steps < 1 || a.untimed < 0) user_error("--steps must be >= 1 and --untimed >= 0.");
   if (a.world < 1 || a.world > 64) user_error("--world must be between 1 and 64 (got ", a.world, ").");
   for (const auto& model : split(a.models)) {
-    const int n = model_by_name(model, kBenchModels).table().size();
+    const int n = bench::bench_table(model, kBenchModels).size();
     if (a.world > n) user_error(model, " has ", n, " tensors, fewer than --world ", a.world, " ranks to share them.");
   }
   if (!(a.clip >= 0))
@@ -220,7 +241,7 @@ void run_benchmarks(const BenchArgs& a, const OptimOptions& oo) {
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (const auto& model : split(a.models)) {
-    const ParamTable table = model_by_name(model, kBenchModels).table();
+    const ParamTable table = bench::bench_table(model, kBenchModels);
     for (const auto& entry : split(a.opts)) {
       const std::string name = entry.substr(0, entry.find(':'));
       const ShardPlan plan = plan_shards(table, a.world, [&](const TensorInfo& t) { return shard_step_cost(name, t); });
@@ -243,6 +264,10 @@ int main(int argc, char** argv) {
   try {
     if (!cli.parse(argc, argv)) return 0;
     check_flags(a);
+    if (a.shapes) {
+      print_shapes(a.models);
+      return 0;
+    }
     const std::vector<std::string> names = entry_names(a);
     OptimOptions oo = read_options(a, names);
     if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");

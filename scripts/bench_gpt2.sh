@@ -12,14 +12,17 @@
 # glob itself). The line is
 #   {"model","params_m","B","T","tok_per_s","mfu","step_ms","opt_ms","gpu","extra","timed_steps"}
 # where tok_per_s, mfu (a fraction of 989 TFLOP/s, as train_gpt2 logs it), step_ms and opt_ms are
-# medians over the logged steps after the first WARMUP (3) ones. A run that fails (out of memory, bad
-# flag, ...) prints {"model",...,"error":"<train_gpt2's last stderr line>"} and the script goes on.
+# medians over the logged steps after the first WARMUP (3) ones (computed by `./report median`). A run
+# that fails (out of memory, bad flag, ...) prints {"model",...,"error":"<train_gpt2's last stderr line>",
+# "exit_status"} and the script goes on.
 #
 # Environment: STEPS (12), WARMUP (3), T (1024), EXTRA (""), OUTFILE (JSON lines are also appended
-# there), TRAIN_GPT2 (./train_gpt2), LAUNCH ("": a launcher for data-parallel runs, split on whitespace,
-# e.g. "mpirun --allow-run-as-root -np 4"; each run then gets a fresh --nccl-id-file, and the line the
-# fields "launch" and "world", B being per process and tok_per_s over all). Progress goes to stderr,
-# results to stdout. Needs python3.
+# there), TRAIN_GPT2 (./train_gpt2), REPORT (./report), LAUNCH ("": a launcher for data-parallel runs,
+# split on whitespace, e.g. "mpirun --allow-run-as-root -np 4"; each run then gets a fresh --nccl-id-file,
+# and the line the fields "launch" and "world", B being per process and tok_per_s over all), PROFILE (1:
+# the run times each kernel, GPT2_PROFILE=1, and the line adds "fwd_ms", "bwd_ms", "loss_ms" per step),
+# TIMEOUT (seconds: each run is stopped after that long, under `timeout`; "": no limit). Progress goes to
+# stderr, results to stdout. Needs the report tool (`make report`), no Python.
 set -uo pipefail
 
 usage() {
@@ -57,7 +60,14 @@ if [ ! -x "$exe" ]; then
   echo "bench_gpt2: $exe not found; build it with 'make train_gpt2' (or set TRAIN_GPT2)." >&2
   exit 2
 fi
-command -v python3 >/dev/null || { echo "bench_gpt2: python3 is needed to compute the medians." >&2; exit 2; }
+report=${REPORT:-./report}
+[ -x "$report" ] || { echo "bench_gpt2: $report not found; build it with 'make report' (or set REPORT)." >&2; exit 2; }
+timeout_s=${TIMEOUT:-}
+[ -z "$timeout_s" ] || [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || { echo "bench_gpt2: TIMEOUT must be a whole number of seconds (got '$timeout_s')." >&2; exit 2; }
+limit=()
+[ -z "$timeout_s" ] || limit=(timeout -k 10 "$timeout_s")
+profile=()
+[ "${PROFILE:-0}" = 1 ] && profile=(env GPT2_PROFILE=1)
 
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(d12:64 d24:32 d36:16 d48:8)
@@ -82,64 +92,11 @@ for c in "${configs[@]}"; do
   fi
   cmd+=("${extra_args[@]}")
   echo "bench_gpt2: ${cmd[*]}" >&2
-  "${cmd[@]}" >"$tmp/stdout" 2>"$tmp/stderr"
+  "${limit[@]}" "${profile[@]}" "${cmd[@]}" >"$tmp/stdout" 2>"$tmp/stderr"
   rc=$?
-  line=$(python3 - "$log" "$tmp/stdout" "$tmp/stderr" "$rc" "$model" "$B" "$T_run" "$warmup" "$gpu" "$extra" "$launch_str" <<'PY'
-import json, re, statistics, sys
-
-log, out, err, rc, model, B, T, warmup, gpu, extra, launch = sys.argv[1:]
-rc, B, T, warmup = int(rc), int(B), int(T), int(warmup)
-stdout = open(out, errors="replace").read()
-# Header: "train_gpt2 | <GPU name> | d12 separate q/k/v, 124.4M params | ..."
-m = re.search(r"([0-9.]+)M params", stdout)
-params_m = float(m.group(1)) if m else None
-if not gpu:
-    h = re.match(r"train_gpt2 \| ([^|]+) \|", stdout)
-    gpu = h.group(1).strip() if h else None
-rec = {"model": model, "params_m": params_m, "B": B, "T": T}
-if launch:  # "data parallel: 4 processes (mpirun), ..."
-    w = re.search(r"^data parallel: ([0-9]+) process", stdout, re.M)
-    rec.update({"launch": launch, "world": int(w.group(1)) if w else None})
-
-steps, bad_log = [], None
-try:
-    with open(log) as f:
-        for s in f:
-            s = s.strip()
-            if not s:
-                continue
-            j = json.loads(s)
-            if "loss" in j and "ms" in j:  # step lines; validation lines carry val_loss only
-                steps.append(j)
-except FileNotFoundError:
-    pass
-except ValueError as e:
-    bad_log = f"unreadable line in train_gpt2's log: {e}"
-
-if rc != 0:
-    lines = [l.strip() for l in open(err, errors="replace").read().splitlines() if l.strip()]
-    if lines:
-        msg = lines[-1]
-    elif rc >= 128:
-        msg = f"killed by signal {rc - 128} (exit status {rc}; out of host memory?)"
-    else:
-        msg = f"exit status {rc} and nothing on stderr"
-    rec.update({"gpu": gpu, "extra": extra, "error": msg, "exit_status": rc})
-else:
-    timed = [s for s in steps if s["step"] > warmup]
-    if bad_log:
-        rec.update({"gpu": gpu, "extra": extra, "error": bad_log})
-    elif not timed:
-        rec.update({"gpu": gpu, "extra": extra, "error": f"the log has no steps after the first {warmup}"})
-    else:
-        med = lambda k: statistics.median(float(s[k]) for s in timed)
-        rec.update({"tok_per_s": round(med("tok_per_s"), 1), "mfu": round(med("mfu"), 4),
-                    "step_ms": round(med("ms"), 3), "opt_ms": round(med("opt_ms"), 3),
-                    "gpu": gpu, "extra": extra, "timed_steps": len(timed)})
-print(json.dumps(rec, separators=(",", ":")))
-PY
-  )
-  if [ -z "$line" ]; then  # python itself failed: still one line per configuration
+  line=$("$report" median --program train_gpt2 --log "$log" --stdout "$tmp/stdout" --stderr "$tmp/stderr" \
+    --exit "$rc" -e "$model" -b "$B" -t "$T_run" --warmup "$warmup" --gpu "$gpu" --extra "$extra" --launch "$launch_str")
+  if [ -z "$line" ]; then  # the report tool itself failed: still one line per configuration
     line="{\"model\":\"$model\",\"B\":$B,\"T\":$T_run,\"error\":\"bench_gpt2 could not summarise the run (exit status $rc)\"}"
   fi
   echo "$line"

@@ -11,10 +11,12 @@
 #               --log TMPFILE $EXTRA
 # (EXTRA is split on whitespace; later flags win) and prints
 #   {"model","params_m","B","img_per_s","mfu","step_ms","opt_ms","gpu","extra","timed_steps"}
-# with medians over the logged steps after the first WARMUP (3). A failed run prints its error instead.
-# Environment: STEPS (15), WARMUP (3), EXTRA (""), OUTFILE (lines also appended there), TRAIN_VIT (./train_vit),
-# LAUNCH ("": a data-parallel launcher, e.g. "mpirun --allow-run-as-root -np 4"; each run then gets a fresh
-# --nccl-id-file and the line "launch" and "world"; B is per process, img_per_s over all).
+# with medians over the logged steps after the first WARMUP (3) (`./report median`). A failed run prints its
+# error instead. Environment: STEPS (15), WARMUP (3), EXTRA (""), OUTFILE (lines also appended there),
+# TRAIN_VIT (./train_vit), REPORT (./report), LAUNCH ("": a data-parallel launcher, e.g. "mpirun
+# --allow-run-as-root -np 4"; each run then gets a fresh --nccl-id-file and the line "launch" and "world"; B
+# is per process, img_per_s over all), PROFILE (1: GPT2_PROFILE=1, and the line adds "fwd_ms", "bwd_ms",
+# "loss_ms"), TIMEOUT (seconds per run, under `timeout`; "": no limit). Needs the report tool (`make report`).
 set -uo pipefail
 for a in "$@"; do
   case "$a" in -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;; esac
@@ -37,7 +39,14 @@ for n in "$steps" "$warmup"; do
 done
 [ "$steps" -gt "$warmup" ] || { echo "bench_vit: STEPS ($steps) must be larger than WARMUP ($warmup)." >&2; exit 2; }
 [ -x "$exe" ] || { echo "bench_vit: $exe not found; build it with 'make train_vit' (or set TRAIN_VIT)." >&2; exit 2; }
-command -v python3 >/dev/null || { echo "bench_vit: python3 is needed to compute the medians." >&2; exit 2; }
+report=${REPORT:-./report}
+[ -x "$report" ] || { echo "bench_vit: $report not found; build it with 'make report' (or set REPORT)." >&2; exit 2; }
+timeout_s=${TIMEOUT:-}
+[ -z "$timeout_s" ] || [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || { echo "bench_vit: TIMEOUT must be a whole number of seconds (got '$timeout_s')." >&2; exit 2; }
+limit=()
+[ -z "$timeout_s" ] || limit=(timeout -k 10 "$timeout_s")
+profile=()
+[ "${PROFILE:-0}" = 1 ] && profile=(env GPT2_PROFILE=1)
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(vit-b16:256 vit-b16:32)
 for c in "${configs[@]}"; do
@@ -58,30 +67,10 @@ for c in "${configs[@]}"; do
   fi
   cmd+=("${extra_args[@]}")
   echo "bench_vit: ${cmd[*]}" >&2
-  "${cmd[@]}" >"$tmp/stdout" 2>"$tmp/stderr"
+  "${limit[@]}" "${profile[@]}" "${cmd[@]}" >"$tmp/stdout" 2>"$tmp/stderr"
   rc=$?
-  line=$(python3 - "$log" "$tmp/stdout" "$tmp/stderr" "$rc" "$model" "$B" "$warmup" "$gpu" "$extra" "$launch_str" <<'PY'
-import json, os, re, statistics, sys
-log, out, err, rc, model, B, warmup, gpu, extra, launch = sys.argv[1:]
-rc, B, warmup = int(rc), int(B), int(warmup)
-stdout = open(out, errors="replace").read()
-m = re.search(r"([0-9.]+)M params", stdout)
-rec = {"model": model, "params_m": float(m.group(1)) if m else None, "B": B}
-if launch:  # "data parallel: 4 processes (mpirun), ..."
-    w = re.search(r"^data parallel: ([0-9]+) process", stdout, re.M)
-    rec.update({"launch": launch, "world": int(w.group(1)) if w else None})
-steps = [json.loads(s) for s in open(log)] if os.path.exists(log) else []
-timed = [s for s in steps if "ms" in s and s["step"] > warmup]
-if rc != 0 or not timed:
-    lines = [l.strip() for l in open(err, errors="replace").read().splitlines() if l.strip()]
-    rec.update({"gpu": gpu, "extra": extra, "error": lines[-1] if lines else f"exit status {rc}, no timed steps"})
-else:
-    med = lambda k: statistics.median(float(s[k]) for s in timed)
-    rec.update({"img_per_s": round(med("img_per_s"), 1), "mfu": round(med("mfu"), 4), "step_ms": round(med("ms"), 3),
-                "opt_ms": round(med("opt_ms"), 3), "gpu": gpu, "extra": extra, "timed_steps": len(timed)})
-print(json.dumps(rec, separators=(",", ":")))
-PY
-  )
+  line=$("$report" median --program train_vit --log "$log" --stdout "$tmp/stdout" --stderr "$tmp/stderr" \
+    --exit "$rc" -e "$model" -b "$B" --warmup "$warmup" --gpu "$gpu" --extra "$extra" --launch "$launch_str")
   [ -n "$line" ] || line="{\"model\":\"$model\",\"B\":$B,\"error\":\"bench_vit could not summarise the run (exit status $rc)\"}"
   echo "$line"
   if [ -n "$outfile" ]; then echo "$line" >>"$outfile"; fi

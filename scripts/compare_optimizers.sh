@@ -4,6 +4,7 @@
 #
 #   scripts/compare_optimizers.sh gpt2|vit [--steps N] [--seeds "1337 42"] [--only LABEL,LABEL]
 #                                          [--extra "FLAGS"] [--no-build] [--dry-run]
+#                                          [--cfg FILE] [--logdir DIR] [--timeout SECONDS] [--resume]
 #
 #   --steps N     optimizer steps per run (gpt2: 800; vit: 9400, train_vit's default)
 #   --seeds LIST  seeds, space-separated (default "1337"); every configuration runs once per seed
@@ -11,6 +12,11 @@
 #   --extra FLAGS appended to every run's flags (split like the .cfg; later flags win)
 #   --no-build    skip `make train_gpt2` / `make train_vit`
 #   --dry-run     print the commands, run nothing (no build, no data needed)
+#   --cfg FILE    the configurations (default scripts/compare/TASK.cfg)
+#   --logdir DIR  where the logs go (default $OUT/compare/TASK)
+#   --timeout S   each run stopped after S seconds (`timeout`; status "timeout")
+#   --resume      skip the runs whose log already ends with status ok or diverged
+#   (environment: TRAIN_GPT2 / TRAIN_VIT run another build of the program, and nothing is built)
 #
 # Each run, in the repository root:
 #   ./PROGRAM -x STEPS [-v STEPS/30] COMMON -o OPTIMIZER FLAGS --seed SEED --log LOG EXTRA
@@ -18,9 +24,9 @@
 # $OUT/compare/TASK/LABEL_sSEED.jsonl (OUT: default .out, relative to the repository root), with the
 # console output beside it as .txt; the script writes a {"compare_run": ...} line (label, optimizer,
 # flags, seed, steps) before the program's lines and a {"compare_end": ...} line (status, exit code, wall
-# seconds) after them, for scripts/plot_compare.py. Status: ok; diverged (the program stopped on a
-# non-finite loss: a result of the sweep, not a failure); failed; stopped (a signal ended it early; the
-# runs after it are skipped). Ends with one summary line per run; exit status 1 when any run failed or
+# seconds) after them, for `./report compare` (tools/report/). Status: ok; diverged (the program stopped on a
+# non-finite loss: a result of the sweep, not a failure); failed; timeout (--timeout ended it); stopped (a
+# signal ended it early; the runs after it are skipped). Ends with one summary line per run; exit status 1 when any run failed or
 # was stopped or skipped, 2 for a mistake in the arguments, the .cfg or the set-up.
 set -uo pipefail
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
@@ -32,23 +38,31 @@ case "$task" in
   -h | --help | "") usage ;;
   *) die "TASK must be gpt2 or vit (got '$task'); see --help." ;;
 esac
-steps="" seeds="1337" only="" extra="" build=1 dry=0
+steps="" seeds="1337" only="" extra="" build=1 dry=0 cfg="" logdir="" timeout_s="" resume=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --steps | --seeds | --only | --extra) [ $# -ge 2 ] || die "$1 needs a value."
-      case "$1" in --steps) steps=$2 ;; --seeds) seeds=$2 ;; --only) only=$2 ;; --extra) extra=$2 ;; esac
+    --steps | --seeds | --only | --extra | --cfg | --logdir | --timeout) [ $# -ge 2 ] || die "$1 needs a value."
+      case "$1" in
+        --steps) steps=$2 ;; --seeds) seeds=$2 ;; --only) only=$2 ;; --extra) extra=$2 ;;
+        --cfg) cfg=$2 ;; --logdir) logdir=$2 ;; --timeout) timeout_s=$2 ;;
+      esac
       shift 2 ;;
     --no-build) build=0; shift ;;
     --dry-run) dry=1; shift ;;
+    --resume) resume=1; shift ;;
     -h | --help) usage ;;
     *) die "unknown option '$1'; see --help." ;;
   esac
 done
 
-# Everything, a relative OUT too, is taken from the repository root, where the programs are built.
+# Everything, a relative OUT, --cfg or --logdir too, is taken from the repository root, where the programs
+# are built.
 cd "$(dirname "$0")/.." || exit 2
-logdir="${OUT:-.out}/compare/$task"
-cfg="scripts/compare/$task.cfg"
+logdir=${logdir:-"${OUT:-.out}/compare/$task"}
+cfg=${cfg:-"scripts/compare/$task.cfg"}
+[ -z "$timeout_s" ] || [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a whole number of seconds (got '$timeout_s')."
+limit=()
+[ -z "$timeout_s" ] || limit=(timeout -k 10 "$timeout_s")
 if [ "$task" = gpt2 ]; then
   prog=train_gpt2 default_steps=800
   data_glob='data/english/english_train_*.bin'
@@ -114,10 +128,15 @@ fi
 val=()
 [[ " ${common[*]} " =~ \ (-v|--val-every)[\ =] ]] || val=(-v $(((steps + 29) / 30)))
 
-if ! compgen -G "$data_glob" >/dev/null; then
+# The default corpus must be there, unless --extra names other training data (-i): the program checks that.
+if ! compgen -G "$data_glob" >/dev/null && [[ " ${extra_words[*]} " != *" -i "* ]]; then
   [ $dry = 1 ] || die "$data_msg"
   echo "# note: $data_msg" >&2
 fi
+# TRAIN_GPT2 / TRAIN_VIT name another build of the program (then nothing is built).
+exe=./$prog
+if [ $prog = train_gpt2 ]; then exe=${TRAIN_GPT2:-$exe}; else exe=${TRAIN_VIT:-$exe}; fi
+[ "$exe" = "./$prog" ] || build=0
 if [ $build = 1 ]; then
   if [ $dry = 1 ]; then
     echo "make -j$(nproc) $prog"
@@ -139,11 +158,16 @@ for i in "${selected[@]}"; do
   for seed in "${seed_list[@]}"; do
     label=${labels[$i]} base="$logdir/${labels[$i]}_s$seed"
     split_words cfg_words "${flagsets[$i]}"
-    cmd=("./$prog" -x "$steps" "${val[@]}" "${common[@]}" -o "${opts[$i]}" "${cfg_words[@]}"
+    cmd=("$exe" -x "$steps" "${val[@]}" "${common[@]}" -o "${opts[$i]}" "${cfg_words[@]}"
          --seed "$seed" --log "$base.jsonl" "${extra_words[@]}")
     printed=$(for w in "${cmd[@]}"; do quote "$w"; printf ' '; done)
     if [ $dry = 1 ]; then
       echo "${printed% }"
+      continue
+    fi
+    if [ $resume = 1 ] && [ -f "$base.jsonl" ] &&
+       tail -n 1 "$base.jsonl" | grep -qE '^\{"compare_end":\{"status":"(ok|diverged)"'; then
+      summary+=("$(row "$label" "$seed" done -)")
       continue
     fi
     if [ $signalled = 1 ]; then
@@ -155,10 +179,12 @@ for i in "${selected[@]}"; do
     printf '{"compare_run":{"task":"%s","label":"%s","optimizer":"%s","flags":"%s","seed":%s,"steps":%s}}\n' \
       "$task" "$label" "${opts[$i]}" "$(json_text "${flagsets[$i]}")" "$seed" "$steps" >"$base.jsonl"
     t0=$(now)
-    "${cmd[@]}" 2>&1 | (trap '' INT TERM; exec tee "$base.txt")
+    "${limit[@]}" "${cmd[@]}" 2>&1 | (trap '' INT TERM; exec tee "$base.txt")
     rc=${PIPESTATUS[0]}
     wall=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
-    if [ $signalled = 1 ] || grep -q '^signal received' "$base.txt"; then
+    if [ -n "$timeout_s" ] && { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && [ $signalled = 0 ]; then
+      status=timeout  # the time limit stopped it (the program saw a TERM, or a KILL 10 s later)
+    elif [ $signalled = 1 ] || grep -q '^signal received' "$base.txt"; then
       status=stopped signalled=1  # exit status 0, but the run is cut short
     elif [ "$rc" = 0 ]; then
       status=ok

@@ -585,6 +585,11 @@ case_ bench_velo_no_weights       "VeLO weights not found at '$tmp/no_weights'" 
 crafted_ bench_lopt_nan_weights   "meta-weights must be finite numbers" \
   bench_optim -o small_fc_lopt --set small_fc_lopt.weights="$crafted/mulo_nan"
 flag_ --model bench_unknown_model "unknown model 'foo'; choose d12, d24, d36, d48 (GPT-2 124M to 1558M" bench_optim -e foo -o adamw
+case_ bench_mlp_bad_width         "the width of -e 'mlp-w0-d1' is too small" bench_optim -e mlp-w0-d1 -o adamw
+case_ bench_mlp_too_big           "more than 2^32 parameters"          bench_optim -e mlp-w65536-d2 -o adamw
+case_ bench_matrix_bad_rows       "the rows of -e 'mat-0x8' is too small" bench_optim -e mat-0x8 -o adamw
+case_ bench_matrix_one_tensor     "mat-64x64 has 1 tensors, fewer than --world 2" bench_optim -e mat-64x64 --world 2 -o adamw
+flag_ --shapes bench_shapes_bool  "flag --shapes needs 0 or 1"         bench_optim --shapes maybe
 case_ bench_old_models            "unknown flag '-m' (the models are -e (--model) now)" bench_optim -m gpt2-124m
 case_ bench_old_models_long       "unknown flag '--models' (it is --model (-e) now)" bench_optim --models gpt2-124m
 case_ bench_old_opts              "unknown flag '--opts=adamw' (it is --optimizer (-o) now)" bench_optim --opts=adamw
@@ -601,6 +606,18 @@ flag_ --tune opsbench_tune_negative "--tune >= 0"                      bench_gpt
 flag_ --reps opsbench_reps_zero   "--reps >= 1"                        bench_gpt2_ops --reps 0
 case_ opsbench_old_models         "unknown flag '-m' (the models are -e (--model) now)" bench_gpt2_ops -m gpt2-124m
 case_ opsbench_old_tune           "unknown flag '-k' (it is --tune now)" bench_gpt2_ops -k 8
+# The report tool (tools/report/): its subcommands' flags and inputs.
+case_ report_median_no_log        "--log is needed"                    report median --program train_gpt2
+case_ report_median_program       "--program must be train_gpt2 or train_vit (got 'x')" report median --program x --log "$tmp/l"
+case_ report_unknown_flag         "unknown flag '--bogus'"             report plot-log --bogus 1
+case_ report_plot_missing_log     "cannot read '$tmp/none.jsonl'"      report plot-log -i "$tmp/none.jsonl" --out "$tmp/x.svg"
+printf '{"step":0,"val_loss":2.0}\n' >"$tmp/val_only.jsonl"
+case_ report_plot_no_steps        "no training steps in '$tmp/val_only.jsonl'" report plot-log -i "$tmp/val_only.jsonl" --out "$tmp/x.svg"
+case_ report_plot_smooth          "--smooth must be >= 1 (got 0)"      report plot-log -i "$tmp/val_only.jsonl" --out "$tmp/x.svg" --smooth 0
+case_ report_compare_not_folder   "'$tmp/nope' is not a folder"        report compare -i "$tmp/nope" --out "$tmp/x"
+case_ report_compare_task         "--task must be gpt2 or vit (got 'bert')" report compare -i "$tmp" --out "$tmp/x" --task bert
+case_ report_pylo_not_folder      "'$tmp/nope' is not a folder"        report pylo -i "$tmp/nope"
+rm -f "$tmp/val_only.jsonl"
 # The same model names in every program: the benchmarks read their names before their other checks.
 case_ bench_model_names           "--steps must be >= 1"               bench_optim -e d12,124m,gpt2-124m,d48,tiny,vit-b16 -x 0
 case_ opsbench_model_names        "need --seq a multiple of 64"        bench_gpt2_ops -e d12,124m:8,gpt2-124m,1558m:2 -t 100

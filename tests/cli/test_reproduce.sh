@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# scripts/reproduce_pylo.sh on the CPU (CPU suite; no GPU needed): the plan (--dry-run), the experiment files
+# and the report on fake programs, resume (a done experiment is skipped; --redo, failed, skipped, stopped and
+# interrupted ones run again), the deadline, and a multi-GPU experiment skipped for want of GPUs; and the
+# training runs' driver, scripts/compare_optimizers.sh: seeds, --resume, --timeout, and ./report compare on them. The fakes
+# stand in for train_vit / train_gpt2 / bench_optim / nvidia-smi and print what the real ones print (a header,
+# JSON-lines logs, a GPT2_PROFILE table, bench_optim's lines); ./report is the real one (make report).
+# Prints PASS/FAIL per check; exits 1 if any fails.
+#
+#   bash tests/cli/test_reproduce.sh        (make test-cpu runs it)
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+[ -x ./report ] || { echo "FAIL test_reproduce: ./report is missing; make report first"; exit 1; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/test_reproduce.XXXXXX")
+trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
+pass=0 fail=0
+check() {  # NAME CONDITION...: PASS when the command succeeds
+  local name=$1
+  shift
+  if "$@"; then echo "PASS $name"; pass=$((pass + 1)); else echo "FAIL $name"; fail=$((fail + 1)); fi
+}
+
+# ------------------------------------------------------------------------------------------------ fakes
+mkdir -p "$T/bin"
+cat >"$T/bin/nvidia-smi" <<'EOF'
+#!/usr/bin/env bash
+case "$*" in
+  *--list-gpus*) for i in 0 1 2 3; do echo "GPU $i: Fake GPU 80GB (UUID: GPU-$i)"; done ;;
+  *name*) echo "Fake GPU 80GB" ;;
+  *) exit 1 ;;
+esac
+EOF
+cat >"$T/fake_train" <<'EOF'
+#!/usr/bin/env bash
+# A training program: header, 8 logged steps, a GPT2_PROFILE table when asked; FAKE_FAIL=1 fails, FAKE_SLEEP waits.
+echo "$(basename "$0") $*" >>"$FAKE_CALLS"
+[ -z "${FAKE_SLEEP:-}" ] || sleep "$FAKE_SLEEP"
+[ "${FAKE_FAIL:-0}" = 1 ] && { echo "train: out of GPU memory; use a smaller -b." >&2; exit 1; }
+log="" opt=adamw
+while [ $# -gt 0 ]; do case "$1" in --log) log=$2 ;; -o) opt=$2 ;; esac; shift; done
+echo "train_vit | Fake GPU 80GB | vit-b16 fused q/k/v bf16, 197 tokens, 86.57M params | $opt"
+echo "train_gpt2 | Fake GPU 80GB | d12 separate q/k/v bf16, 124.4M params | $opt"
+if [ -n "$log" ]; then
+  for s in 1 2 3 4 5 6 7 8; do
+    echo "{\"step\":$s,\"loss\":3.0,\"ms\":10.$s,\"opt_ms\":1.5,\"img_per_s\":3000.0,\"tok_per_s\":400000.0,\"mfu\":0.3}" >>"$log"
+    [ $((s % 4)) = 0 ] && echo "{\"step\":$s,\"val_loss\":$((10 - s)).5,\"val_top1\":0.$s}" >>"$log"
+  done
+fi
+if [ "${GPT2_PROFILE:-}" = 1 ]; then
+  printf 'GPT2_PROFILE: GPU ms per step over 7 steps (total 9.00)\n  fwd attention  3.000  33.3%%\n  bwd attention  5.500  61.1%%\n  crossentropy  0.500  5.6%%\n' >&2
+fi
+exit 0
+EOF
+cat >"$T/fake_bench" <<'EOF'
+#!/usr/bin/env bash
+# bench_optim: --shapes 1 prints two tensors per model; otherwise a copy line and one step line per model x optimizer.
+echo "bench_optim $*" >>"$FAKE_CALLS"
+[ -z "${FAKE_SLEEP:-}" ] || [ "$*" = "${*%--shapes*}" ] || FAKE_SLEEP=""  # --shapes: at once
+[ -z "${FAKE_SLEEP:-}" ] || sleep "$FAKE_SLEEP"
+[ "${FAKE_FAIL:-0}" = 1 ] && { echo "bench_optim: needs a CUDA GPU and none is visible." >&2; exit 1; }
+models="" opts="adamw" shapes=0
+while [ $# -gt 0 ]; do case "$1" in -e) models=$2 ;; -o) opts=$2 ;; --shapes) shapes=$2 ;; esac; shift; done
+for m in ${models//,/ }; do
+  if [ "$shapes" = 1 ]; then
+    echo "{\"model\":\"$m\",\"tensor\":\"w\",\"shape\":[64,64],\"role\":\"hidden\",\"muon\":1}"
+    continue
+  fi
+  for o in ${opts//,/ }; do
+    name=${o%%:*} mode=""
+    [ "$o" != "$name" ] && mode=",\"mode\":\"${o#*:}\""
+    echo "{\"bench\":\"optim_step\",\"gpu\":\"Fake GPU 80GB\",\"model\":\"$m\",\"params\":124439808,\"optimizer\":\"$name\",\"median_ms\":2.5,\"pct_of_floor\":80.0$mode}"
+  done
+done
+EOF
+chmod +x "$T/bin/nvidia-smi" "$T/fake_train" "$T/fake_bench"
+export PATH="$T/bin:$PATH" FAKE_CALLS="$T/calls" TRAIN_VIT="$T/fake_train" TRAIN_GPT2="$T/fake_train" \
+  BENCH_OPTIM="$T/fake_bench" PYLO_SRC="$T/no_pylo"
+: >"$FAKE_CALLS"
+calls() { wc -l <"$FAKE_CALLS" | tr -d ' '; }
+status_of() { tail -n 1 "$1" | sed -n 's/.*"experiment_end":{"status":"\([a-z]*\)".*/\1/p'; }
+R=scripts/reproduce_pylo.sh
+
+# ------------------------------------------------------------------------------------------------ the plan
+plan=$($R single --quick --dry-run --out "$T/dry" 2>&1)
+check plan_exit_0 [ $? = 0 ]
+for name in table2_step_breakdown table9_step_throughput fig1_vit_batch_breakdown fig5_optimizer_step_vs_size fig5_peers \
+            fig6_synthetic_mlp fig6_peers fig9_matrix_8192 fig9_peers train_vit_fashion_mnist train_gpt2_english configs_smoke; do
+  check "plan_lists_$name" grep -q "^# $name: " <<<"$plan"
+done
+check plan_profiles_table2 grep -q "PROFILE=1 .*bench_vit.sh vit-b16:32" <<<"$plan"
+check plan_matrix grep -q -- "-e mat-8192x8192" <<<"$plan"
+check plan_mlp_sweep grep -q -- "-e mlp-w256-d1,mlp-w1024-d1,mlp-w4096-d1" <<<"$plan"
+check plan_report_step grep -q "report pylo -i $T/dry --out $T/dry" <<<"$plan"
+check plan_seeds grep -q -- "--seeds '1 2 3'" <<<"$plan"
+check plan_runs_bounded grep -q -- "--timeout 600" <<<"$plan"
+check plan_writes_nothing [ ! -e "$T/dry" ]
+full=$($R single --dry-run 2>&1)
+check plan_full_sizes grep -q -- "-e gpt2-1558m" <<<"$full"
+check plan_full_vit_l grep -q "bench_vit.sh vit-l16:32" <<<"$full"
+check plan_bad_name_status bash -c "$R single --only nosuch --dry-run >/dev/null 2>&1; [ \$? = 2 ]"
+
+# ------------------------------------------------------------------------------------------------ a run
+out="$T/out"
+only=table2_step_breakdown,fig5_optimizer_step_vs_size,fig5_peers,configs_smoke
+$R single --quick --out "$out" --only "$only" >"$T/run1.txt" 2>&1
+rc=$?
+check run_exit_1_for_skipped_peers [ $rc = 1 ]
+f="$out/exp/table2_step_breakdown.jsonl"
+check run_table2_file [ -f "$f" ]
+check run_table2_ok [ "$(status_of "$f")" = ok ]
+check run_table2_header grep -q '"experiment":{"name":"table2_step_breakdown".*"gpu":"Fake GPU 80GB"' "$f"
+check run_table2_eight_lines [ "$(grep -c '"fwd_ms":3.0,"bwd_ms":5.5,"loss_ms":0.5' "$f")" = 8 ]
+check run_table2_runs [ "$(grep -c '"run":{' "$f")" = 8 ]
+check run_peers_skipped [ "$(status_of "$out/exp/fig5_peers.jsonl")" = skipped ]
+check run_peers_reason grep -q 'no PyLO source at ' "$out/exp/fig5_peers.jsonl"
+check run_fig5_lines [ "$(grep -c '"bench":"optim_step"' "$out/exp/fig5_optimizer_step_vs_size.jsonl")" = 14 ]
+check run_configs_notes [ "$(grep -c '"config":{' "$out/exp/configs_smoke.jsonl")" = 2 ]
+check run_no_part_left bash -c "! ls '$out/exp/'*.part >/dev/null 2>&1"
+check run_report [ -f "$out/report.md" ] 
+check run_report_table2 grep -qF '| ViT-B/16 | 32 | AdamW | 3.50 | 5.50 | 1.50 | 10.6 | 17.5 / 38.1 / 4.90 |' "$out/report.md"
+check run_report_svg [ -f "$out/table2.svg" ]
+check run_no_checkout_paths bash -c "! grep -rlF '$PWD/' '$out/exp/'"  # the commands name paths as given
+
+# ------------------------------------------------------------------------------------------------ resume
+before=$(calls)
+$R single --quick --out "$out" --only table2_step_breakdown >"$T/run2.txt" 2>&1
+check resume_exit_0 [ $? = 0 ]
+check resume_skips_done [ "$(calls)" = "$before" ]
+check resume_says_so grep -q "table2_step_breakdown is done" "$T/run2.txt"
+$R single --quick --out "$out" --only table2_step_breakdown --redo table2_step_breakdown >/dev/null 2>&1
+check redo_runs_again [ "$(calls)" -gt "$before" ]
+# A failed experiment (every run failed) runs again on the next call; an interrupted one (.part) too.
+FAKE_FAIL=1 $R single --quick --out "$out" --only fig9_matrix_8192 >/dev/null 2>&1
+check failed_status [ "$(status_of "$out/exp/fig9_matrix_8192.jsonl")" = failed ]
+$R single --quick --out "$out" --only fig9_matrix_8192 >/dev/null 2>&1
+check failed_runs_again [ "$(status_of "$out/exp/fig9_matrix_8192.jsonl")" = ok ]
+rm -f "$out/exp/fig6_synthetic_mlp.jsonl"
+echo '{"experiment":{"name":"fig6_synthetic_mlp"}}' >"$out/exp/fig6_synthetic_mlp.jsonl.part"
+$R single --quick --out "$out" --only fig6_synthetic_mlp >/dev/null 2>&1
+check interrupted_runs_again [ "$(status_of "$out/exp/fig6_synthetic_mlp.jsonl")" = ok ]
+check interrupted_part_gone [ ! -e "$out/exp/fig6_synthetic_mlp.jsonl.part" ]
+# A skipped experiment runs again once its prerequisite is there.
+mkdir -p "$T/pylo/pylo"
+before=$(calls)
+PYLO_SRC="$T/pylo" PYTHON=true $R single --quick --out "$out" --only fig5_peers >/dev/null 2>&1
+check skipped_runs_again [ "$(status_of "$out/exp/fig5_peers.jsonl")" = ok ]
+check skipped_peer_shapes [ "$(calls)" -gt "$before" ]
+
+# ------------------------------------------------------------------------------------------------ the deadline
+# A run that ends past the deadline stops its experiment (the runs after it are recorded as not started) ...
+FAKE_SLEEP=2.1 $R single --quick --out "$out" --only table2_step_breakdown --redo table2_step_breakdown --deadline 2 \
+  >"$T/run3.txt" 2>&1
+check deadline_exit_1 [ $? = 1 ]
+check deadline_stopped [ "$(status_of "$out/exp/table2_step_breakdown.jsonl")" = stopped ]
+check deadline_skipped_runs [ "$(grep -c '"skipped":"the deadline"' "$out/exp/table2_step_breakdown.jsonl")" = 7 ]
+# ... and no experiment starts after it; the next call goes on.
+FAKE_SLEEP=2.1 $R single --quick --out "$T/out2" --only fig9_matrix_8192,fig6_synthetic_mlp --deadline 2 >"$T/run4.txt" 2>&1
+check deadline_first_done [ "$(status_of "$T/out2/exp/fig6_synthetic_mlp.jsonl")" = ok ]  # the plan's order
+check deadline_leaves_rest [ ! -e "$T/out2/exp/fig9_matrix_8192.jsonl" ]
+check deadline_says_so grep -q "run the same command again" "$T/run4.txt"
+$R single --quick --out "$out" --only table2_step_breakdown >/dev/null 2>&1
+check stopped_runs_again [ "$(status_of "$out/exp/table2_step_breakdown.jsonl")" = ok ]
+
+# ------------------------------------------------------------------------------------------------ compare
+printf 'common -b 8\nadamw_lr1e-3 adamw -l 1e-3\nmuon_lr0.01 muon --set muon.lr=0.01\n' >"$T/c.cfg"
+C=(scripts/compare_optimizers.sh vit --cfg "$T/c.cfg" --steps 8 --seeds "1 2 3" --logdir "$T/cmp" --extra "-i x" --no-build)
+: >"$FAKE_CALLS"
+"${C[@]}" --timeout 30 >/dev/null 2>&1
+check compare_exit_0 [ $? = 0 ]
+check compare_six_logs [ "$(ls "$T/cmp/"*.jsonl | wc -l)" = 6 ]
+check compare_six_runs [ "$(calls)" = 6 ]
+check compare_ends_ok [ "$(grep -l '"compare_end":{"status":"ok"' "$T/cmp/"*.jsonl | wc -l)" = 6 ]
+"${C[@]}" --resume >/dev/null 2>&1
+check compare_resume_skips [ "$(calls)" = 6 ]
+rm "$T/cmp/muon_lr0.01_s2.jsonl"
+FAKE_SLEEP=3 "${C[@]}" --resume --timeout 1 >/dev/null 2>&1
+check compare_timeout_exit_1 [ $? = 1 ]
+check compare_timeout_status grep -q '"compare_end":{"status":"timeout","exit":124' "$T/cmp/muon_lr0.01_s2.jsonl"
+check compare_timeout_only_missing [ "$(calls)" = 7 ]
+./report compare -i "$T/cmp" --out "$T/cmp_table" --task vit >/dev/null
+check compare_table_seeds grep -qF '| adamw_lr1e-3 | adamw | 1e-3 | 1 2 3 | 2.5000 ± 0.0000 |' "$T/cmp_table.md"
+check compare_table_timeout grep -qF '| timeout 1/3 |' "$T/cmp_table.md"
+check compare_svg [ -s "$T/cmp_table.svg" ]
+
+# ------------------------------------------------------------------------------------------------ multi
+WORLD=8 $R multi --quick --out "$T/multi" >/dev/null 2>&1
+check multi_skipped [ "$(status_of "$T/multi/exp/table3_data_parallel.jsonl")" = skipped ]
+check multi_reason grep -q "fewer than WORLD=8" "$T/multi/exp/table3_data_parallel.jsonl"
+check multi_report_section grep -q "^## Table 3" "$T/multi/report.md"
+check multi_report_no_single bash -c "! grep -q '^## Table 2' '$T/multi/report.md'"
+
+echo "test_reproduce: $pass passed, $fail failed"
+[ $fail = 0 ]

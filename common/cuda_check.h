@@ -30,6 +30,16 @@ struct CudaError : std::runtime_error {
                               cublasGetStatusString(st_), ")"));                                        \
   } while (0)
 
+// The GPU the calling thread's CUDA work goes to. A new thread starts on GPU 0 whatever its creator
+// selected, so a thread that enqueues GPU work (a prefetcher's, with the nvjpeg decoder) must call
+// cudaSetDevice with its creator's current_device() first, or each data-parallel process puts a context
+// on GPU 0.
+inline int current_device() {
+  int d = 0;
+  if (cudaGetDevice(&d) != cudaSuccess) cudaGetLastError();
+  return d;
+}
+
 // True when at least one CUDA device is usable; never throws (used to skip GPU suites).
 inline bool cuda_device_available() {
   int n = 0;

@@ -18,7 +18,10 @@ ImagePrefetcher::ImagePrefetcher(ImageLoader& loader, int depth)
     free_slots();
     throw;
   }
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this, device = current_device()] {
+    cudaSetDevice(device);  // this process's GPU, not GPU 0 (common/cuda_check.h)
+    run();
+  });
 }
 
 void ImagePrefetcher::free_slots() {

@@ -9,7 +9,10 @@ BatchPrefetcher::BatchPrefetcher(TokenLoader& loader, int B, int T, int depth)
     CUDA_CHECK(cudaMallocHost(&s.y, size_t(n_) * sizeof(int32_t)));
     CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
   }
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this, device = current_device()] {
+    cudaSetDevice(device);  // this process's GPU, not GPU 0 (common/cuda_check.h)
+    run();
+  });
 }
 
 BatchPrefetcher::~BatchPrefetcher() {

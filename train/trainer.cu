@@ -84,7 +84,8 @@ bool Trainer::guard(int64_t step, const std::function<bool()>& body) {
   } catch (const DataError& e) {
     // The failed step's micro-batches changed only gradients, which a checkpoint does not keep, so the
     // state at its start is the run's progress. Nothing to keep when this run has done no step. With
-    // several processes the others are already in the next collective: exit, and the launcher ends them.
+    // several processes the others are already in the next collective: exit; the launcher or the others'
+    // watchdog (train/nccl_comm.h, --nccl-timeout) ends them.
     if (f_.ckpt_dir.empty() || step == first_step_ || dp_.world() > 1) throw;
     plan_.state = start;
     user_error(data_error_saved(e.what(), step, checkpoint(step)));

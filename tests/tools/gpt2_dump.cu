@@ -81,113 +81,150 @@ std::string table_json(const ParamTable& t, const Gpt2Shape& s, const std::strin
   j << "\n ]}\n";
   return j.str();
 }
-}  // namespace
 
-int main(int argc, char** argv) {
+// The flags and what they set.
+struct DumpArgs {
   std::string precision = "fp32", qkv = "separate", out;
   Gpt2Shape s;
-  s.layers = 2;
-  s.channels = 128;
-  s.heads = 2;
-  s.vocab = 512;
-  s.max_seq = 64;
   int B = 4, T = 64, steps = 10;
   double lr = 1e-3, wd = 0.1;
   int64_t seed = 1337;
+  DumpArgs() {
+    s.layers = 2;
+    s.channels = 128;
+    s.heads = 2;
+    s.vocab = 512;
+    s.max_seq = 64;
+  }
+};
+
+void add_flags(Cli& cli, DumpArgs& a) {
+  cli.add(0, "precision", &a.precision, "fp32 | bf16 (bf16 needs channels = 64 * heads)");
+  cli.add(0, "layers", &a.s.layers, "transformer blocks");
+  cli.add(0, "channels", &a.s.channels, "model width C");
+  cli.add(0, "heads", &a.s.heads, "attention heads");
+  cli.add(0, "vocab", &a.s.vocab, "vocabulary size V");
+  cli.add(0, "max-seq", &a.s.max_seq, "context length of the model (rows of wpe)");
+  cli.add(0, "qkv", &a.qkv, "separate | fused");
+  cli.add('b', "batch", &a.B, "sequences per batch");
+  cli.add('t', "seq", &a.T, "sequence length (<= --max-seq)");
+  cli.add('x', "steps", &a.steps, "AdamW steps (one batch each)");
+  cli.add('l', "lr", &a.lr, "AdamW learning rate");
+  cli.add('c', "wd", &a.wd, "AdamW weight decay (tensors with decay=true only)");
+  cli.add(0, "seed", &a.seed, "initialisation and data seed");
+  cli.add(0, "out", &a.out, "output folder (created if missing)");
+}
+
+// Bad flags, then no GPU, each one clear sentence; then the output folder.
+void check_flags_and_make_out(DumpArgs& a) {
+  const Gpt2Shape& s = a.s;
+  if (a.out.empty()) user_error("--out is required: the folder to write the dump into.");
+  if (a.qkv != "separate" && a.qkv != "fused") user_error("--qkv must be separate or fused (got '", a.qkv, "').");
+  if (a.precision != "fp32" && a.precision != "bf16")
+    user_error("--precision must be fp32 or bf16 (got '", a.precision, "').");
+  if (s.layers < 1 || s.channels < 1 || s.heads < 1 || s.channels % s.heads || s.vocab < 2 || s.max_seq < 1)
+    user_error("need layers, heads >= 1, channels a multiple of heads, vocab >= 2 and max-seq >= 1.");
+  if (a.B < 1 || a.T < 1 || a.T > s.max_seq || a.steps < 0)
+    user_error("need -b >= 1, 1 <= -t <= --max-seq and -x >= 0.");
+  if (!(a.lr >= 0) || !(a.wd >= 0)) user_error("need -l (lr) >= 0 and -c (wd) >= 0.");  // before the GPU check
+  if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
+  a.s.separate_qkv = a.qkv == "separate";
+  mkdir(a.out.c_str(), 0755);
+}
+
+OptimOptions adamw_options(const DumpArgs& a) {
+  OptimOptions oo;
+  oo.adamw.lr = a.lr;
+  oo.adamw.beta2 = 0.95;
+  oo.adamw.weight_decay = a.wd;
+  oo.schedule = make_schedule("constant", 0, std::max(a.steps, 1), 0, 0.2);
+  validate_options("adamw", oo);
+  return oo;
+}
+
+// Batch 0 before any update: logits (read before loss_and_dlogits turns them into their gradient), loss,
+// gradients. Returns the loss.
+float dump_batch0(Gpt2& model, Arena& arena, const int32_t* batch0, size_t N, const DumpArgs& a, size_t total) {
+  arena.zero_grads(0);
+  model.set_batch(batch0, batch0 + N, 0);
+  model.forward(0);
+  std::vector<float> logits(N * size_t(a.s.vocab));
+  model.logits_to_host(0, int(N), logits.data());
+  model.loss_and_dlogits(1.0f, 0);
+  model.backward(0);
+  const float loss0 = read_loss(model);
+  std::vector<float> grads(total);
+  CUDA_CHECK(cudaMemcpy(grads.data(), arena.grads(), total * sizeof(float), cudaMemcpyDeviceToHost));
+  write_bin(a.out + "/logits0.bin", logits.data(), logits.size());
+  write_bin(a.out + "/loss0.bin", &loss0, 1);
+  write_bin(a.out + "/grads0.bin", grads.data(), total);
+  return loss0;
+}
+
+// Training: step s uses batch s; its loss is the one before its update. The last entry: batch `steps` after the
+// last update, forward only.
+std::vector<float> train_losses(Gpt2& model, Arena& arena, Optimizer& opt, const std::vector<int32_t>& batches,
+                                size_t N, int steps) {
+  auto batch = [&](int i) { return &batches[size_t(i) * 2 * N]; };
+  std::vector<float> losses;
+  for (int step = 0; step < steps; step++) {
+    arena.zero_grads(0);
+    model.set_batch(batch(step), batch(step) + N, 0);
+    model.forward(0);
+    model.loss_and_dlogits(1.0f, 0);
+    model.backward(0);
+    StepInfo info;
+    info.d_loss = model.d_loss();
+    opt.step(info, 0);
+    losses.push_back(read_loss(model));
+  }
+  model.set_batch(batch(steps), batch(steps) + N, 0);
+  model.forward(0);
+  model.loss_and_dlogits(1.0f, 0);
+  losses.push_back(read_loss(model));
+  return losses;
+}
+
+// The whole dump: the inputs, batch 0's outputs, the training losses and the final weights.
+void dump(const DumpArgs& a) {
+  const Gpt2Shape& s = a.s;
+  const ParamTable table = gpt2_param_table(s);
+  Arena arena(table, a.precision == "bf16");
+  const std::vector<float> init = gpt2_init(table, s, uint64_t(a.seed));
+  for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
+  std::unique_ptr<Gpt2> model = make_gpt2(a.precision, s, arena, a.B, a.T);
+  const OptimOptions oo = adamw_options(a);
+  auto opt = make_optimizer("adamw", oo, arena);
+
+  const size_t N = size_t(a.B) * size_t(a.T), total = size_t(table.total_elems());
+  const std::vector<int32_t> batches = make_batches(a.steps + 1, a.B, a.T, s.vocab, uint64_t(a.seed));
+  {
+    std::ofstream f(a.out + "/table.json");
+    f << table_json(table, s, a.precision, a.B, a.T, a.steps, a.lr, a.wd, oo, a.seed);
+    if (!f) user_error("writing '", a.out, "/table.json' failed.");
+  }
+  write_bin(a.out + "/params0.bin", arena.get_params_flat().data(), total);
+  write_bin(a.out + "/batches.bin", batches.data(), batches.size());
+  const float loss0 = dump_batch0(*model, arena, batches.data(), N, a, total);
+  const std::vector<float> losses = train_losses(*model, arena, *opt, batches, N, a.steps);
+  write_bin(a.out + "/losses.bin", losses.data(), losses.size());
+  write_bin(a.out + "/params_final.bin", arena.get_params_flat().data(), total);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::printf("gpt2_dump: %s %s L=%d C=%d NH=%d V=%d maxT=%d B=%d T=%d: loss0 %.6f, loss after %d steps %.6f -> %s\n",
+              a.precision.c_str(), a.qkv.c_str(), s.layers, s.channels, s.heads, s.vocab, s.max_seq, a.B, a.T, loss0,
+              a.steps, losses.back(), a.out.c_str());
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  DumpArgs a;
   Cli cli("gpt2_dump",
           "Dumps our GPT-2's logits, loss, gradients and AdamW losses for tests/torch_gpt2_crosscheck.py.");
-  cli.add(0, "precision", &precision, "fp32 | bf16 (bf16 needs channels = 64 * heads)");
-  cli.add(0, "layers", &s.layers, "transformer blocks");
-  cli.add(0, "channels", &s.channels, "model width C");
-  cli.add(0, "heads", &s.heads, "attention heads");
-  cli.add(0, "vocab", &s.vocab, "vocabulary size V");
-  cli.add(0, "max-seq", &s.max_seq, "context length of the model (rows of wpe)");
-  cli.add(0, "qkv", &qkv, "separate | fused");
-  cli.add('b', "batch", &B, "sequences per batch");
-  cli.add('t', "seq", &T, "sequence length (<= --max-seq)");
-  cli.add('x', "steps", &steps, "AdamW steps (one batch each)");
-  cli.add('l', "lr", &lr, "AdamW learning rate");
-  cli.add('c', "wd", &wd, "AdamW weight decay (tensors with decay=true only)");
-  cli.add(0, "seed", &seed, "initialisation and data seed");
-  cli.add(0, "out", &out, "output folder (created if missing)");
+  add_flags(cli, a);
   try {
     if (!cli.parse(argc, argv)) return 0;
-    if (out.empty()) user_error("--out is required: the folder to write the dump into.");
-    if (qkv != "separate" && qkv != "fused") user_error("--qkv must be separate or fused (got '", qkv, "').");
-    if (precision != "fp32" && precision != "bf16")
-      user_error("--precision must be fp32 or bf16 (got '", precision, "').");
-    if (s.layers < 1 || s.channels < 1 || s.heads < 1 || s.channels % s.heads || s.vocab < 2 || s.max_seq < 1)
-      user_error("need layers, heads >= 1, channels a multiple of heads, vocab >= 2 and max-seq >= 1.");
-    if (B < 1 || T < 1 || T > s.max_seq || steps < 0) user_error("need -b >= 1, 1 <= -t <= --max-seq and -x >= 0.");
-    if (!(lr >= 0) || !(wd >= 0)) user_error("need -l (lr) >= 0 and -c (wd) >= 0.");  // before the GPU check
-    if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
-    s.separate_qkv = qkv == "separate";
-    mkdir(out.c_str(), 0755);
-
-    const ParamTable table = gpt2_param_table(s);
-    Arena arena(table, precision == "bf16");
-    const std::vector<float> init = gpt2_init(table, s, uint64_t(seed));
-    for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
-    std::unique_ptr<Gpt2> model = make_gpt2(precision, s, arena, B, T);
-
-    OptimOptions oo;
-    oo.adamw.lr = lr;
-    oo.adamw.beta2 = 0.95;
-    oo.adamw.weight_decay = wd;
-    oo.schedule = make_schedule("constant", 0, std::max(steps, 1), 0, 0.2);
-    validate_options("adamw", oo);
-    auto opt = make_optimizer("adamw", oo, arena);
-
-    const size_t N = size_t(B) * size_t(T), total = size_t(table.total_elems());
-    const std::vector<int32_t> batches = make_batches(steps + 1, B, T, s.vocab, uint64_t(seed));
-    auto batch = [&](int i) { return &batches[size_t(i) * 2 * N]; };
-    {
-      std::ofstream f(out + "/table.json");
-      f << table_json(table, s, precision, B, T, steps, lr, wd, oo, seed);
-      if (!f) user_error("writing '", out, "/table.json' failed.");
-    }
-    write_bin(out + "/params0.bin", arena.get_params_flat().data(), total);
-    write_bin(out + "/batches.bin", batches.data(), batches.size());
-
-    // Batch 0 before any update: logits (read before loss_and_dlogits turns them into their gradient),
-    // loss, gradients.
-    arena.zero_grads(0);
-    model->set_batch(batch(0), batch(0) + N, 0);
-    model->forward(0);
-    std::vector<float> logits(N * size_t(s.vocab));
-    model->logits_to_host(0, int(N), logits.data());
-    model->loss_and_dlogits(1.0f, 0);
-    model->backward(0);
-    const float loss0 = read_loss(*model);
-    std::vector<float> grads(total);
-    CUDA_CHECK(cudaMemcpy(grads.data(), arena.grads(), total * sizeof(float), cudaMemcpyDeviceToHost));
-    write_bin(out + "/logits0.bin", logits.data(), logits.size());
-    write_bin(out + "/loss0.bin", &loss0, 1);
-    write_bin(out + "/grads0.bin", grads.data(), total);
-
-    // Training: step s uses batch s; its loss is the one before its update.
-    std::vector<float> losses;
-    for (int step = 0; step < steps; step++) {
-      arena.zero_grads(0);
-      model->set_batch(batch(step), batch(step) + N, 0);
-      model->forward(0);
-      model->loss_and_dlogits(1.0f, 0);
-      model->backward(0);
-      StepInfo info;
-      info.d_loss = model->d_loss();
-      opt->step(info, 0);
-      losses.push_back(read_loss(*model));
-    }
-    model->set_batch(batch(steps), batch(steps) + N, 0);
-    model->forward(0);
-    model->loss_and_dlogits(1.0f, 0);
-    losses.push_back(read_loss(*model));
-    write_bin(out + "/losses.bin", losses.data(), losses.size());
-    write_bin(out + "/params_final.bin", arena.get_params_flat().data(), total);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::printf("gpt2_dump: %s %s L=%d C=%d NH=%d V=%d maxT=%d B=%d T=%d: loss0 %.6f, loss after %d steps %.6f -> %s\n",
-                precision.c_str(), qkv.c_str(), s.layers, s.channels, s.heads, s.vocab, s.max_seq, B, T, loss0, steps,
-                losses.back(), out.c_str());
+    check_flags_and_make_out(a);
+    dump(a);
   } catch (const CudaError& e) {
     std::fprintf(stderr, "gpt2_dump: CUDA error: %s\n", e.what());
     return 2;

@@ -123,150 +123,198 @@ std::string table_json(const ParamTable& t, const VitShape& s, const ImageNorm& 
   return j.str();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The flags and what they set.
+struct DumpArgs {
   std::string qkv = "fused", out;
   VitShape s;
-  s.layers = 2;
-  s.heads = 2;
-  s.image = 32;
-  s.patch = 8;
-  s.in_chans = 3;
-  s.classes = 10;
   int B = 4, steps = 10;
   double lr = 1e-3, wd = 0.1;
   int64_t seed = 1337;
   bool ref_only = false;
+  DumpArgs() {
+    s.layers = 2;
+    s.heads = 2;
+    s.image = 32;
+    s.patch = 8;
+    s.in_chans = 3;
+    s.classes = 10;
+  }
+};
+
+void add_flags(Cli& cli, DumpArgs& a) {
+  cli.add(0, "image", &a.s.image, "image side in pixels (a multiple of --patch)");
+  cli.add(0, "patch", &a.s.patch, "patch side in pixels");
+  cli.add(0, "channels", &a.s.in_chans, "image channels: 1 or 3");
+  cli.add(0, "classes", &a.s.classes, "classes of the head");
+  cli.add(0, "layers", &a.s.layers, "transformer blocks");
+  cli.add(0, "heads", &a.s.heads, "attention heads (model width = 64 * heads)");
+  cli.add(0, "qkv", &a.qkv, "fused (timm's attn.qkv) | separate (attn.q, attn.k, attn.v)");
+  cli.add('b', "batch", &a.B, "images per batch");
+  cli.add('x', "steps", &a.steps, "AdamW steps (one batch each)");
+  cli.add('l', "lr", &a.lr, "AdamW learning rate");
+  cli.add('c', "wd", &a.wd, "AdamW weight decay (tensors with decay=true only)");
+  cli.add(0, "seed", &a.seed, "initialisation and data seed");
+  cli.add(0, "ref-only", &a.ref_only, "1: write only the table, data and CPU reference files (no GPU needed)");
+  cli.add(0, "out", &a.out, "output folder (created if missing)");
+}
+
+// Bad flags, each one clear sentence; then the model's width and q/k/v layout from them.
+void check_flags(DumpArgs& a) {
+  if (a.out.empty()) user_error("--out is required: the folder to write the dump into.");
+  if (a.qkv != "separate" && a.qkv != "fused") user_error("--qkv must be separate or fused (got '", a.qkv, "').");
+  if (a.s.in_chans != 1 && a.s.in_chans != 3) user_error("--channels must be 1 or 3 (got ", a.s.in_chans, ").");
+  if (a.s.layers < 1 || a.s.heads < 1) user_error("need --layers >= 1 and --heads >= 1.");
+  if (a.B < 1 || a.steps < 0) user_error("need -b >= 1 and -x >= 0.");
+  if (!(a.lr >= 0) || !(a.wd >= 0)) user_error("need -l (lr) >= 0 and -c (wd) >= 0.");  // before --out is made
+  a.s.channels = 64 * a.s.heads;
+  a.s.separate_qkv = a.qkv == "separate";
+}
+
+OptimOptions adamw_options(const DumpArgs& a) {
+  OptimOptions oo;
+  oo.adamw.lr = a.lr;
+  oo.adamw.beta1 = 0.9;
+  oo.adamw.beta2 = 0.999;
+  oo.adamw.eps = 1e-8;
+  oo.adamw.weight_decay = a.wd;
+  oo.schedule = make_schedule("constant", 0, std::max(a.steps, 1), 0, 0.2);
+  validate_options("adamw", oo);
+  return oo;
+}
+
+// Exact side: the double reference on batch 0, from the fp32 initial weights. Returns its loss.
+float dump_reference(const DumpArgs& a, const ParamTable& table, const std::vector<float>& init, const Batches& data,
+                     const ImageNorm& norm) {
+  VitRef ref(a.s, table);
+  const std::vector<double> p0(init.begin(), init.end());
+  const std::vector<int> labels0(data.labels.begin(), data.labels.begin() + a.B);
+  const float ref_loss =
+      float(ref.forward(p0, normalised_images(data.pixels.data(), a.B, a.s, norm), labels0, nullptr, a.B));
+  const std::vector<double> g = ref.backward(p0);
+  const std::vector<float> ref_logits(ref.logits().begin(), ref.logits().end()), ref_grads(g.begin(), g.end());
+  write_bin(a.out + "/ref_logits0.bin", ref_logits.data(), ref_logits.size());
+  write_bin(a.out + "/ref_loss0.bin", &ref_loss, 1);
+  write_bin(a.out + "/ref_grads0.bin", ref_grads.data(), size_t(table.total_elems()));
+  return ref_loss;
+}
+
+void set_batch(VitBf16& model, const Batches& data, int i, int B, size_t img) {
+  Batch b;
+  b.pixels = &data.pixels[size_t(i) * img];
+  b.targets = &data.labels[size_t(i) * size_t(B)];
+  model.set_batch(b, 0);  // pageable memory: copied before it returns
+}
+
+// Batch 0 before any update: logits (read before loss_and_dlogits turns them into their gradient), loss,
+// gradients. Returns the loss.
+float dump_batch0(VitBf16& model, Arena& arena, const Batches& data, size_t img, const DumpArgs& a, size_t total) {
+  arena.zero_grads(0);
+  set_batch(model, data, 0, a.B, img);
+  model.forward(0);
+  std::vector<float> logits(size_t(a.B) * size_t(a.s.classes));
+  model.logits_to_host(logits.data());
+  model.loss_and_dlogits(1.0f, 0);
+  model.backward(0);
+  const float loss0 = read_loss(model);
+  std::vector<float> grads(total);
+  CUDA_CHECK(cudaMemcpy(grads.data(), arena.grads(), total * sizeof(float), cudaMemcpyDeviceToHost));
+  write_bin(a.out + "/logits0.bin", logits.data(), logits.size());
+  write_bin(a.out + "/loss0.bin", &loss0, 1);
+  write_bin(a.out + "/grads0.bin", grads.data(), total);
+  return loss0;
+}
+
+// Training: step s uses batch s; its loss is the one before its update. The last entry: batch `steps` after the
+// last update, forward only.
+std::vector<float> train_losses(VitBf16& model, Arena& arena, Optimizer& opt, const Batches& data, size_t img,
+                                const DumpArgs& a) {
+  std::vector<float> losses;
+  for (int step = 0; step < a.steps; step++) {
+    arena.zero_grads(0);
+    set_batch(model, data, step, a.B, img);
+    model.forward(0);
+    model.loss_and_dlogits(1.0f, 0);
+    model.backward(0);
+    StepInfo info;
+    info.d_loss = model.d_loss();
+    opt.step(info, 0);
+    losses.push_back(read_loss(model));
+  }
+  set_batch(model, data, a.steps, a.B, img);
+  model.forward(0);
+  model.loss_and_dlogits(1.0f, 0);
+  losses.push_back(read_loss(model));
+  return losses;
+}
+
+// bf16 side: the GPU model from the same weights (its compute copy rounds them to bf16): batch 0's outputs,
+// the training losses and the final weights.
+void dump_gpu(const DumpArgs& a, const ParamTable& table, const std::vector<float>& init, const Batches& data,
+              const ImageNorm& norm, const OptimOptions& oo, float ref_loss) {
+  const VitShape& s = a.s;
+  const size_t total = size_t(table.total_elems()), img = size_t(a.B) * size_t(s.image * s.image * s.in_chans);
+  Arena arena(table, true);
+  for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
+  VitBf16 model(s, arena, a.B, norm);
+  auto opt = make_optimizer("adamw", oo, arena);
+  const float loss0 = dump_batch0(model, arena, data, img, a, total);
+  const std::vector<float> losses = train_losses(model, arena, *opt, data, img, a);
+  write_bin(a.out + "/losses.bin", losses.data(), losses.size());
+  write_bin(a.out + "/params_final.bin", arena.get_params_flat().data(), total);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::printf(
+      "vit_dump: %s %dx%dx%d patch %d L=%d C=%d NH=%d classes %d B=%d: loss0 %.6f (reference %.6f), "
+      "loss after %d steps %.6f -> %s\n",
+      a.qkv.c_str(), s.image, s.image, s.in_chans, s.patch, s.layers, s.channels, s.heads, s.classes, a.B,
+      double(loss0), double(ref_loss), a.steps, double(losses.back()), a.out.c_str());
+}
+
+// The whole dump: the inputs and the reference's outputs, then (unless --ref-only) the GPU model's.
+void dump(const DumpArgs& a, const ParamTable& table) {
+  const VitShape& s = a.s;
+  // ImageNet's statistics for colour images; (0.5, 0.5) for grey ones (timm's default for 1 channel).
+  ImageNorm norm;
+  if (s.in_chans == 1) norm.mean[0] = norm.std[0] = 0.5f;
+  const OptimOptions oo = adamw_options(a);
+  const size_t total = size_t(table.total_elems());
+  const std::vector<float> init = vit_init(table, s, uint64_t(a.seed));
+  const Batches data = make_batches(a.steps + 1, a.B, s, uint64_t(a.seed));
+  {
+    std::ofstream f(a.out + "/table.json");
+    f << table_json(table, s, norm, a.B, a.steps, a.lr, a.wd, oo, a.seed, a.ref_only);
+    if (!f) user_error("writing '", a.out, "/table.json' failed.");
+  }
+  write_bin(a.out + "/params0.bin", init.data(), total);
+  write_bin(a.out + "/pixels.bin", data.pixels.data(), data.pixels.size());
+  write_bin(a.out + "/labels.bin", data.labels.data(), data.labels.size());
+  const float ref_loss = dump_reference(a, table, init, data, norm);
+  if (a.ref_only) {
+    std::printf(
+        "vit_dump: %s %dx%dx%d patch %d L=%d C=%d NH=%d classes %d B=%d: reference loss0 %.6f -> %s "
+        "(reference only)\n",
+        a.qkv.c_str(), s.image, s.image, s.in_chans, s.patch, s.layers, s.channels, s.heads, s.classes, a.B,
+        double(ref_loss), a.out.c_str());
+    return;
+  }
+  dump_gpu(a, table, init, data, norm, oo, ref_loss);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  DumpArgs a;
   Cli cli("vit_dump",
           "Dumps our ViT's logits, loss and gradients (CPU double reference and bf16 GPU model) and the bf16 model's "
           "AdamW losses for tests/timm_vit_crosscheck.py.");
-  cli.add(0, "image", &s.image, "image side in pixels (a multiple of --patch)");
-  cli.add(0, "patch", &s.patch, "patch side in pixels");
-  cli.add(0, "channels", &s.in_chans, "image channels: 1 or 3");
-  cli.add(0, "classes", &s.classes, "classes of the head");
-  cli.add(0, "layers", &s.layers, "transformer blocks");
-  cli.add(0, "heads", &s.heads, "attention heads (model width = 64 * heads)");
-  cli.add(0, "qkv", &qkv, "fused (timm's attn.qkv) | separate (attn.q, attn.k, attn.v)");
-  cli.add('b', "batch", &B, "images per batch");
-  cli.add('x', "steps", &steps, "AdamW steps (one batch each)");
-  cli.add('l', "lr", &lr, "AdamW learning rate");
-  cli.add('c', "wd", &wd, "AdamW weight decay (tensors with decay=true only)");
-  cli.add(0, "seed", &seed, "initialisation and data seed");
-  cli.add(0, "ref-only", &ref_only, "1: write only the table, data and CPU reference files (no GPU needed)");
-  cli.add(0, "out", &out, "output folder (created if missing)");
+  add_flags(cli, a);
   try {
     if (!cli.parse(argc, argv)) return 0;
-    if (out.empty()) user_error("--out is required: the folder to write the dump into.");
-    if (qkv != "separate" && qkv != "fused") user_error("--qkv must be separate or fused (got '", qkv, "').");
-    if (s.in_chans != 1 && s.in_chans != 3) user_error("--channels must be 1 or 3 (got ", s.in_chans, ").");
-    if (s.layers < 1 || s.heads < 1) user_error("need --layers >= 1 and --heads >= 1.");
-    if (B < 1 || steps < 0) user_error("need -b >= 1 and -x >= 0.");
-    if (!(lr >= 0) || !(wd >= 0)) user_error("need -l (lr) >= 0 and -c (wd) >= 0.");  // before --out is made
-    s.channels = 64 * s.heads;
-    s.separate_qkv = qkv == "separate";
-    const ParamTable table = vit_param_table(s);  // checks image, patch and classes
-    if (!ref_only && !cuda_device_available())
+    check_flags(a);
+    const ParamTable table = vit_param_table(a.s);  // checks image, patch and classes
+    if (!a.ref_only && !cuda_device_available())
       user_error("needs a CUDA GPU and none is visible (--ref-only 1 writes the CPU reference files only).");
-    mkdir(out.c_str(), 0755);
-
-    // ImageNet's statistics for colour images; (0.5, 0.5) for grey ones (timm's default for 1 channel).
-    ImageNorm norm;
-    if (s.in_chans == 1) norm.mean[0] = norm.std[0] = 0.5f;
-    OptimOptions oo;
-    oo.adamw.lr = lr;
-    oo.adamw.beta1 = 0.9;
-    oo.adamw.beta2 = 0.999;
-    oo.adamw.eps = 1e-8;
-    oo.adamw.weight_decay = wd;
-    oo.schedule = make_schedule("constant", 0, std::max(steps, 1), 0, 0.2);
-    validate_options("adamw", oo);
-
-    const size_t total = size_t(table.total_elems()), img = size_t(B) * size_t(s.image * s.image * s.in_chans);
-    const std::vector<float> init = vit_init(table, s, uint64_t(seed));
-    const Batches data = make_batches(steps + 1, B, s, uint64_t(seed));
-    {
-      std::ofstream f(out + "/table.json");
-      f << table_json(table, s, norm, B, steps, lr, wd, oo, seed, ref_only);
-      if (!f) user_error("writing '", out, "/table.json' failed.");
-    }
-    write_bin(out + "/params0.bin", init.data(), total);
-    write_bin(out + "/pixels.bin", data.pixels.data(), data.pixels.size());
-    write_bin(out + "/labels.bin", data.labels.data(), data.labels.size());
-
-    // Exact side: the double reference on batch 0, from the fp32 initial weights.
-    VitRef ref(s, table);
-    const std::vector<double> p0(init.begin(), init.end());
-    const std::vector<int> labels0(data.labels.begin(), data.labels.begin() + B);
-    const float ref_loss =
-        float(ref.forward(p0, normalised_images(data.pixels.data(), B, s, norm), labels0, nullptr, B));
-    const std::vector<double> g = ref.backward(p0);
-    const std::vector<float> ref_logits(ref.logits().begin(), ref.logits().end()), ref_grads(g.begin(), g.end());
-    write_bin(out + "/ref_logits0.bin", ref_logits.data(), ref_logits.size());
-    write_bin(out + "/ref_loss0.bin", &ref_loss, 1);
-    write_bin(out + "/ref_grads0.bin", ref_grads.data(), total);
-    if (ref_only) {
-      std::printf(
-          "vit_dump: %s %dx%dx%d patch %d L=%d C=%d NH=%d classes %d B=%d: reference loss0 %.6f -> %s "
-          "(reference only)\n",
-          qkv.c_str(), s.image, s.image, s.in_chans, s.patch, s.layers, s.channels, s.heads, s.classes, B,
-          double(ref_loss), out.c_str());
-      return 0;
-    }
-
-    // bf16 side: the GPU model from the same weights (its compute copy rounds them to bf16).
-    Arena arena(table, true);
-    for (const auto& t : table.tensors()) arena.set_param(t.index, &init[size_t(t.offset)]);
-    VitBf16 model(s, arena, B, norm);
-    auto opt = make_optimizer("adamw", oo, arena);
-    auto set = [&](int i) {
-      Batch b;
-      b.pixels = &data.pixels[size_t(i) * img];
-      b.targets = &data.labels[size_t(i) * size_t(B)];
-      model.set_batch(b, 0);  // pageable memory: copied before it returns
-    };
-
-    // Batch 0 before any update: logits (read before loss_and_dlogits turns them into their gradient), loss,
-    // gradients.
-    arena.zero_grads(0);
-    set(0);
-    model.forward(0);
-    std::vector<float> logits(size_t(B) * size_t(s.classes));
-    model.logits_to_host(logits.data());
-    model.loss_and_dlogits(1.0f, 0);
-    model.backward(0);
-    const float loss0 = read_loss(model);
-    std::vector<float> grads(total);
-    CUDA_CHECK(cudaMemcpy(grads.data(), arena.grads(), total * sizeof(float), cudaMemcpyDeviceToHost));
-    write_bin(out + "/logits0.bin", logits.data(), logits.size());
-    write_bin(out + "/loss0.bin", &loss0, 1);
-    write_bin(out + "/grads0.bin", grads.data(), total);
-
-    // Training: step s uses batch s; its loss is the one before its update.
-    std::vector<float> losses;
-    for (int step = 0; step < steps; step++) {
-      arena.zero_grads(0);
-      set(step);
-      model.forward(0);
-      model.loss_and_dlogits(1.0f, 0);
-      model.backward(0);
-      StepInfo info;
-      info.d_loss = model.d_loss();
-      opt->step(info, 0);
-      losses.push_back(read_loss(model));
-    }
-    set(steps);
-    model.forward(0);
-    model.loss_and_dlogits(1.0f, 0);
-    losses.push_back(read_loss(model));
-    write_bin(out + "/losses.bin", losses.data(), losses.size());
-    write_bin(out + "/params_final.bin", arena.get_params_flat().data(), total);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::printf(
-        "vit_dump: %s %dx%dx%d patch %d L=%d C=%d NH=%d classes %d B=%d: loss0 %.6f (reference %.6f), "
-        "loss after %d steps %.6f -> %s\n",
-        qkv.c_str(), s.image, s.image, s.in_chans, s.patch, s.layers, s.channels, s.heads, s.classes, B, double(loss0),
-        double(ref_loss), steps, double(losses.back()), out.c_str());
+    mkdir(a.out.c_str(), 0755);
+    dump(a, table);
   } catch (const CudaError& e) {
     std::fprintf(stderr, "vit_dump: CUDA error: %s\n", e.what());
     return 2;

@@ -206,6 +206,80 @@ std::string optimizer_color(const std::string& optimizer, size_t k, size_t n) {
   return svg::tint(base, t);
 }
 
+namespace {
+
+// The best configuration per optimizer: lowest mean final loss, among those whose every run finished where
+// there is one.
+std::map<std::string, const CompareRow*> best_per_optimizer(
+    const std::vector<std::string>& opts, std::map<std::string, std::vector<const CompareRow*>>& by_opt) {
+  std::map<std::string, const CompareRow*> best;
+  for (const auto& o : opts) {
+    const CompareRow* b = nullptr;
+    for (int pass = 0; pass < 2 && !b; pass++)
+      for (const CompareRow* r : by_opt[o]) {
+        if (r->final_loss.empty() || (pass == 0 && r->status != "ok")) continue;
+        if (!b || mean(r->final_loss) < mean(b->final_loss)) b = r;
+      }
+    best[o] = b;
+  }
+  return best;
+}
+
+// One configuration in panel p (0: loss, 1: top-1): mean, min and max over the runs at each validation step
+// (finite values only); no points when it has none.
+svg::Series mean_series(const CompareRow& r, int p, const std::string& color, bool thick) {
+  std::map<double, std::vector<double>> at;
+  for (const auto& run : r.runs)
+    for (const auto& v : run.val) {
+      const double y = p == 0 ? v.loss : v.top1;
+      if (std::isfinite(y)) at[v.step].push_back(y);
+    }
+  svg::Series s;
+  if (at.empty()) return s;
+  s.name = r.status == "ok" ? r.label : r.label + " (" + r.status + ")";
+  s.color = color;
+  s.width = thick ? 3.0 : 1.3;
+  s.marker = svg::Marker::None;
+  s.band = r.runs.size() > 1;
+  s.legend = p == 0;
+  for (const auto& kv : at)
+    s.points.push_back({kv.first, mean(kv.second), s.band ? min_of(kv.second) : NAN, s.band ? max_of(kv.second) : NAN});
+  return s;
+}
+
+// Where a diverged run stopped: its last finite point.
+svg::Series diverged_ends(const CompareRow& r, int p, const svg::Series& s) {
+  svg::Series ends;
+  ends.name = s.name + " diverged";
+  ends.color = s.color;
+  ends.line = false;
+  ends.marker = svg::Marker::Cross;
+  ends.legend = false;
+  for (const auto& run : r.runs) {
+    if (run.status != "diverged") continue;
+    for (auto it = run.val.rbegin(); it != run.val.rend(); ++it) {
+      const double y = p == 0 ? it->loss : it->top1;
+      if (std::isfinite(y)) {
+        ends.points.push_back({it->step, y});
+        break;
+      }
+    }
+  }
+  return ends;
+}
+
+// The loss panel's y range follows the curves after their first tenth: the initial loss would otherwise
+// flatten the part where the optimizers differ.
+void widen_loss_range(const svg::Series& s, double* lo, double* hi) {
+  const double last = s.points.back().x;
+  for (const auto& pt : s.points) {
+    *lo = std::min(*lo, s.band ? pt.lo : pt.y);
+    if (pt.x >= 0.1 * last) *hi = std::max(*hi, pt.y);
+  }
+}
+
+}  // namespace
+
 svg::Figure compare_figure(const std::vector<CompareRow>& rows, bool top1, const std::string& title) {
   svg::Figure f;
   f.title = title;
@@ -217,24 +291,13 @@ svg::Figure compare_figure(const std::vector<CompareRow>& rows, bool top1, const
     panel.line.y.label = p == 0 ? "validation loss" : "validation top-1 (%)";
     f.panels.push_back(panel);
   }
-  // The best configuration per optimizer: lowest mean final loss, among those whose every run finished where
-  // there is one.
   std::map<std::string, std::vector<const CompareRow*>> by_opt;
   std::vector<std::string> opts;
   for (const auto& r : rows) {
     if (!by_opt.count(r.optimizer)) opts.push_back(r.optimizer);
     by_opt[r.optimizer].push_back(&r);
   }
-  std::map<std::string, const CompareRow*> best;
-  for (const auto& o : opts) {
-    const CompareRow* b = nullptr;
-    for (int pass = 0; pass < 2 && !b; pass++)
-      for (const CompareRow* r : by_opt[o]) {
-        if (r->final_loss.empty() || (pass == 0 && r->status != "ok")) continue;
-        if (!b || mean(r->final_loss) < mean(b->final_loss)) b = r;
-      }
-    best[o] = b;
-  }
+  const std::map<std::string, const CompareRow*> best = best_per_optimizer(opts, by_opt);
   double lo = INFINITY, hi = -INFINITY;
   std::vector<double> per_step;
   std::string unit;
@@ -242,58 +305,16 @@ svg::Figure compare_figure(const std::vector<CompareRow>& rows, bool top1, const
     const auto& rs = by_opt[o];
     for (size_t k = 0; k < rs.size(); k++) {
       const CompareRow& r = *rs[k];
-      const std::string color = optimizer_color(o, k, rs.size());
-      const bool thick = best[o] == &r;
       for (const auto& run : r.runs) {
         per_step.insert(per_step.end(), run.per_step.begin(), run.per_step.end());
         if (unit.empty()) unit = run.unit;
       }
       for (int p = 0; p < panels; p++) {
-        // Mean, min and max over the runs at each validation step (finite values only).
-        std::map<double, std::vector<double>> at;
-        for (const auto& run : r.runs)
-          for (const auto& v : run.val) {
-            const double y = p == 0 ? v.loss : v.top1;
-            if (std::isfinite(y)) at[v.step].push_back(y);
-          }
-        if (at.empty()) continue;
-        svg::Series s;
-        s.name = r.status == "ok" ? r.label : r.label + " (" + r.status + ")";
-        s.color = color;
-        s.width = thick ? 3.0 : 1.3;
-        s.marker = svg::Marker::None;
-        s.band = r.runs.size() > 1;
-        s.legend = p == 0;
-        for (const auto& kv : at)
-          s.points.push_back({kv.first, mean(kv.second), s.band ? min_of(kv.second) : NAN,
-                              s.band ? max_of(kv.second) : NAN});
-        if (p == 0) {
-          // The y range follows the curves after their first tenth: the initial loss would otherwise
-          // flatten the part where the optimizers differ.
-          const double last = s.points.back().x;
-          for (const auto& pt : s.points) {
-            lo = std::min(lo, s.band ? pt.lo : pt.y);
-            if (pt.x >= 0.1 * last) hi = std::max(hi, pt.y);
-          }
-        }
+        const svg::Series s = mean_series(r, p, optimizer_color(o, k, rs.size()), best.at(o) == &r);
+        if (s.points.empty()) continue;
+        if (p == 0) widen_loss_range(s, &lo, &hi);
         f.panels[size_t(p)].line.series.push_back(s);
-        // Where a diverged run stopped: its last finite point.
-        svg::Series ends;
-        ends.name = s.name + " diverged";
-        ends.color = color;
-        ends.line = false;
-        ends.marker = svg::Marker::Cross;
-        ends.legend = false;
-        for (const auto& run : r.runs) {
-          if (run.status != "diverged") continue;
-          for (auto it = run.val.rbegin(); it != run.val.rend(); ++it) {
-            const double y = p == 0 ? it->loss : it->top1;
-            if (std::isfinite(y)) {
-              ends.points.push_back({it->step, y});
-              break;
-            }
-          }
-        }
+        const svg::Series ends = diverged_ends(r, p, s);
         if (!ends.points.empty()) f.panels[size_t(p)].line.series.push_back(ends);
       }
     }

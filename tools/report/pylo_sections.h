@@ -1,6 +1,8 @@
-// The sections of `report pylo` (tools/report/pylo_report.h): what they share. Speed sections (Tables 2, 3, 9;
-// Figures 1, 5, 6, 9) are in pylo_speed.cpp, the training and configuration sections in pylo_report.cpp.
+// The sections of `report pylo` (tools/report/pylo_report.h): what they share. Speed sections: Tables 2, 3 and 9
+// in pylo_tables.cpp, Figures 1, 5, 6 and 9 in pylo_figures.cpp, their shared rows and helpers in pylo_rows.cpp;
+// the training and configuration sections in pylo_report.cpp.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,6 +44,26 @@ std::vector<StepRow> step_rows(const Experiment& e);
 // A step time as the tables write it: 3 significant digits, thousands separated (0.861, 16.3, 446, 2,872).
 std::string ms(double v);
 std::string impl_title(const std::string& impl);
+
+// Shared by the speed sections (pylo_rows.cpp).
+template <class T>
+void sort_unique(std::vector<T>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+// The distinct optimizers of v in the paper's order (AdamW first, then the learned ones); the distinct models,
+// ViTs then GPT-2s by size, then the rest.
+std::vector<std::string> optimizers_in(std::vector<std::string> v);
+std::vector<std::string> models_in(std::vector<std::string> v);
+bool learned(const std::string& opt);  // a learned optimizer (not AdamW, Adafactor or Muon)
+// The paper's impl for one of our optimizers: its CUDA version for a learned optimizer, none otherwise.
+std::string paper_impl(const std::string& opt);
+// The same-run peer (experiment `peers`) of `opt` on `model`, for impl; NaN when none.
+double peer_ms(const std::vector<StepRow>& peers, const std::string& model, const std::string& opt, const std::string& impl);
+std::string errors_note(const std::vector<std::string>& errors);  // "Runs that gave no number:" and a list
+std::string with_paper(const PyloCtx& c, const std::string& item);  // "its own run on GPU"
+svg::Series line_series(const std::string& name, const std::string& color, bool dashed, svg::Marker m);
+std::string opt_color(const std::string& opt);
 
 void section_table2(PyloCtx& c);
 void section_table9(PyloCtx& c);

@@ -19,15 +19,6 @@ std::string num(double v) {
   return b;
 }
 
-double nice_step(double raw) {
-  if (!(raw > 0)) return 1;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  const double f = raw / mag;
-  return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
-}
-
-bool usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
-
 // The plot area of a panel and its two scales.
 struct Frame {
   double x0, x1, y0, y1;  // left, right, top, bottom in pixels
@@ -187,14 +178,18 @@ void draw_legend(Out& o, const std::vector<LegendItem>& items, double x, double 
   o.add("</g>");
 }
 
-void render_line(Out& o, const LinePlot& p, double ox, double oy, double w, double h) {
+std::vector<LegendItem> line_legend(const LinePlot& p) {
   std::vector<LegendItem> items;
   for (size_t i = 0; i < p.series.size(); i++) {
     const Series& s = p.series[i];
     if (!s.legend) continue;
     items.push_back({s.name, s.color.empty() ? palette(i) : s.color, s.line, false, s.dashed, s.marker, s.width});
   }
-  const double lw = legend_width(items, w);
+  return items;
+}
+
+// The plot area beside a legend `lw` wide (or with it inside), its ranges from every drawable value.
+Frame line_frame(const LinePlot& p, double ox, double oy, double w, double h, double lw) {
   Frame f{ox + 72, ox + w - (p.legend_inside ? 0 : lw) - 14, oy + (p.title.empty() ? 14 : 34), oy + h - 50, {}, {}};
   std::vector<double> xs, ys;
   for (const auto& s : p.series)
@@ -210,60 +205,86 @@ void render_line(Out& o, const LinePlot& p, double ox, double oy, double w, doub
   auto_range(p.y, ys, &ylo, &yhi);
   f.sx = Scale{xlo, xhi, f.x0, f.x1, p.x.log};
   f.sy = Scale{ylo, yhi, f.y1, f.y0, p.y.log};
+  return f;
+}
+
+// Runs of consecutive drawable points: a missing value breaks the line (and the band).
+std::vector<std::vector<const Point*>> drawable_runs(const Series& s, const LinePlot& p) {
+  std::vector<std::vector<const Point*>> runs(1);
+  for (const auto& pt : s.points) {
+    if (usable(pt.x, p.x.log) && usable(pt.y, p.y.log)) {
+      runs.back().push_back(&pt);
+    } else if (!runs.back().empty()) {
+      runs.emplace_back();
+    }
+  }
+  return runs;
+}
+
+// The band of one run: its points' hi edge forward, lo edge back.
+void draw_band(Out& o, const Frame& f, const LinePlot& p, const std::vector<const Point*>& run, const std::string& sid,
+               const std::string& color) {
+  std::string pts;
+  std::vector<const Point*> edge;
+  for (const Point* pt : run)
+    if (usable(pt->lo, p.y.log) && usable(pt->hi, p.y.log)) edge.push_back(pt);
+  if (edge.size() < 2) return;
+  for (const Point* pt : edge) pts += num(f.sx(pt->x)) + "," + num(f.sy(pt->hi)) + " ";
+  for (auto it = edge.rbegin(); it != edge.rend(); ++it) pts += num(f.sx((*it)->x)) + "," + num(f.sy((*it)->lo)) + " ";
+  o.add("<polygon class=\"band\"" + sid + " points=\"" + pts + "\" fill=\"" + color +
+        "\" fill-opacity=\"0.16\" stroke=\"none\"/>");
+}
+
+void draw_polyline(Out& o, const Frame& f, const Series& s, const std::vector<const Point*>& run,
+                   const std::string& sid, const std::string& color) {
+  if (run.size() < 2) return;
+  std::string pts;
+  for (const Point* pt : run) pts += num(f.sx(pt->x)) + "," + num(f.sy(pt->y)) + " ";
+  o.add("<polyline class=\"series\"" + sid + " points=\"" + pts + "\" fill=\"none\" stroke=\"" + color +
+        "\" stroke-width=\"" + num(s.width) + "\" stroke-linejoin=\"round\"" +
+        (s.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>");
+}
+
+// A point's error bar (where the series has no band) and its marker.
+void draw_point(Out& o, const Frame& f, const LinePlot& p, const Series& s, size_t i, const Point* pt,
+                const std::string& color) {
+  const double x = f.sx(pt->x);
+  if (!s.band && usable(pt->lo, p.y.log) && usable(pt->hi, p.y.log)) {
+    const double a = f.sy(pt->lo), b = f.sy(pt->hi);
+    o.add(line_el(x, a, x, b, "errorbar", "data-series=\"" + std::to_string(i) + "\" stroke=\"" + color +
+                                              "\" stroke-width=\"1.3\""));
+    o.add(line_el(x - 4, a, x + 4, a, "errorcap", "stroke=\"" + color + "\" stroke-width=\"1.3\""));
+    o.add(line_el(x - 4, b, x + 4, b, "errorcap", "stroke=\"" + color + "\" stroke-width=\"1.3\""));
+  }
+  if (s.marker != Marker::None)
+    o.add(marker_el(s.marker, x, f.sy(pt->y), color,
+                    "class=\"point\" data-series=\"" + std::to_string(i) + "\" data-x=\"" +
+                        escape(significant(pt->x, 6)) + "\" data-y=\"" + escape(significant(pt->y, 6)) + "\""));
+}
+
+// Series i: its bands under its lines under its points.
+void draw_series(Out& o, const Frame& f, const LinePlot& p, size_t i) {
+  const Series& s = p.series[i];
+  const std::string color = s.color.empty() ? palette(i) : s.color;
+  const std::string sid = " data-series=\"" + std::to_string(i) + "\"";
+  const std::vector<std::vector<const Point*>> runs = drawable_runs(s, p);
+  if (s.band)
+    for (const auto& run : runs) draw_band(o, f, p, run, sid, color);
+  if (s.line)
+    for (const auto& run : runs) draw_polyline(o, f, s, run, sid, color);
+  for (const auto& run : runs)
+    for (const Point* pt : run) draw_point(o, f, p, s, i, pt, color);
+}
+
+void render_line(Out& o, const LinePlot& p, double ox, double oy, double w, double h) {
+  const std::vector<LegendItem> items = line_legend(p);
+  const double lw = legend_width(items, w);
+  const Frame f = line_frame(p, ox, oy, w, h, lw);
   if (!p.title.empty()) o.add(text(0.5 * (f.x0 + f.x1), oy + 20, p.title, "panel-title", " text-anchor=\"middle\" font-weight=\"bold\""));
   draw_axes(o, f, p.x, p.y, true);
   const std::string clip = open_clip(o, f);
   o.add("<g clip-path=\"url(#" + clip + ")\">");
-  for (size_t i = 0; i < p.series.size(); i++) {
-    const Series& s = p.series[i];
-    const std::string color = s.color.empty() ? palette(i) : s.color;
-    const std::string sid = " data-series=\"" + std::to_string(i) + "\"";
-    // Runs of consecutive drawable points: a missing value breaks the line (and the band).
-    std::vector<std::vector<const Point*>> runs(1);
-    for (const auto& pt : s.points) {
-      if (usable(pt.x, p.x.log) && usable(pt.y, p.y.log)) {
-        runs.back().push_back(&pt);
-      } else if (!runs.back().empty()) {
-        runs.emplace_back();
-      }
-    }
-    if (s.band)
-      for (const auto& run : runs) {
-        std::string pts;
-        std::vector<const Point*> edge;
-        for (const Point* pt : run)
-          if (usable(pt->lo, p.y.log) && usable(pt->hi, p.y.log)) edge.push_back(pt);
-        if (edge.size() < 2) continue;
-        for (const Point* pt : edge) pts += num(f.sx(pt->x)) + "," + num(f.sy(pt->hi)) + " ";
-        for (auto it = edge.rbegin(); it != edge.rend(); ++it) pts += num(f.sx((*it)->x)) + "," + num(f.sy((*it)->lo)) + " ";
-        o.add("<polygon class=\"band\"" + sid + " points=\"" + pts + "\" fill=\"" + color +
-              "\" fill-opacity=\"0.16\" stroke=\"none\"/>");
-      }
-    if (s.line)
-      for (const auto& run : runs) {
-        if (run.size() < 2) continue;
-        std::string pts;
-        for (const Point* pt : run) pts += num(f.sx(pt->x)) + "," + num(f.sy(pt->y)) + " ";
-        o.add("<polyline class=\"series\"" + sid + " points=\"" + pts + "\" fill=\"none\" stroke=\"" + color +
-              "\" stroke-width=\"" + num(s.width) + "\" stroke-linejoin=\"round\"" +
-              (s.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>");
-      }
-    for (const auto& run : runs)
-      for (const Point* pt : run) {
-        const double x = f.sx(pt->x);
-        if (!s.band && usable(pt->lo, p.y.log) && usable(pt->hi, p.y.log)) {
-          const double a = f.sy(pt->lo), b = f.sy(pt->hi);
-          o.add(line_el(x, a, x, b, "errorbar", "data-series=\"" + std::to_string(i) + "\" stroke=\"" + color +
-                                                    "\" stroke-width=\"1.3\""));
-          o.add(line_el(x - 4, a, x + 4, a, "errorcap", "stroke=\"" + color + "\" stroke-width=\"1.3\""));
-          o.add(line_el(x - 4, b, x + 4, b, "errorcap", "stroke=\"" + color + "\" stroke-width=\"1.3\""));
-        }
-        if (s.marker != Marker::None)
-          o.add(marker_el(s.marker, x, f.sy(pt->y), color,
-                          "class=\"point\" data-series=\"" + std::to_string(i) + "\" data-x=\"" +
-                              escape(significant(pt->x, 6)) + "\" data-y=\"" + escape(significant(pt->y, 6)) + "\""));
-      }
-  }
+  for (size_t i = 0; i < p.series.size(); i++) draw_series(o, f, p, i);
   o.add("</g>");
   if (p.legend_inside) {
     draw_legend(o, items, f.x1 - lw - 2, f.y0 + 20, lw, true);
@@ -347,129 +368,6 @@ void render_bars(Out& o, const BarChart& c, double ox, double oy, double w, doub
 }
 
 }  // namespace
-
-double Scale::operator()(double v) const {
-  double t;
-  if (log) {
-    if (!(v > 0) || !(d0 > 0) || !(d1 > 0)) return kNaN;
-    const double a = std::log10(d0), b = std::log10(d1);
-    t = b == a ? 0.5 : (std::log10(v) - a) / (b - a);
-  } else {
-    t = d1 == d0 ? 0.5 : (v - d0) / (d1 - d0);
-  }
-  return p0 + t * (p1 - p0);
-}
-
-void auto_range(const Axis& axis, const std::vector<double>& vals, double* lo, double* hi) {
-  std::vector<double> v;
-  for (double x : vals)
-    if (usable(x, axis.log)) v.push_back(x);
-  if (axis.zero && !axis.log) v.push_back(0);
-  const bool fixed_lo = usable(axis.lo, axis.log), fixed_hi = usable(axis.hi, axis.log);
-  double a = v.empty() ? (axis.log ? 1 : 0) : *std::min_element(v.begin(), v.end());
-  double b = v.empty() ? (axis.log ? 10 : 1) : *std::max_element(v.begin(), v.end());
-  if (fixed_lo) a = axis.lo;
-  if (fixed_hi) b = axis.hi;
-  if (axis.log) {
-    if (!fixed_lo) a = std::pow(10.0, std::floor(std::log10(a) + 1e-9));
-    if (!fixed_hi) b = std::pow(10.0, std::ceil(std::log10(b) - 1e-9));
-    if (!(b > a)) b = a * 10;
-  } else {
-    if (!(b > a)) {
-      const double d = a == 0 ? 1 : 0.1 * std::fabs(a);
-      if (!fixed_lo) a -= d;
-      if (!fixed_hi || !(b > a)) b = a + 2 * d;
-    }
-    const double step = nice_step((b - a) / 5);
-    if (!fixed_lo) a = std::floor(a / step + 1e-9) * step;
-    if (!fixed_hi) b = std::ceil(b / step - 1e-9) * step;
-  }
-  *lo = a;
-  *hi = b;
-}
-
-std::vector<double> ticks(double lo, double hi, bool log) {
-  std::vector<double> t;
-  if (!(hi > lo)) return t;
-  if (log) {
-    if (!(lo > 0)) return t;
-    const int k0 = int(std::floor(std::log10(lo) + 1e-9)), k1 = int(std::ceil(std::log10(hi) - 1e-9));
-    const bool fine = k1 - k0 <= 2;
-    for (int k = k0; k <= k1; k++)
-      for (double m : {1.0, 2.0, 5.0}) {
-        if (m != 1 && !fine) continue;
-        const double v = m * std::pow(10.0, k);
-        if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) t.push_back(v);
-      }
-    if (t.size() < 2) {  // less than a decade between lo and hi: linear steps inside it
-      t = ticks(lo, hi, false);
-    }
-    return t;
-  }
-  const double step = nice_step((hi - lo) / 5);
-  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + 1e-9 * step; v += step)
-    t.push_back(std::fabs(v) < 1e-12 * step ? 0.0 : v);
-  return t;
-}
-
-std::string tick_label(double v, double step, bool log) {
-  if (v == 0) return "0";
-  const double a = std::fabs(v);
-  if (log) {
-    char b[32];
-    if (a >= 1e6) {
-      std::snprintf(b, sizeof b, "%gM", v / 1e6);
-      return b;
-    }
-    if (a >= 1e4) {
-      std::snprintf(b, sizeof b, "%gk", v / 1e3);
-      return b;
-    }
-    if (a >= 1e-4) {
-      std::snprintf(b, sizeof b, "%g", v);
-      return a >= 1000 ? thousands(v) : b;
-    }
-    std::snprintf(b, sizeof b, "%g", v);
-    return b;
-  }
-  const int decimals = std::max(0, int(-std::floor(std::log10(std::fabs(step)) + 1e-9)));
-  if (decimals == 0 && a >= 1000) return thousands(v);
-  return fixed(v, decimals);
-}
-
-std::string palette(size_t i) {
-  static const char* const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                       "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
-  return colors[i % 10];
-}
-
-std::string tint(const std::string& color, double t) {
-  if (color.size() != 7 || color[0] != '#') return color;
-  std::string o = "#";
-  for (int c = 0; c < 3; c++) {
-    const int v = std::stoi(color.substr(1 + 2 * c, 2), nullptr, 16);
-    const int m = int(std::lround(v + (255 - v) * std::clamp(t, 0.0, 1.0)));
-    char b[3];
-    std::snprintf(b, sizeof b, "%02x", m);
-    o += b;
-  }
-  return o;
-}
-
-std::string escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
 
 std::string render(const Figure& f) {
   const size_t n = std::max<size_t>(1, f.panels.size());

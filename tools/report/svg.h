@@ -36,6 +36,8 @@ void auto_range(const Axis& axis, const std::vector<double>& vals, double* lo, d
 std::vector<double> ticks(double lo, double hi, bool log);
 // A tick label: 0.5, 10, 2,500, 10k, 1M, 1e-05.
 std::string tick_label(double v, double step, bool log);
+// v can be drawn on the axis: finite, and > 0 on a log axis.
+bool usable(double v, bool log);
 
 enum class Marker { None, Circle, Square, Cross };
 

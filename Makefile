@@ -53,7 +53,8 @@ CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/group
             models/transformer_block.cu models/vit_bf16.cu models/gpt2_fp32.cu models/gpt2_bf16.cu models/gpt2.cu data/prefetcher.cu data/image_prefetcher.cu \
             data/gpu_resize.cu data/nvjpeg_decoder.cu \
             train/checkpoint.cu train/program.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu train/nccl_comm.cu \
-            train/data_parallel.cu train/step_trace.cu train/checkpointer.cu train/trainer.cu
+            train/data_parallel.cu train/step_trace.cu train/checkpointer.cu train/trainer.cu \
+            train/peer_sum.cu kernels/add_arrays.cu
 
 HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
 # The GPU resize rounds each product and sum as the CPU's resampler does (data/gpu_resize.h).
@@ -65,7 +66,7 @@ TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
 PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2 train_vit report
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
-TOOLS    := $(BUILD)/make_bad_inputs $(BUILD)/optim_replay $(BUILD)/ref_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
+TOOLS    := $(BUILD)/peer_sum_probe $(BUILD)/make_bad_inputs $(BUILD)/optim_replay $(BUILD)/ref_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
 
 .PHONY: all test test-cpu test-gpu clean check-stb check-gtest
 all: $(PROGRAMS) $(TESTS) $(TOOLS)
@@ -121,6 +122,10 @@ report: $(BUILD)/tools/report/main.o $(BUILD)/libreport.a $(BUILD)/libhost.a
 $(BUILD)/fashion_mnist_to_wds: $(BUILD)/tools/fashion_mnist_to_wds.o $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@
 
+# Processes of the GPU suite's PeerSumGpu tests (tests/gpu/test_peer_sum_gpu.cu), which runs it beside test_gpu.
+$(BUILD)/peer_sum_probe: $(BUILD)/tests/tools/peer_sum_probe.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
+	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
 $(BUILD)/optim_replay: $(BUILD)/tests/tools/optim_replay.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
@@ -153,7 +158,7 @@ test-cpu: $(BUILD)/make_bad_inputs
 $(BUILD)/test_cpu: $(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/libreport.a $(BUILD)/libhost.a
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(GTEST_LIB)
 
-$(BUILD)/test_gpu: $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
+$(BUILD)/test_gpu: $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a | $(BUILD)/peer_sum_probe
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS) $(GTEST_LIB)
 
 # The README's test command: set-up first, then a second make (it sees what set-up installed) builds in

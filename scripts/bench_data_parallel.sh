@@ -10,6 +10,8 @@
 #    VIT: ViT MODEL:B on synthetic images) on each world size (WORLDS); and SHARDED (MODEL:B:OPTIMIZER ...)
 #    on one GPU and sharded on the largest world size.
 #  - bf16: the all-reduce mode with --grad-comm bf16 at each GPT-2 configuration on the largest world size.
+# Every run over several processes runs once per gradient sum engine in SUMS (--grad-sum: copy, nccl),
+# one after the other, so that both are measured on the same machine (bf16 with nccl only).
 # PARTS picks among them (default "table3 weak bf16"). CONCURRENT=1 runs the one- and two-GPU runs side by
 # side on disjoint GPUs of the machine (each run still has its GPUs to itself; the host and its links are
 # shared) to save time. The learned optimizers run on random meta-weights (--lopt-random 1; the time does
@@ -18,7 +20,7 @@
 #
 # Environment: OUTFILE (required), PARTS, WORLD (every GPU), WORLDS ("1 2 WORLD"), QKV ("fused separate"),
 # OPTIMIZERS ("adamw muon small_fc_lopt:fast velo"), CONFIGS ("d12:4 d12:16 d24:8"), VIT ("vit-b16:32"),
-# SHARDED ("d24:8:velo"), STEPS (12), WARMUP (3), CONCURRENT (0). NVLink multicast stays off.
+# SHARDED ("d24:8:velo"), SUMS ("copy nccl"), STEPS (12), WARMUP (3), CONCURRENT (0). NVLink multicast stays off.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
@@ -34,6 +36,7 @@ read -r -a optimizers <<<"${OPTIMIZERS:-adamw muon small_fc_lopt:fast velo}"
 read -r -a configs <<<"${CONFIGS:-d12:4 d12:16 d24:8}"
 read -r -a vits <<<"${VIT:-vit-b16:32}"
 read -r -a sharded <<<"${SHARDED:-d24:8:velo}"
+read -r -a sums <<<"${SUMS:-copy nccl}"
 export STEPS=${STEPS:-12} WARMUP=${WARMUP:-3}
 mkdir -p "$(dirname "$out")"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench_dp.XXXXXX")
@@ -60,8 +63,15 @@ run() {
 # side N JOBS...: each job ("KIND CONFIG EXTRA", tab-separated) over N processes, as many side by side as
 # the GPUs allow with CONCURRENT=1, else one after another.
 side() {
-  local n=$1 slots=1 k=0
+  local n=$1 slots=1 k=0 expanded=() job e
   shift
+  for job in "$@"; do
+    if [[ "$job" != *"--nccl 1"* && "$job" != *"--shard 1"* ]]; then expanded+=("$job"); continue; fi
+    for e in "${sums[@]}"; do
+      [[ "$e" != nccl && "$job" == *"--grad-comm bf16"* ]] || expanded+=("$job --grad-sum $e")
+    done
+  done
+  set -- "${expanded[@]}"
   [ "${CONCURRENT:-0}" = 1 ] && slots=$((gpus / n))
   for job in "$@"; do
     IFS=$'\t' read -r kind cfg extra <<<"$job"

@@ -10,7 +10,9 @@
 #    only if every step's digest is equal, so the check cannot pass on runs of different data. It proves
 #    that on itself first: a one-GPU run of other samples must be refused.
 #  - Every optimizer, separate and fused q/k/v, both programs: all-reduce and sharded (--shard 1) against
-#    one GPU, sharded against all-reduce (bit for bit at N = 2, where every sum has two terms). At step 1
+#    one GPU, sharded against all-reduce (bit for bit at N = 2, where every sum has two terms), each with
+#    the gradients summed by NCCL and by the copy engines (--grad-sum copy; at N = 2 equal to NCCL's bit for
+#    bit). At step 1
 #    both runs start from the same weights and data, so the loss and the gradient norm may differ only by
 #    the order of the sums: within STEP1_BOUND (relative; default 1e-4). Later steps carry that rounding
 #    through the optimizers, which amplify it (AdamW's first steps are g / |g|; random meta-weights more
@@ -23,8 +25,8 @@
 # Dropout stays off: its masks follow each process's micro-batch count. Any failure stops the script
 # with status 1. Expects data/kjv and tokenizer/ (or copies under .deps/) and the programs built.
 #
-# Environment: WORLD, BOUND, STEP1_BOUND, KEEP_GOING (1: report every failed comparison, fail at the end), PROGRAMS ("train_gpt2 train_vit"), OPTIMIZERS (all eight), QKV ("separate
-# fused"), EXTRAS (1: resume, refusal, launcher). Runs on the GPUs CUDA_VISIBLE_DEVICES shows, so two
+# Environment: WORLD, BOUND, STEP1_BOUND, KEEP_GOING (1: report every failed comparison, fail at the end),
+# PROGRAMS ("train_gpt2 train_vit"), OPTIMIZERS (all eight), QKV ("separate fused"), SUMS ("nccl copy"), EXTRAS (1: resume, refusal, launcher). Runs on the GPUs CUDA_VISIBLE_DEVICES shows, so two
 # checks of N = 2 can share a 4-GPU machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +42,7 @@ failed=0
 read -r -a programs <<<"${PROGRAMS:-train_gpt2 train_vit}"
 read -r -a optimizers <<<"${OPTIMIZERS:-adamw adafactor muon small_fc_lopt velo celo2 elo elo_celo2}"
 read -r -a qkvs <<<"${QKV:-separate fused}"
+read -r -a sums <<<"${SUMS:-nccl copy}"
 [ "$N" -ge 1 ] && [ "$N" -le "$G" ] || fail "WORLD=$N but $G GPUs are visible"
 mpi=(mpirun --allow-run-as-root -np "$N")
 echo "data parallel over $N GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
@@ -139,16 +142,23 @@ for p in "${programs[@]}"; do
   for q in "${qkvs[@]}"; do
     for o in "${optimizers[@]}"; do
       ref="$work/ref_${p}_${q}_$o.jsonl"
-      # shellcheck disable=SC2046
-      parallel "$p -o $o --qkv $q all-reduce" "$work/ar.jsonl" ./$p $(args "$p" "$q" "$b") -o "$o" --nccl 1
-      # shellcheck disable=SC2046
-      parallel "$p -o $o --qkv $q sharded" "$work/sh.jsonl" ./$p $(args "$p" "$q" "$b") -o "$o" --shard 1
-      must_close "$ref" "$work/ar.jsonl" "$p -o $o --qkv $q: all-reduce over $N against one GPU"
-      must_close "$ref" "$work/sh.jsonl" "$p -o $o --qkv $q: sharded over $N against one GPU"
-      must_close "$work/ar.jsonl" "$work/sh.jsonl" "$p -o $o --qkv $q: sharded against all-reduce over $N"
-      if [ "$N" -eq 2 ]; then
-        diff <(losses "$work/ar.jsonl") <(losses "$work/sh.jsonl") > /dev/null || fail "$p -o $o --qkv $q: sharded != all-reduce at N = 2"
-      fi
+      for e in "${sums[@]}"; do
+        # shellcheck disable=SC2046
+        parallel "$p -o $o --qkv $q all-reduce, $e" "$work/ar_$e.jsonl" ./$p $(args "$p" "$q" "$b") -o "$o" --nccl 1 --grad-sum "$e"
+        # shellcheck disable=SC2046
+        parallel "$p -o $o --qkv $q sharded, $e" "$work/sh_$e.jsonl" ./$p $(args "$p" "$q" "$b") -o "$o" --shard 1 --grad-sum "$e"
+        must_close "$ref" "$work/ar_$e.jsonl" "$p -o $o --qkv $q: all-reduce ($e) over $N against one GPU"
+        must_close "$ref" "$work/sh_$e.jsonl" "$p -o $o --qkv $q: sharded ($e) over $N against one GPU"
+        must_close "$work/ar_$e.jsonl" "$work/sh_$e.jsonl" "$p -o $o --qkv $q: sharded against all-reduce ($e) over $N"
+        if [ "$N" -eq 2 ]; then
+          diff <(losses "$work/ar_${sums[0]}.jsonl") <(losses "$work/ar_$e.jsonl") > /dev/null ||
+            fail "$p -o $o --qkv $q: all-reduce $e != ${sums[0]} at N = 2"
+          [ "$e" = "${sums[0]}" ] || echo "$p -o $o --qkv $q: all-reduce $e equals ${sums[0]} bit for bit at N = 2"
+          diff <(losses "$work/ar_$e.jsonl") <(losses "$work/sh_$e.jsonl") > /dev/null ||
+            fail "$p -o $o --qkv $q: sharded != all-reduce ($e) at N = 2"
+        fi
+      done
+      cp "$work/ar_${sums[0]}.jsonl" "$work/ar.jsonl"
       if [ "$N" -gt 1 ] && [ "$o" = "${optimizers[0]}" ] && [ "$q" = "${qkvs[0]}" ]; then
         # The check itself: one GPU with N micro-batches of B reads other samples, and must be refused.
         rm -f "$work/other.jsonl"

@@ -48,6 +48,6 @@ kill -9 "${pids[@]}" 2>/dev/null
 wait 2>/dev/null
 count() { local n=0 p u; while IFS=', ' read -r p u; do [ "${index[$u]:-}" = "$1" ] && n=$((n + 1)); done <<<"$apps"; echo $n; }
 n0=$(count 0) n1=$(count 1)
-echo "$exe, 2 processes decoding with nvjpeg: $n0 process(es) on GPU 0, $n1 on GPU 1"
+echo "$exe, 2 processes decoding with $decoder: $n0 process(es) on GPU 0, $n1 on GPU 1"
 [ "$n0" = 1 ] && [ "$n1" = 1 ] || fail "each GPU must hold exactly one process (nvidia-smi: $(tr '\n' ';' <<<"$apps"))"
 echo "nvjpeg ranks check passed"

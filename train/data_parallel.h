@@ -7,7 +7,8 @@
 //    their owners during backward, each rank steps its tensors (the optimizer's owned subset, with the
 //    communicator as its CrossRank) and the bf16 copy of the weights is all-gathered (the fp32 weights
 //    for checkpoints only). Optimizer state lives on its owner only.
-// Either mode can send the gradients in bf16 (--grad-comm bf16).
+// In either mode the GPUs' copy engines move the gradients where every process can map the others' memory
+// (--grad-sum auto or copy, train/peer_sum.h), else NCCL; NCCL can send them in bf16 (--grad-comm bf16).
 #pragma once
 #include <memory>
 #include <string>
@@ -34,6 +35,7 @@ class DataParallel {
   bool on() const { return on_; }  // through NCCL: several processes, or --nccl / --shard as one
   bool sharded() const { return sharded_; }
   bool bf16_sums() const { return bf16_sums_; }  // --grad-comm bf16
+  bool copy_sums() const { return copy_sums_; }  // the copy engines sum (--grad-sum, train/peer_sum.h)
   int rank() const { return group_.rank; }
   int world() const { return group_.world; }
   const ProcessGroup& group() const { return group_; }
@@ -65,8 +67,11 @@ class DataParallel {
   void barrier() { step_end(false, 0); }
 
  private:
+  void choose_grad_sum();
+
   ProcessGroup group_;
-  bool on_ = false, sharded_ = false, bf16_sums_ = false;
+  std::string grad_sum_ = "auto";
+  bool on_ = false, sharded_ = false, bf16_sums_ = false, copy_sums_ = false;
   double timeout_s_ = NcclComm::kDefaultTimeout;  // --nccl-timeout
   ShardPlan plan_;
   std::unique_ptr<NcclComm> comm_;

@@ -44,6 +44,7 @@
 #include "optim/grouped_optimizer.h"
 #include "optim/optimizer.h"
 #include "train/nccl_comm.h"
+#include "train/peer_sum.h"
 #include "train/step_trace.h"
 
 // Where a step's micro-batches come from: next() returns one (on the host, its fields sized as the model's
@@ -57,10 +58,11 @@ class StepRunner {
  public:
   // comm: null for one process; then hook_groups (models/block_table.h) says which tensors each hook call
   // makes final. plan: the sharded mode's (null: all-reduce mode).
-  // bf16_sums: gradients go through NCCL in bf16 (--grad-comm bf16).
+  // bf16_sums: gradients go through NCCL in bf16 (--grad-comm bf16); copy_sums: the copy engines move them
+  // (--grad-sum auto or copy, train/peer_sum.h).
   StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph,
              bool overlap = false, NcclComm* comm = nullptr, const std::vector<std::vector<int>>& hook_groups = {},
-             const ShardPlan* plan = nullptr, bool bf16_sums = false);
+             const ShardPlan* plan = nullptr, bool bf16_sums = false, bool copy_sums = false);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -86,10 +88,8 @@ class StepRunner {
   GradClipper& clipper_;
   GroupedOptimizer* grouped_ = nullptr;  // overlap only
   NcclComm* comm_ = nullptr;
-  struct Range {
-    int64_t begin, n;  // arena elements
-    int root;          // the rank that owns them (sharded mode), or -1: every rank (all-reduce mode)
-  };
+  // Arena elements [begin, begin + n) and the rank that owns them (sharded mode), or -1: every rank.
+  using Range = PeerSum::Run;
   std::vector<std::vector<Range>> ranges_;  // comm: each hook group's gradients as contiguous runs
   std::vector<Range> early_;                // comm: the tied table's head part, summed early
   std::vector<Range> runs(const std::vector<int>& tensors) const;
@@ -115,4 +115,8 @@ class StepRunner {
   DeviceBuffer<float> loss_;
   DeviceBuffer<__nv_bfloat16> grads16_;  // bf16_sums: the gradients' bf16 copy that NCCL sums
   std::unique_ptr<StepTrace> trace_;     // comm, eager: STEP_TRACE=1's timeline (train/step_trace.h)
+  std::unique_ptr<PeerSum> peer_;        // copy_sums: the sums the copy engines move
+  std::unique_ptr<PeerSum> peer_early_;  // copy_sums: the tied table's early sum, on early_side_
+  cudaStream_t early_side_ = nullptr;    // copy_sums: the early sum and the gathers, beside side_
+  bool early_used_ = false;              // this step put work on early_side_ (a captured stream must join)
 };

@@ -68,6 +68,11 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   cli.add(0, "grad-comm", &f->grad_comm,
           "data parallel: fp32, or bf16 (gradients rounded to bf16 and summed in bf16 through NCCL: half the bytes, "
           "as llm.c does; changes the results)");
+  cli.add(0, "grad-sum", &f->grad_sum,
+          "data parallel: what sums the gradients: copy (each GPU's copy engines pull the others' gradients over "
+          "NVLink and a small kernel adds them, leaving backward its SMs; GPUs of one machine that map each other's "
+          "memory), nccl (NCCL's kernels: several machines, --grad-comm bf16), or auto (copy where it can run, "
+          "else nccl)");
   cli.set_epilogue(options_help(optimizer_defaults(*f)));
 }
 
@@ -103,6 +108,10 @@ void check_train_flags(const TrainFlags& f) {
     user_error("--nccl-timeout must be >= 0 seconds, where 0 waits forever (got ", f.nccl_timeout, ").");
   if (f.grad_comm != "fp32" && f.grad_comm != "bf16")
     user_error("--grad-comm must be fp32 or bf16 (got '", f.grad_comm, "').");
+  if (f.grad_sum != "auto" && f.grad_sum != "nccl" && f.grad_sum != "copy")
+    user_error("--grad-sum must be auto, nccl or copy (got '", f.grad_sum, "').");
+  if (f.grad_sum == "copy" && f.grad_comm == "bf16")
+    user_error("--grad-sum copy sums the fp32 gradients; leave out --grad-comm bf16 or use --grad-sum nccl.");
   if (f.overlap && f.clip > 0)
     user_error("--overlap steps each block during backward, but --clip ", f.clip,
                " needs the norm of every gradient before any tensor moves; add --clip 0 or leave out --overlap.");

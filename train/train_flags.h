@@ -14,6 +14,7 @@
 struct TrainFlags {
   std::string optimizer = "adamw", schedule = "cosine", log, ckpt_dir, resume, lopt_weights, nccl_id_file;
   std::string grad_comm = "fp32";
+  std::string grad_sum = "auto";  // auto, nccl or copy (train/peer_sum.h)
   int B = 8, val_every = 100, val_batches = 10, ckpt_every = 0;
   int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
   double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0, dropout = 0.0;

@@ -299,6 +299,12 @@ flag_ --grad-comm train_grad_comm_bad "--grad-comm must be fp32 or bf16 (got 'fp
 flag_ --grad-comm vit_grad_comm_bad "--grad-comm must be fp32 or bf16 (got '16')." train_vit --grad-comm 16
 case_ train_grad_comm_one_process "--grad-comm bf16 rounds the gradients that processes send each other, and this run is one process without NCCL" \
   train_gpt2 --grad-comm bf16
+flag_ --grad-sum train_grad_sum_bad "--grad-sum must be auto, nccl or copy (got 'ce')." train_gpt2 --grad-sum ce
+flag_ --grad-sum vit_grad_sum_bad "--grad-sum must be auto, nccl or copy (got 'NCCL')." train_vit --grad-sum NCCL
+case_ train_grad_sum_bf16 "--grad-sum copy sums the fp32 gradients; leave out --grad-comm bf16 or use --grad-sum nccl." \
+  train_gpt2 --grad-sum copy --grad-comm bf16 --nccl 1
+case_ vit_grad_sum_one_process "--grad-sum copy sums the gradients of several processes, and this run is one process without NCCL" \
+  train_vit --grad-sum copy
 WORLD_SIZE=400 RANK=0 LOCAL_RANK=0 case_ train_shard_too_many "--shard 1 gives every process whole tensors, and this model has 148 (q, k and v count as one) for 400 processes" \
   train_gpt2 --shard 1 --nccl-id-file unused_id_file
 flag_ --wd train_wd_negative      "-c (weight decay) must be >= 0 (got -1)" train_gpt2 -c -1

@@ -322,6 +322,22 @@ peers() {
   finish
 }
 
+# Each optimizer of $1 on every ViT at batch 32 and every GPT-2 at 4 x 1024 tokens; $2: PROFILE=1 for the
+# forward / backward split, or nothing.
+bench_models() {
+  local o m
+  for o in $1; do
+    for m in $vits; do
+      run env STEPS=$bench_steps ${2:-} TIMEOUT="$limit" TRAIN_VIT="$train_vit" REPORT="$report" \
+        EXTRA="$(opt_flags "$o")" scripts/bench_vit.sh "$m:32"
+    done
+    for m in $gpt2s; do
+      run env STEPS=$bench_steps ${2:-} TIMEOUT="$limit" TRAIN_GPT2="$train_gpt2" REPORT="$report" \
+        EXTRA="$(opt_flags "$o")" scripts/bench_gpt2.sh "$m:4"
+    done
+  done
+}
+
 if [ "$kind" = single ]; then
   if begin setup_pylo_cuda "PyLO's CUDA extensions, built in its source folder for the peers"; then
     problem=$(peer_problem)
@@ -338,31 +354,13 @@ if [ "$kind" = single ]; then
 
   if begin table2_step_breakdown "Table 2: forward, backward and optimizer time per step, ViT at batch 32, GPT-2 at 4 x 1024 tokens" \
        "models=$vits $gpt2s" "optimizers=$t2_opts"; then
-    for o in $t2_opts; do
-      for m in $vits; do
-        run env STEPS=$bench_steps PROFILE=1 TIMEOUT="$limit" TRAIN_VIT="$train_vit" REPORT="$report" \
-          EXTRA="$(opt_flags "$o")" scripts/bench_vit.sh "$m:32"
-      done
-      for m in $gpt2s; do
-        run env STEPS=$bench_steps PROFILE=1 TIMEOUT="$limit" TRAIN_GPT2="$train_gpt2" REPORT="$report" \
-          EXTRA="$(opt_flags "$o")" scripts/bench_gpt2.sh "$m:4"
-      done
-    done
+    bench_models "$t2_opts" PROFILE=1
     finish
   fi
 
   if begin table9_step_throughput "Table 9: training step and throughput, ViT at batch 32, GPT-2 at 4 x 1024 tokens" \
        "models=$vits $gpt2s" "optimizers=$t9_opts"; then
-    for o in $t9_opts; do
-      for m in $vits; do
-        run env STEPS=$bench_steps TIMEOUT="$limit" TRAIN_VIT="$train_vit" REPORT="$report" EXTRA="$(opt_flags "$o")" \
-          scripts/bench_vit.sh "$m:32"
-      done
-      for m in $gpt2s; do
-        run env STEPS=$bench_steps TIMEOUT="$limit" TRAIN_GPT2="$train_gpt2" REPORT="$report" EXTRA="$(opt_flags "$o")" \
-          scripts/bench_gpt2.sh "$m:4"
-      done
-    done
+    bench_models "$t9_opts"
     finish
   fi
 

@@ -207,8 +207,7 @@ void fig6_figure(PyloCtx& c, const std::vector<MlpStep>& pts, const std::vector<
 // ------------------------------------------------------------------------------------------ Figure 1
 void section_fig1(PyloCtx& c) {
   const Experiment& e = c.exp("fig1_vit_batch_breakdown");
-  c.md += "## Figure 1: ViT-B/16 step breakdown across batch sizes\n\n";
-  c.md += c.produced_by(e) + "\n\n";
+  c.open_section("Figure 1: ViT-B/16 step breakdown across batch sizes", e);
   std::vector<BenchRow> rows = bench_rows(e);
   for (const auto& r : bench_rows(c.exp("table2_step_breakdown")))  // batch 32 comes from Table 2's runs
     if (r.model == "vit-b16") rows.push_back(r);
@@ -217,10 +216,7 @@ void section_fig1(PyloCtx& c) {
   for (const auto& r : rows)
     if (r.model == "vit-b16") batches.push_back(r.B), opts.push_back(r.optimizer);
   sort_unique(batches);
-  if (batches.empty()) {
-    c.md += "No data yet.\n\n";
-    return;
-  }
+  if (batches.empty()) return c.no_data();
   // Optimizers measured at more than one batch size (Table 2 adds others at batch 32 only).
   std::vector<std::string> shown;
   for (const auto& o : optimizers_in(opts)) {
@@ -284,10 +280,7 @@ void section_fig5(PyloCtx& c) {
   c.md += "## Figure 5: optimizer step time against model size\n\n";
   c.md += "Ours: " + c.produced_by(e) + "\n\nPeers: " + c.produced_by(pe) + "\n\n";
   const std::vector<StepRow> ours = step_rows(e), peers = step_rows(pe);
-  if (ours.empty() && peers.empty()) {
-    c.md += "No data yet.\n\n";
-    return;
-  }
+  if (ours.empty() && peers.empty()) return c.no_data();
   std::vector<std::string> models, opts, errors;
   std::map<std::string, double> params;
   for (const auto& r : ours) {
@@ -319,10 +312,7 @@ void section_fig6(PyloCtx& c) {
   c.md += "Ours: " + c.produced_by(e) + "\n\nPeers: " + c.produced_by(pe) + "\n\n";
   std::vector<StepRow> rows = step_rows(e);
   for (const auto& r : step_rows(pe)) rows.push_back(r);
-  if (rows.empty()) {
-    c.md += "No data yet.\n\n";
-    return;
-  }
+  if (rows.empty()) return c.no_data();
   std::vector<std::string> errors;
   const std::vector<MlpStep> pts = mlp_steps(rows, errors);
   const auto keys = fig6_keys(pts);
@@ -342,10 +332,7 @@ void section_fig9(PyloCtx& c) {
   c.md += "## Figure 9: optimizer step on one 8192 x 8192 matrix\n\n";
   c.md += "Ours: " + c.produced_by(e) + "\n\nPeers: " + c.produced_by(pe) + "\n\n";
   const std::vector<StepRow> ours = step_rows(e), peers = step_rows(pe);
-  if (ours.empty() && peers.empty()) {
-    c.md += "No data yet.\n\n";
-    return;
-  }
+  if (ours.empty() && peers.empty()) return c.no_data();
   std::vector<std::string> opts, errors;
   for (const auto& r : ours) opts.push_back(r.optimizer);
   for (const auto& r : peers)

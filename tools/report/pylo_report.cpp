@@ -96,7 +96,7 @@ svg::Figure seed_figure(const std::vector<CompareRow>& rows, bool top1, const st
 
 void section_training(PyloCtx& c, const std::string& name, const std::string& task, const std::string& heading) {
   const Experiment& e = c.exp(name);
-  c.md += "## " + heading + "\n\n" + c.produced_by(e) + "\n\n";
+  c.open_section(heading, e);
   for (const Json& j : e.lines)
     if (j.has("left_out"))
       c.md += "Left out: " + str(j, "left_out") + " (" + str(j, "why") + ").\n\n";
@@ -137,14 +137,11 @@ void section_training(PyloCtx& c, const std::string& name, const std::string& ta
 
 void section_configs(PyloCtx& c) {
   const Experiment& e = c.exp("configs_smoke");
-  c.md += "## The full configurations (Table 4, Figure 8), for a user with the data and the GPUs\n\n" + c.produced_by(e) + "\n\n";
+  c.open_section("The full configurations (Table 4, Figure 8), for a user with the data and the GPUs", e);
   std::vector<const Json*> configs;
   for (const Json& j : e.lines)
     if (j.has("config")) configs.push_back(&j.at("config"));
-  if (configs.empty()) {
-    c.md += "No data yet.\n\n";
-    return;
-  }
+  if (configs.empty()) return c.no_data();
   MdTable t;
   t.head = {"what", "optimizer", "meta-weights in the test", "tested here", "the command"};
   for (size_t i = 0; i < configs.size(); i++) {
@@ -179,6 +176,10 @@ const Experiment& PyloCtx::exp(const std::string& name) {
 void PyloCtx::figure(const svg::Figure& f, const std::string& name, const std::string& alt) {
   svg::write(f, out + "/" + name + ".svg");
   md += "\n![" + alt + "](" + name + ".svg)\n\n";
+}
+
+void PyloCtx::open_section(const std::string& title, const Experiment& e) {
+  md += "## " + title + "\n\n" + produced_by(e) + "\n\n";
 }
 
 std::string PyloCtx::produced_by(const Experiment& e) const {

@@ -23,6 +23,9 @@ struct PyloCtx {
   // "Produced by `...`: experiment NAME, 12 runs (1 failed), 85 s on NVIDIA H100 80GB HBM3, 2026-...; status."
   // or why it has no data.
   std::string produced_by(const Experiment& e) const;
+  // A section's start: "## title" and what produced it.
+  void open_section(const std::string& title, const Experiment& e);
+  void no_data() { md += "No data yet.\n\n"; }
 };
 
 // One line of bench_gpt2.sh / bench_vit.sh (a training run's medians).

@@ -136,14 +136,10 @@ MdTable table3_table(const PyloCtx& c, const std::vector<BenchRow>& rows) {
 void section_table2(PyloCtx& c) {
   const Experiment& e = c.exp("table2_step_breakdown");
   const Experiment& peers_e = c.exp("fig5_peers");
-  c.md += "## Table 2: forward, backward and optimizer time per step (ViT at batch 32, GPT-2 at 4 x 1024 tokens)\n\n";
-  c.md += c.produced_by(e) + "\n\n";
+  c.open_section("Table 2: forward, backward and optimizer time per step (ViT at batch 32, GPT-2 at 4 x 1024 tokens)", e);
   const std::vector<BenchRow> rows = bench_rows(e);
   const std::vector<StepRow> peers = step_rows(peers_e);
-  if (rows.empty()) {
-    c.md += "No data yet.\n\n";
-    return;
-  }
+  if (rows.empty()) return c.no_data();
   MdTable t;
   t.head = {"model", "batch", "optimizer", "forward ms", "backward ms", "optimizer ms", "step ms",
             "paper: fwd / bwd / opt ms (" + c.paper.gpu("table2") + ")", "opt: paper ÷ ours",
@@ -173,13 +169,9 @@ void section_table2(PyloCtx& c) {
 // ------------------------------------------------------------------------------------------ Table 9
 void section_table9(PyloCtx& c) {
   const Experiment& e = c.exp("table9_step_throughput");
-  c.md += "## Table 9: training step and throughput (ViT at batch 32, GPT-2 at 4 x 1024 tokens)\n\n";
-  c.md += c.produced_by(e) + "\n\n";
+  c.open_section("Table 9: training step and throughput (ViT at batch 32, GPT-2 at 4 x 1024 tokens)", e);
   const std::vector<BenchRow> rows = bench_rows(e);
-  if (rows.empty()) {
-    c.md += "No data yet.\n\n";
-    return;
-  }
+  if (rows.empty()) return c.no_data();
   MdTable t;
   t.head = {"model", "batch", "optimizer", "step ms", "throughput", "over AdamW", "paper step ms (" + c.paper.gpu("table9") + ")",
             "paper throughput", "paper over Adam", "step: paper ÷ ours", "PyLO's optimizer step here: CUDA / naive ms"};
@@ -227,13 +219,9 @@ void section_table9(PyloCtx& c) {
 // ------------------------------------------------------------------------------------------ Table 3
 void section_table3(PyloCtx& c) {
   const Experiment& e = c.exp("table3_data_parallel");
-  c.md += "## Table 3: data parallel on 4 GPUs, all-reduce and sharded (GPT-2 124M, 4 x 1024 tokens per GPU)\n\n";
-  c.md += c.produced_by(e) + "\n\n";
+  c.open_section("Table 3: data parallel on 4 GPUs, all-reduce and sharded (GPT-2 124M, 4 x 1024 tokens per GPU)", e);
   const std::vector<BenchRow> rows = bench_rows(e);
-  if (rows.empty()) {
-    c.md += "No data yet.\n\n";
-    return;
-  }
+  if (rows.empty()) return c.no_data();
   std::vector<std::string> opts, errors;
   for (const auto& r : rows) {
     opts.push_back(r.optimizer);

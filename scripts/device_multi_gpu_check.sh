@@ -12,11 +12,10 @@
 #  - Every optimizer, separate and fused q/k/v, both programs: all-reduce and sharded (--shard 1) against
 #    one GPU, sharded against all-reduce (bit for bit at N = 2, where every sum has two terms), each with
 #    the gradients summed by NCCL and by the copy engines (--grad-sum copy; at N = 2 equal to NCCL's bit for
-#    bit). At step 1
-#    both runs start from the same weights and data, so the loss and the gradient norm may differ only by
-#    the order of the sums: within STEP1_BOUND (relative; default 1e-4). Later steps carry that rounding
-#    through the optimizers, which amplify it (AdamW's first steps are g / |g|; random meta-weights more
-#    so): within BOUND (default 2e-3; train_vit 1e-2: on 4 GPUs its tiny ViT with Muon and the learned
+#    bit). At step 1 both runs start from the same weights and data, so the loss and the gradient norm may
+#    differ only by the order of the sums: within STEP1_BOUND (relative; default 1e-4). Later steps carry
+#    that rounding through the optimizers, which amplify it (AdamW's first steps are g / |g|; random
+#    meta-weights more so): within BOUND (default 2e-3; train_vit 1e-2: on 4 GPUs its tiny ViT with Muon and the learned
 #    optimizers spread the rounding of 4-term sums to 5.8e-3 in 6 steps, and the two data-parallel modes
 #    differed from each other by 4.1e-3, while its step 1 equalled one GPU's bit for bit).
 #  - A sharded run resumed from its step-4 checkpoint logs what the uninterrupted run logged, bit for
@@ -26,8 +25,9 @@
 # with status 1. Expects data/kjv and tokenizer/ (or copies under .deps/) and the programs built.
 #
 # Environment: WORLD, BOUND, STEP1_BOUND, KEEP_GOING (1: report every failed comparison, fail at the end),
-# PROGRAMS ("train_gpt2 train_vit"), OPTIMIZERS (all eight), QKV ("separate fused"), SUMS ("nccl copy"), EXTRAS (1: resume, refusal, launcher). Runs on the GPUs CUDA_VISIBLE_DEVICES shows, so two
-# checks of N = 2 can share a 4-GPU machine.
+# PROGRAMS ("train_gpt2 train_vit"), OPTIMIZERS (all eight), QKV ("separate fused"), SUMS ("nccl copy"),
+# EXTRAS (1: resume, refusal, launcher, with the default --grad-sum). Runs on the GPUs CUDA_VISIBLE_DEVICES
+# shows, so two checks of N = 2 can share a 4-GPU machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device_preamble.sh

@@ -623,6 +623,9 @@ case_ report_plot_smooth          "--smooth must be >= 1 (got 0)"      report pl
 case_ report_compare_not_folder   "'$tmp/nope' is not a folder"        report compare -i "$tmp/nope" --out "$tmp/x"
 case_ report_compare_task         "--task must be gpt2 or vit (got 'bert')" report compare -i "$tmp" --out "$tmp/x" --task bert
 case_ report_pylo_not_folder      "'$tmp/nope' is not a folder"        report pylo -i "$tmp/nope"
+case_ report_trace_no_input      "-i FILE is needed"                  report trace
+case_ report_trace_missing        "cannot read '$tmp/none.txt'"        report trace -i "$tmp/none.txt"
+case_ report_trace_no_lines       "has no trace lines of rank 0 from step 4 on" report trace -i "$tmp/val_only.jsonl"
 rm -f "$tmp/val_only.jsonl"
 # The same model names in every program: the benchmarks read their names before their other checks.
 case_ bench_model_names           "--steps must be >= 1"               bench_optim -e d12,124m,gpt2-124m,d48,tiny,vit-b16 -x 0

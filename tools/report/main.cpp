@@ -5,13 +5,16 @@
 //   ./report plot-log -i run.jsonl --out loss.svg [--title TEXT]
 //   ./report compare -i .out/compare/gpt2 --out docs/compare_gpt2 [--title TEXT] [--task gpt2|vit] [--no-plot 1]
 //   ./report pylo -i .out/pylo_single --out .out/pylo_single [--paper tools/report/pylo_paper.jsonl]
+//   ./report trace -i run_a.txt -i run_b.txt [--rank 0] [--from 4]
 //
 // `./report SUBCOMMAND --help` lists each one's flags.
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "common/cli.h"
 #include "common/error.h"
@@ -20,6 +23,7 @@
 #include "tools/report/jsonl.h"
 #include "tools/report/loss_plot.h"
 #include "tools/report/pylo_report.h"
+#include "tools/report/step_trace.h"
 #include "tools/report/svg.h"
 
 namespace {
@@ -31,7 +35,8 @@ const char* kUsage =
     "  median    one bench_gpt2.sh / bench_vit.sh run as one JSON line: medians of the timed steps\n"
     "  plot-log  the loss curves of a train_gpt2 / train_vit log as an SVG\n"
     "  compare   an optimizer comparison (compare_optimizers.sh logs): markdown table and SVG\n"
-    "  pylo      the PyLO paper's tables and figures from scripts/reproduce_pylo.sh's experiment files\n";
+    "  pylo      the PyLO paper's tables and figures from scripts/reproduce_pylo.sh's experiment files\n"
+    "  trace     where a data-parallel step's time goes: STEP_TRACE=1's lines, one summary line per file\n";
 
 int cmd_median(int argc, char** argv) {
   report::BenchRun r;
@@ -122,6 +127,31 @@ int cmd_compare(int argc, char** argv) {
   return 0;
 }
 
+int cmd_trace(int argc, char** argv) {
+  std::vector<std::string> in;
+  int rank = 0, from = 4;
+  Cli cli("report trace",
+          "Summarises STEP_TRACE=1's lines (train/step_trace.h) of each file, one line each: the medians over one "
+          "rank's steps of when block L-1's gradients were final (ready0), backward's, the communication's and "
+          "the step's ends, the backward time per block, a block's gradients final to summed, and the "
+          "communication backward did not hide (tail), in ms.");
+  cli.add('i', "input", &in, "a run's output with the trace lines (repeat for several runs)");
+  cli.add(0, "rank", &rank, "whose lines");
+  cli.add(0, "from", &from, "the first step summarised (the first ones warm up)");
+  if (!cli.parse(argc, argv)) return 0;
+  if (in.empty()) user_error("-i FILE is needed (a run's output with STEP_TRACE=1 lines).");
+  for (const std::string& path : in) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) user_error("cannot read '", path, "'.");
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const report::TraceSummary s = report::summarise_trace(text, rank, from);
+    const std::string name = path.substr(path.find_last_of('/') + 1);
+    if (!s.steps) user_error("'", path, "' has no trace lines of rank ", rank, " from step ", from, " on (STEP_TRACE=1).");
+    std::printf("%s\n", report::trace_line(name, s).c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,6 +165,7 @@ int main(int argc, char** argv) {
     if (sub == "plot-log") return cmd_plot_log(argc - 1, argv + 1);
     if (sub == "compare") return cmd_compare(argc - 1, argv + 1);
     if (sub == "pylo") return report::cmd_pylo(argc - 1, argv + 1);
+    if (sub == "trace") return cmd_trace(argc - 1, argv + 1);
     std::fprintf(stderr, "report: unknown subcommand '%s'.\n%s", sub.c_str(), kUsage);
     return 2;
   } catch (const UserError& e) {

@@ -18,7 +18,8 @@
 #
 # Experiments (single): setup_pylo_cuda, table2_step_breakdown, table9_step_throughput,
 # fig1_vit_batch_breakdown, fig5_optimizer_step_vs_size, fig5_peers, fig6_synthetic_mlp, fig6_peers,
-# fig9_matrix_8192, fig9_peers, train_vit_fashion_mnist, train_gpt2_english, configs_smoke. (multi):
+# fig9_matrix_8192, fig9_peers, train_vit_fashion_mnist, train_gpt2_english, fig8_gpt2_schedule_wd,
+# fig16_gpt2_qkv, configs_smoke. (multi):
 # table3_data_parallel.
 #
 # Each experiment writes DIR/exp/NAME.jsonl: a header line {"experiment":{...}} (its title, the machine's
@@ -76,7 +77,7 @@ export NCCL_NVLS_ENABLE=0
 
 all_single="setup_pylo_cuda table2_step_breakdown table9_step_throughput fig1_vit_batch_breakdown
   fig5_optimizer_step_vs_size fig5_peers fig6_synthetic_mlp fig6_peers fig9_matrix_8192 fig9_peers
-  train_vit_fashion_mnist train_gpt2_english configs_smoke"
+  train_vit_fashion_mnist train_gpt2_english fig8_gpt2_schedule_wd fig16_gpt2_qkv configs_smoke"
 all_multi="table3_data_parallel"
 known=$([ "$kind" = single ] && echo $all_single || echo $all_multi)
 for list in "$only" "$redo"; do
@@ -402,15 +403,15 @@ if [ "$kind" = single ]; then
   fi
 
   # The scaled-down training runs: every configuration of the .cfg whose weights are here, SEEDS seeds each.
-  train() {  # TASK CFG STEPS DATA_GLOB DATA_HINT [EXTRA]
-    local task=$1 cfg=$2 steps=$3 glob=$4 hint=$5 extra=${6:-} labels="" l o missing=""
+  train() {  # TASK CFG STEPS DATA_GLOB DATA_HINT [EXTRA [LOGDIR: under DIR/train/, default TASK]]
+    local task=$1 cfg=$2 steps=$3 glob=$4 hint=$5 extra=${6:-} sub=${7:-$1} labels="" l o missing=""
     while read -r l o _; do
       [ -n "$l" ] && [ "$l" != common ] && [[ "$l" != \#* ]] || continue
       if have_weights "$o"; then labels+="${labels:+,}$l"; else missing+=" $l"; fi
     done <"$cfg"
     if [ $dry = 0 ] && ! compgen -G "$glob" >/dev/null; then skip "no data at $glob ($hint)"; return; fi
     [ -z "$missing" ] || note "{\"left_out\":$(json_str "${missing# }"),\"why\":\"their published weights are not in weights/ (scripts/download_lopt_weights.sh)\"}"
-    local args=("$task" --cfg "$cfg" --steps "$steps" --seeds "$seeds" --only "$labels" --logdir "$out/train/$task"
+    local args=("$task" --cfg "$cfg" --steps "$steps" --seeds "$seeds" --only "$labels" --logdir "$out/train/$sub"
                 --timeout "$limit" --resume --no-build)
     [ -z "$extra" ] || args+=(--extra "$extra")
     [ $dry = 1 ] && args+=(--dry-run)
@@ -431,10 +432,20 @@ if [ "$kind" = single ]; then
   if [ $dry = 0 ] && ! compgen -G "$english" >/dev/null && compgen -G 'data/kjv/kjv_train_*.bin' >/dev/null; then
     corpus=kjv extra="$gpt2_extra -i data/kjv/kjv_train_*.bin -j data/kjv/kjv_val_*.bin"  # no English corpus here
   fi
-  if begin train_gpt2_english "Figures 8 and 16, scaled down: GPT-2 124M on the English corpus (KJV where it is missing), tuned AdamW and Muon, CELO2, VeLO, small_fc_lopt" \
+  if begin train_gpt2_english "Figures 10-11 for GPT-2, scaled down: GPT-2 124M on the English corpus (KJV where it is missing), tuned AdamW and Muon, CELO2, VeLO, small_fc_lopt" \
        "logdir=train/gpt2" "steps=$gpt2_steps" "seeds=$seeds" "corpus=$corpus"; then
     train gpt2 scripts/compare/pylo_gpt2.cfg "$gpt2_steps" "data/$corpus/${corpus}_train_*.bin" \
       "scripts/prepare_english.sh, or carry data/english" "$extra"
+  fi
+  if begin fig8_gpt2_schedule_wd "Figure 8, scaled down: CELO2 with and without weight decay, constant and cosine schedule, GPT-2 124M (AdamW for reference)" \
+       "logdir=train/gpt2_fig8" "steps=$gpt2_steps" "seeds=$seeds" "corpus=$corpus"; then
+    train gpt2 scripts/compare/pylo_gpt2_fig8.cfg "$gpt2_steps" "data/$corpus/${corpus}_train_*.bin" \
+      "scripts/prepare_english.sh, or carry data/english" "$extra" gpt2_fig8
+  fi
+  if begin fig16_gpt2_qkv "Figure 16, scaled down: q, k and v as three tensors or one, GPT-2 124M, AdamW, CELO2, VeLO" \
+       "logdir=train/gpt2_fig16" "steps=$gpt2_steps" "seeds=$seeds" "corpus=$corpus"; then
+    train gpt2 scripts/compare/pylo_gpt2_fig16.cfg "$gpt2_steps" "data/$corpus/${corpus}_train_*.bin" \
+      "scripts/prepare_english.sh, or carry data/english" "$extra" gpt2_fig16
   fi
 
   # The full configurations, for a user with the data, the weights and the GPUs; each run here on a few

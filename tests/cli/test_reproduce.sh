@@ -84,7 +84,8 @@ R=scripts/reproduce_pylo.sh
 plan=$($R single --quick --dry-run --out "$T/dry" 2>&1)
 check plan_exit_0 [ $? = 0 ]
 for name in table2_step_breakdown table9_step_throughput fig1_vit_batch_breakdown fig5_optimizer_step_vs_size fig5_peers \
-            fig6_synthetic_mlp fig6_peers fig9_matrix_8192 fig9_peers train_vit_fashion_mnist train_gpt2_english configs_smoke; do
+            fig6_synthetic_mlp fig6_peers fig9_matrix_8192 fig9_peers train_vit_fashion_mnist train_gpt2_english \
+            fig8_gpt2_schedule_wd fig16_gpt2_qkv configs_smoke; do
   check "plan_lists_$name" grep -q "^# $name: " <<<"$plan"
 done
 check plan_profiles_table2 grep -q "PROFILE=1 .*bench_vit.sh vit-b16:32" <<<"$plan"
@@ -92,6 +93,12 @@ check plan_matrix grep -q -- "-e mat-8192x8192" <<<"$plan"
 check plan_mlp_sweep grep -q -- "-e mlp-w256-d1,mlp-w1024-d1,mlp-w4096-d1" <<<"$plan"
 check plan_report_step grep -q "report pylo -i $T/dry --out $T/dry" <<<"$plan"
 check plan_seeds grep -q -- "--seeds '1 2 3'" <<<"$plan"
+# Figure 8: CELO2 with and without weight decay, constant and cosine; Figure 16: q, k, v apart and fused; each
+# into a folder of its own.
+check plan_fig8_constant_wd grep -q -- "-o celo2 .*-k constant --set celo2.wd=0.1 .*train/gpt2_fig8/celo2_constant_wd_s1.jsonl" <<<"$plan"
+check plan_fig8_cosine grep -q -- "-o celo2 .*--set celo2.wd=0 .*train/gpt2_fig8/celo2_cosine_s1.jsonl" <<<"$plan"
+check plan_fig16_separate grep -q -- "-o celo2 .*--qkv separate .*train/gpt2_fig16/celo2_separate_s3.jsonl" <<<"$plan"
+check plan_fig16_fused grep -q -- "-o adamw .*--qkv fused .*train/gpt2_fig16/adamw_fused_s2.jsonl" <<<"$plan"
 check plan_runs_bounded grep -q -- "--timeout 600" <<<"$plan"
 check plan_writes_nothing [ ! -e "$T/dry" ]
 full=$($R single --dry-run 2>&1)

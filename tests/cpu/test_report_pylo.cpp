@@ -108,7 +108,8 @@ TEST(ReportPylo, SectionsNumbersAndRatios) {
   FakeRun f;
   const std::string md = write_pylo_report(f.dir, f.dir, "tools/report/pylo_paper.jsonl");
   for (const char* h : {"## Table 2:", "## Table 9:", "## Figure 1:", "## Figure 5:", "## Figure 6:", "## Figure 9:",
-                        "## Table 4 and Figures 10-11", "## Figures 8 and 16", "## The full configurations", "## Table 3:"})
+                        "## Table 4 and Figures 10-11", "## Figures 10-11 for GPT-2", "## Figure 8, scaled down",
+                        "## Figure 16, scaled down", "## The full configurations", "## Table 3:"})
     EXPECT_NE(md.find(h), std::string::npos) << h;
   // Table 2: forward = 2.5 + the loss's 0.5; the paper's A100 figures; paper / ours = 4.90 / 1.0 and 113.58 / 2.
   EXPECT_NE(md.find("| ViT-B/16 | 32 | AdamW | 3.00 | 6.00 | 1.00 | 10.0 | 17.5 / 38.1 / 4.90 | 4.9× |"), std::string::npos) << md;
@@ -160,6 +161,36 @@ TEST(ReportPylo, FiguresAreWellFormedWithErrorBars) {
   // Table 2's chart: ours and the paper's bars for AdamW and VeLO, three segments each.
   const xml_check::Reader t2(read_file(f.dir + "/table2.svg"));
   EXPECT_EQ(t2.with_class("bar").size(), 12u);
+}
+
+// The GPT-2 training experiments each read their own folder: Figure 8's logs are its own, and Figure 16, not
+// run, shows none although the comparison's folder beside it has logs.
+TEST(ReportPylo, TrainingSectionsReadTheirOwnFolders) {
+  FakeRun f;
+  auto logs = [&](const std::string& sub, const std::string& label, double loss) {
+    std::filesystem::create_directories(f.dir + "/" + sub);
+    for (int seed = 1; seed <= 3; seed++)
+      write_file(f.dir + "/" + sub + "/" + label + "_s" + std::to_string(seed) + ".jsonl",
+                 "{\"compare_run\":{\"task\":\"gpt2\",\"label\":\"" + label +
+                     "\",\"optimizer\":\"celo2\",\"flags\":\"-l 1e-3\",\"seed\":" + std::to_string(seed) +
+                     ",\"steps\":60}}\n{\"step\":60,\"val_loss\":" + std::to_string(loss + 0.01 * seed) +
+                     "}\n{\"compare_end\":{\"status\":\"ok\",\"exit\":0,\"wall_s\":5.0}}\n");
+  };
+  logs("train/gpt2", "celo2_lr1e-3", 4.6);
+  logs("train/gpt2_fig8", "celo2_constant_wd", 4.7);
+  write_file(f.dir + "/exp/fig8_gpt2_schedule_wd.jsonl",
+             header("fig8_gpt2_schedule_wd", ",\"logdir\":\"train/gpt2_fig8\",\"steps\":\"60\",\"seeds\":\"1 2 3\"") +
+                 run_line(0, 20) + end_line("ok", 20, 1, 0));
+  const std::string md = write_pylo_report(f.dir, f.dir, "tools/report/pylo_paper.jsonl");
+  const size_t fig8 = md.find("## Figure 8, scaled down"), fig16 = md.find("## Figure 16, scaled down");
+  ASSERT_NE(fig8, std::string::npos);
+  ASSERT_NE(fig16, std::string::npos);
+  const std::string s8 = md.substr(fig8, fig16 - fig8), s16 = md.substr(fig16, md.find("\n## ", fig16 + 1) - fig16);
+  EXPECT_NE(s8.find("| celo2_constant_wd | celo2 |"), std::string::npos) << s8;
+  EXPECT_EQ(s8.find("celo2_lr1e-3"), std::string::npos) << "Figure 8 read the comparison's logs";
+  EXPECT_NE(s16.find("No training logs yet."), std::string::npos) << s16;
+  EXPECT_TRUE(std::filesystem::exists(f.dir + "/train_gpt2_fig8.svg"));
+  EXPECT_FALSE(std::filesystem::exists(f.dir + "/train_gpt2_fig16.svg"));
 }
 
 TEST(ReportPylo, ExperimentFilesAndNames) {

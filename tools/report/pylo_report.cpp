@@ -33,7 +33,9 @@ const ExpInfo kExperiments[] = {
     {"fig9_matrix_8192", "single", "Figure 9 (ours)"},
     {"fig9_peers", "single", "Figure 9 (peers)"},
     {"train_vit_fashion_mnist", "single", "Table 4, Figures 10-11 (scaled down)"},
-    {"train_gpt2_english", "single", "Figures 8, 16 (scaled down)"},
+    {"train_gpt2_english", "single", "Figures 10-11 for GPT-2 (scaled down)"},
+    {"fig8_gpt2_schedule_wd", "single", "Figure 8 (scaled down)"},
+    {"fig16_gpt2_qkv", "single", "Figure 16 (scaled down)"},
     {"configs_smoke", "single", "Table 4, Figure 8: the full configurations"},
     {"table3_data_parallel", "multi", "Table 3"},
 };
@@ -94,13 +96,18 @@ svg::Figure seed_figure(const std::vector<CompareRow>& rows, bool top1, const st
   return f;
 }
 
-void section_training(PyloCtx& c, const std::string& name, const std::string& task, const std::string& heading) {
+// A scaled-down training experiment (compare_optimizers.sh's logs under its logdir, `dir` under the report
+// folder unless the experiment's header names another): the table over seeds, what it stands for (`about`,
+// after the data's sentence), and a figure named after the folder (train/gpt2 -> train_gpt2.svg).
+void section_training(PyloCtx& c, const std::string& name, const std::string& task, const std::string& dir,
+                      const std::string& heading, const std::string& about = "") {
   const Experiment& e = c.exp(name);
   c.open_section(heading, e);
   for (const Json& j : e.lines)
     if (j.has("left_out"))
       c.md += "Left out: " + str(j, "left_out") + " (" + str(j, "why") + ").\n\n";
-  const std::string logdir = c.dir + "/" + (e.header_str("logdir").empty() ? "train/" + task : e.header_str("logdir"));
+  const std::string rel = e.header_str("logdir").empty() ? dir : e.header_str("logdir");
+  const std::string logdir = c.dir + "/" + rel;
   std::error_code ec;
   std::vector<CompareRun> runs;
   if (std::filesystem::is_directory(logdir, ec)) runs = read_compare_runs(logdir);
@@ -129,10 +136,12 @@ void section_training(PyloCtx& c, const std::string& name, const std::string& ta
   } else {
     c.md += "GPT-2 124M on the " + std::string(corpus == "kjv" ? "KJV (the English corpus was not there)" : "English corpus") +
             ", " + steps + " steps of 8 x 1024 tokens, seeds " + seeds + (e.quick ? " (the quick pass; the full pass: 800 steps)" : "") +
-            ". The paper's GPT-2 figures (8, 16) train on FineWeb for far longer; their curves are not transcribed here, "
-            "and their configuration is below.\n\n";
+            ". " + (about.empty() ? "The paper's GPT-2 runs train GPT-2 355M on FineWeb-Edu for far longer; their curves "
+                                                    "are not transcribed here, and their configuration is below."
+                                                  : about) +
+            "\n\n";
   }
-  c.figure(seed_figure(rows, top1, ""), "train_" + task, heading);
+  c.figure(seed_figure(rows, top1, ""), "train_" + rel.substr(rel.find_last_of('/') + 1), heading);
 }
 
 void section_configs(PyloCtx& c) {
@@ -261,9 +270,20 @@ std::string write_pylo_report(const std::string& dir, const std::string& out, co
     section_fig5(c);
     section_fig6(c);
     section_fig9(c);
-    section_training(c, "train_vit_fashion_mnist", "vit",
+    section_training(c, "train_vit_fashion_mnist", "vit", "train/vit",
                      "Table 4 and Figures 10-11, scaled down: ViT-Ti/4 on Fashion-MNIST, several seeds");
-    section_training(c, "train_gpt2_english", "gpt2", "Figures 8 and 16, scaled down: GPT-2 124M, several seeds");
+    section_training(c, "train_gpt2_english", "gpt2", "train/gpt2", "Figures 10-11 for GPT-2, scaled down: GPT-2 124M, several seeds");
+    section_training(c, "fig8_gpt2_schedule_wd", "gpt2", "train/gpt2_fig8",
+                     "Figure 8, scaled down: weight decay and the learning-rate schedule, GPT-2 124M, several seeds",
+                     "The paper's Figure 8 adds weight decay and a cosine schedule to its learned optimizers on GPT-2 355M "
+                     "(FineWeb-Edu); here CELO2, the learned optimizer with real weights, with and without weight decay "
+                     "(celo2.wd 0.1) under a constant and a cosine schedule, and AdamW for reference. The paper's curves "
+                     "are not transcribed here.");
+    section_training(c, "fig16_gpt2_qkv", "gpt2", "train/gpt2_fig16",
+                     "Figure 16, scaled down: q, k and v as three tensors or one, GPT-2 124M, several seeds",
+                     "The paper's Figure 16 compares separate and fused q, k and v for its learned optimizers; a learned "
+                     "optimizer's per-tensor features (CELO2's orthogonalisation of each matrix) see three C x C matrices "
+                     "or one 3C x C, while AdamW differs only by rounding. The paper's curves are not transcribed here.");
     section_configs(c);
   }
   if (kinds.count("multi")) section_table3(c);

@@ -134,12 +134,12 @@ void section_training(PyloCtx& c, const std::string& name, const std::string& ta
                           fixed(num(r, "value", NAN), 2), str(r, "source")});
     c.md += t.render() + "\n";
   } else {
+    const std::string what = about.empty() ? "The paper's GPT-2 runs train GPT-2 355M on FineWeb-Edu for far longer; "
+                                             "their curves are not transcribed here, and their configuration is below."
+                                           : about;
     c.md += "GPT-2 124M on the " + std::string(corpus == "kjv" ? "KJV (the English corpus was not there)" : "English corpus") +
             ", " + steps + " steps of 8 x 1024 tokens, seeds " + seeds + (e.quick ? " (the quick pass; the full pass: 800 steps)" : "") +
-            ". " + (about.empty() ? "The paper's GPT-2 runs train GPT-2 355M on FineWeb-Edu for far longer; their curves "
-                                                    "are not transcribed here, and their configuration is below."
-                                                  : about) +
-            "\n\n";
+            ". " + what + "\n\n";
   }
   c.figure(seed_figure(rows, top1, ""), "train_" + rel.substr(rel.find_last_of('/') + 1), heading);
 }

@@ -277,8 +277,7 @@ void section_fig1(PyloCtx& c) {
 void section_fig5(PyloCtx& c) {
   const Experiment& e = c.exp("fig5_optimizer_step_vs_size");
   const Experiment& pe = c.exp("fig5_peers");
-  c.md += "## Figure 5: optimizer step time against model size\n\n";
-  c.md += "Ours: " + c.produced_by(e) + "\n\nPeers: " + c.produced_by(pe) + "\n\n";
+  c.open_section("Figure 5: optimizer step time against model size", e, &pe);
   const std::vector<StepRow> ours = step_rows(e), peers = step_rows(pe);
   if (ours.empty() && peers.empty()) return c.no_data();
   std::vector<std::string> models, opts, errors;
@@ -308,8 +307,7 @@ void section_fig5(PyloCtx& c) {
 void section_fig6(PyloCtx& c) {
   const Experiment& e = c.exp("fig6_synthetic_mlp");
   const Experiment& pe = c.exp("fig6_peers");
-  c.md += "## Figure 6: learned optimizer step on synthetic MLPs\n\n";
-  c.md += "Ours: " + c.produced_by(e) + "\n\nPeers: " + c.produced_by(pe) + "\n\n";
+  c.open_section("Figure 6: learned optimizer step on synthetic MLPs", e, &pe);
   std::vector<StepRow> rows = step_rows(e);
   for (const auto& r : step_rows(pe)) rows.push_back(r);
   if (rows.empty()) return c.no_data();
@@ -329,8 +327,7 @@ void section_fig6(PyloCtx& c) {
 void section_fig9(PyloCtx& c) {
   const Experiment& e = c.exp("fig9_matrix_8192");
   const Experiment& pe = c.exp("fig9_peers");
-  c.md += "## Figure 9: optimizer step on one 8192 x 8192 matrix\n\n";
-  c.md += "Ours: " + c.produced_by(e) + "\n\nPeers: " + c.produced_by(pe) + "\n\n";
+  c.open_section("Figure 9: optimizer step on one 8192 x 8192 matrix", e, &pe);
   const std::vector<StepRow> ours = step_rows(e), peers = step_rows(pe);
   if (ours.empty() && peers.empty()) return c.no_data();
   std::vector<std::string> opts, errors;

@@ -187,8 +187,9 @@ void PyloCtx::figure(const svg::Figure& f, const std::string& name, const std::s
   md += "\n![" + alt + "](" + name + ".svg)\n\n";
 }
 
-void PyloCtx::open_section(const std::string& title, const Experiment& e) {
-  md += "## " + title + "\n\n" + produced_by(e) + "\n\n";
+void PyloCtx::open_section(const std::string& title, const Experiment& e, const Experiment* peers) {
+  md += "## " + title + "\n\n" + (peers ? "Ours: " : "") + produced_by(e) + "\n\n";
+  if (peers) md += "Peers: " + produced_by(*peers) + "\n\n";
 }
 
 std::string PyloCtx::produced_by(const Experiment& e) const {

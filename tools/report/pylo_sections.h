@@ -23,8 +23,8 @@ struct PyloCtx {
   // "Produced by `...`: experiment NAME, 12 runs (1 failed), 85 s on NVIDIA H100 80GB HBM3, 2026-...; status."
   // or why it has no data.
   std::string produced_by(const Experiment& e) const;
-  // A section's start: "## title" and what produced it.
-  void open_section(const std::string& title, const Experiment& e);
+  // A section's start: "## title" and what produced it; with `peers`, ours and the peers' experiment each.
+  void open_section(const std::string& title, const Experiment& e, const Experiment* peers = nullptr);
   void no_data() { md += "No data yet.\n\n"; }
 };
 

@@ -20,6 +20,21 @@ svg::BarSeries bar_series(const std::string& name, const std::string& color) {
 // "32" for a ViT, "4 x 1024" (sequences x tokens) for GPT-2.
 std::string batch_cell(const BenchRow& r) { return r.images ? std::to_string(r.B) : std::to_string(r.B) + " x 1024"; }
 
+// Model m's rows in the paper's order of optimizers (of `opts`): each one measured goes to `row`, each that
+// failed to `errors` ("ViT-B/16 VeLO: out of GPU memory").
+template <class F>
+void each_row(const std::vector<BenchRow>& rows, const std::string& m, const std::vector<std::string>& opts,
+              std::vector<std::string>& errors, F&& row) {
+  for (const auto& o : optimizers_in(opts))
+    for (const auto& r : rows) {
+      if (r.model != m || r.optimizer != o) continue;
+      if (r.error.empty())
+        row(r);
+      else
+        errors.push_back(model_title(m) + " " + optimizer_title(o) + ": " + r.error);
+    }
+}
+
 // ------------------------------------------------------------------------------------------ Table 2
 // One row: our times, the paper's (fwd / bwd / opt), PyLO's optimizer step measured here.
 std::vector<std::string> table2_row(const PyloCtx& c, const BenchRow& r, const std::vector<StepRow>& peers) {
@@ -148,15 +163,7 @@ void section_table2(PyloCtx& c) {
   std::vector<std::string> errors, models, opts;
   for (const auto& r : rows) models.push_back(r.model), opts.push_back(r.optimizer);
   for (const auto& m : models_in(models))
-    for (const auto& o : optimizers_in(opts))
-      for (const auto& r : rows) {
-        if (r.model != m || r.optimizer != o) continue;
-        if (!r.error.empty()) {
-          errors.push_back(model_title(m) + " " + optimizer_title(o) + ": " + r.error);
-          continue;
-        }
-        t.rows.push_back(table2_row(c, r, peers));
-      }
+    each_row(rows, m, opts, errors, [&](const BenchRow& r) { t.rows.push_back(table2_row(c, r, peers)); });
   c.md += t.render();
   c.md += "\nForward and backward from `GPT2_PROFILE=1` (the kernels' own events; the loss counts as forward), the "
           "optimizer and the whole step from the run's log (medians). Learned optimizers on random meta-weights of "
@@ -189,22 +196,16 @@ void section_table9(PyloCtx& c) {
     for (const auto& r : rows)
       if (r.model == m && r.optimizer == "adamw" && r.error.empty())
         adamw = r.step_ms, p_adamw = table9_paper_step(c, m, "adamw", r.B).first;
-    for (const auto& o : optimizers_in(opts))
-      for (const auto& r : rows) {
-        if (r.model != m || r.optimizer != o) continue;
-        if (!r.error.empty()) {
-          errors.push_back(model_title(m) + " " + optimizer_title(o) + ": " + r.error);
-          continue;
-        }
-        const auto [p_step, p_rate] = table9_paper_step(c, m, o, r.B);
-        const double over = 100 * (r.step_ms / adamw - 1), p_over = 100 * (p_step / p_adamw - 1);
-        t.rows.push_back(table9_row(r, p_step, p_rate, over, p_over, peers));
-        if (learned(o) && std::isfinite(over)) {
-          ch.groups.push_back(model_title(m) + " " + optimizer_title(o));
-          ours_s.values.push_back({over});
-          paper_s.values.push_back({p_over});
-        }
+    each_row(rows, m, opts, errors, [&](const BenchRow& r) {
+      const auto [p_step, p_rate] = table9_paper_step(c, m, r.optimizer, r.B);
+      const double over = 100 * (r.step_ms / adamw - 1), p_over = 100 * (p_step / p_adamw - 1);
+      t.rows.push_back(table9_row(r, p_step, p_rate, over, p_over, peers));
+      if (learned(r.optimizer) && std::isfinite(over)) {
+        ch.groups.push_back(model_title(m) + " " + optimizer_title(r.optimizer));
+        ours_s.values.push_back({over});
+        paper_s.values.push_back({p_over});
       }
+    });
   }
   c.md += t.render() + table9_note(c) + errors_note(errors);
   if (!ch.groups.empty()) {

@@ -1,3 +1,5 @@
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,32 +12,34 @@
 #include "train/peer_sum.h"
 
 namespace {
-struct FlagRows {
-  int* at[PeerSum::kMaxWorld];  // each rank's flag array, as this GPU addresses it
+// The driver's stream memory operations (no libcuda link: through the runtime's entry-point query). A
+// barrier made of them waits in the stream's front end and takes no SM: a spinning kernel holds one, and a
+// matmul whose tiles filled every SM in one wave then needs a second wave.
+struct MemOps {
+  PFN_cuStreamWriteValue32_v8000 write = nullptr;
+  PFN_cuStreamWaitValue32_v8000 wait = nullptr;
 };
 
-// Barrier `slot`: count this call (expected[slot]), write the count into row `rank` of every other rank's
-// flags, then wait until every other rank has written it into ours. The gradients written before this
-// kernel are in this GPU's memory, where the others' copies read them once they see the flag.
-__global__ void arrive_and_wait_k(FlagRows rows, int* expected, int slot, int rank, int world) {
-  __shared__ int count;
-  if (threadIdx.x == 0) {
-    count = expected[slot] + 1;
-    expected[slot] = count;
-    __threadfence_system();
-    for (int q = 0; q < world; q++)
-      if (q != rank) *reinterpret_cast<volatile int*>(rows.at[q] + rank * PeerSum::kSlots + slot) = count;
-  }
-  __syncthreads();
-  const int q = int(threadIdx.x);
-  if (q < world && q != rank) {
-    const volatile int* flag = rows.at[rank] + q * PeerSum::kSlots + slot;
-    while (*flag < count) {
-    }
-  }
-  __syncthreads();
-  __threadfence_system();
+const MemOps& mem_ops() {
+  static const MemOps ops = [] {
+    MemOps m;
+    cudaDriverEntryPointQueryResult found;
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", reinterpret_cast<void**>(&m.write), 12000,
+                                                cudaEnableDefault, &found));
+    CHECK(found == cudaDriverEntryPointSuccess);
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", reinterpret_cast<void**>(&m.wait), 12000,
+                                                cudaEnableDefault, &found));
+    CHECK(found == cudaDriverEntryPointSuccess);
+    return m;
+  }();
+  return ops;
 }
+
+#define DRIVER_CHECK(call)                                                                          \
+  do {                                                                                            \
+    const CUresult r_ = (call);                                                                   \
+    if (r_ != CUDA_SUCCESS) throw CudaError(str_cat(__FILE__, ":", __LINE__, ": " #call ": CUresult ", int(r_))); \
+  } while (0)
 
 struct Shared {  // what each process tells the others
   cudaIpcMemHandle_t grads, flags;
@@ -60,8 +64,6 @@ PeerSum::PeerSum(int rank, int world, const Exchange& exchange, float* grads, in
   CHECK(world >= 1 && world <= kMaxWorld && rank >= 0 && rank < world && most > 0 && most % 4 == 0);
   flags_.alloc(size_t(world) * kSlots, "--grad-sum copy flags");
   flags_.zero();
-  expected_.alloc(kSlots, "--grad-sum copy counts");
-  expected_.zero();
   scratch_.alloc(size_t(world - 1) * size_t(most), "--grad-sum copy scratch");
   CUDA_CHECK(cudaDeviceSynchronize());  // the flags are zero before any other process can write them
   Shared mine{};
@@ -93,12 +95,24 @@ PeerSum::~PeerSum() {  // no checks: nothing may throw from here
   if (forked_) cudaEventDestroy(forked_);
 }
 
+// Barrier `slot`: write 1 into row `rank` of every other rank's flags (after this stream's earlier work,
+// with a memory fence: the gradients the others' copies read are written), wait until every other rank has
+// written 1 into ours, and set ours back to 0 for the next step. No rank writes this slot again before the
+// step's last NCCL collective, which follows the reset on every rank (train/peer_sum.h).
 void PeerSum::barrier(cudaStream_t s) {
   CHECK(slot_ < kSlots);  // barriers in one step
-  FlagRows rows;
-  std::memcpy(rows.at, peer_flags_, sizeof rows.at);
-  arrive_and_wait_k<<<1, 32, 0, s>>>(rows, expected_.get(), slot_++, rank_, world_);
-  CUDA_CHECK_LAUNCH();
+  const int slot = slot_++;
+  const MemOps& ops = mem_ops();
+  auto at = [](int* p) { return CUdeviceptr(reinterpret_cast<uintptr_t>(p)); };
+  for (int q = 0; q < world_; q++)
+    if (q != rank_)
+      DRIVER_CHECK(ops.write(CUstream(s), at(peer_flags_[q] + rank_ * kSlots + slot), 1, CU_STREAM_WRITE_VALUE_DEFAULT));
+  for (int q = 0; q < world_; q++) {
+    if (q == rank_) continue;
+    int* mine = flags_.get() + q * kSlots + slot;
+    DRIVER_CHECK(ops.wait(CUstream(s), at(mine), 1, CU_STREAM_WAIT_VALUE_EQ));
+    DRIVER_CHECK(ops.write(CUstream(s), at(mine), 0, CU_STREAM_WRITE_VALUE_DEFAULT));
+  }
 }
 
 void PeerSum::fork(cudaStream_t s) {

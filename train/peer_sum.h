@@ -4,7 +4,8 @@
 // tiles filled the SMs in one wave then needs two: backward ran 27% slower per block on 4 H100s
 // (docs/data_parallel.md, "Where the communication time goes"). Here every process maps the others'
 // gradient arenas (CUDA IPC) and pulls what it needs over NVLink with cudaMemcpyAsync, which the copy
-// engines carry out; the only kernels are a one-warp barrier and an add over a rank's share of the run.
+// engines carry out; the barriers are stream memory operations (no SM), and the only kernel is an add over a
+// rank's share of the run.
 //
 // All-reduce of a run (train/peer_chunks.h): rank r pulls chunk r from every other rank, adds the world
 // copies in rank order into its own (one order for every element, computed once), then pulls chunk q from
@@ -77,7 +78,6 @@ class PeerSum {
   float* peer_grads_[kMaxWorld] = {};  // mapped (rank_'s own: grads_)
   int* peer_flags_[kMaxWorld] = {};    // each rank's flags, mapped: row w written by rank w
   DeviceBuffer<int> flags_;            // world x kSlots
-  DeviceBuffer<int> expected_;         // kSlots: each slot's barrier count so far
   DeviceBuffer<float> scratch_;        // (world - 1) x most
   cudaStream_t copy_[kMaxWorld] = {};  // one per other rank: their copies run at once
   cudaEvent_t forked_ = nullptr, copied_[kMaxWorld] = {};

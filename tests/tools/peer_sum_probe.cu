@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/atomic_file.h"
 #include "common/cuda_check.h"
 #include "common/cuda_graph.h"
 #include "common/device_buffer.h"
@@ -24,15 +25,13 @@ namespace {
 constexpr int64_t kElems = 300007;
 constexpr int64_t kMost = 1024;  // small chunks: the runs below take several pieces
 
-// Every rank writes dir/<tag>.<rank> (whole, then renamed) and reads every rank's once it is there.
+// Every rank writes dir/<tag>.<rank> (whole, then renamed: common/atomic_file.h) and reads every rank's
+// once it is there.
 void swap_files(const std::string& dir, const std::string& tag, int rank, int world, const void* mine, void* all,
                 size_t bytes) {
-  const std::string own = dir + "/" + tag + "." + std::to_string(rank);
-  {
-    std::ofstream f(own + ".tmp", std::ios::binary);
-    f.write(static_cast<const char*>(mine), std::streamsize(bytes));
-  }
-  CHECK(std::rename((own + ".tmp").c_str(), own.c_str()) == 0);
+  AtomicFile own(dir + "/" + tag + "." + std::to_string(rank));
+  own.write(mine, bytes);
+  own.commit();
   for (int q = 0; q < world; q++) {
     const std::string path = dir + "/" + tag + "." + std::to_string(q);
     for (int waited = 0;; waited++) {

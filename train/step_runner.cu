@@ -30,33 +30,7 @@ StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool 
   comm_ = comm;
   plan_ = plan;
   CHECK(!plan_ || (comm_ && !grouped_ && plan_->world == comm_->world()));
-  if (comm_) {
-    // A tied token table is summed in parts where the model can (Model::sum_embedding_in_parts): the
-    // head's part beside backward, the lookup's from every process's positions; those tensors leave the
-    // last hook group, whose sum after backward nothing could hide.
-    Model::EmbeddingSum e;
-    e.world = comm_->world();
-    e.early = [this](cudaStream_t s) { sum_early(s); };
-    e.gather = [this](const void* mine, void* all, size_t bytes, cudaStream_t s) { gather(mine, all, bytes, s); };
-    const Model::EmbeddingParts parts = model.sum_embedding_in_parts(e);
-    std::vector<char> apart(size_t(opt.arena().table().size()), 0);
-    for (const auto* v : {&parts.early, &parts.gathered})
-      for (int i : *v) apart[size_t(i)] = 1;
-    early_ = runs(parts.early);
-    for (const auto& g : hook_groups) {
-      std::vector<int> summed;
-      for (int i : g)
-        if (!apart[size_t(i)]) summed.push_back(i);
-      ranges_.push_back(runs(summed));
-    }
-    CHECK(!ranges_.empty() && (!grouped_ || int(ranges_.size()) == grouped_->groups()));
-    if (bf16_sums) grads16_.alloc(size_t(opt.arena().table().total_elems()), "bf16 gradients for NCCL");
-    CHECK(!(bf16_sums && copy_sums));
-    if (copy_sums) {  // two: the tied table's early sum runs beside the blocks' (see sum_early)
-      peer_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), opt.arena().grads());
-      peer_early_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), opt.arena().grads());
-    }
-  }
+  if (comm_) plan_sums(model, hook_groups, bf16_sums, copy_sums);
   try {  // the destructor frees what was made if a later call throws
     if (overlap || comm_) {
       // The optimizer's stream first: on the H100 this made GPT-2 124M's step at 4 x 1024 tokens 2% shorter
@@ -83,6 +57,38 @@ StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool 
 }
 
 StepRunner::~StepRunner() { free_resources(); }
+
+// Data parallel: what each hook call sums (the hook groups' runs, less a tied token table's parts) and what
+// sums it (NCCL, through a bf16 copy or not, or the copy engines).
+void StepRunner::plan_sums(Model& model, const std::vector<std::vector<int>>& hook_groups, bool bf16_sums,
+                           bool copy_sums) {
+  // A tied token table is summed in parts where the model can (Model::sum_embedding_in_parts): the
+  // head's part beside backward, the lookup's from every process's positions; those tensors leave the
+  // last hook group, whose sum after backward nothing could hide.
+  Model::EmbeddingSum e;
+  e.world = comm_->world();
+  e.early = [this](cudaStream_t s) { sum_early(s); };
+  e.gather = [this](const void* mine, void* all, size_t bytes, cudaStream_t s) { gather(mine, all, bytes, s); };
+  const Model::EmbeddingParts parts = model.sum_embedding_in_parts(e);
+  std::vector<char> apart(size_t(opt_.arena().table().size()), 0);
+  for (const auto* v : {&parts.early, &parts.gathered})
+    for (int i : *v) apart[size_t(i)] = 1;
+  early_ = runs(parts.early);
+  for (const auto& g : hook_groups) {
+    std::vector<int> summed;
+    for (int i : g)
+      if (!apart[size_t(i)]) summed.push_back(i);
+    ranges_.push_back(runs(summed));
+  }
+  CHECK(!ranges_.empty() && (!grouped_ || int(ranges_.size()) == grouped_->groups()));
+  if (bf16_sums) grads16_.alloc(size_t(opt_.arena().table().total_elems()), "bf16 gradients for NCCL");
+  CHECK(!(bf16_sums && copy_sums));
+  if (copy_sums) {  // two: the tied table's early sum runs beside the blocks' (see sum_early)
+    float* grads = opt_.arena().grads();
+    peer_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), grads);
+    peer_early_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), grads);
+  }
+}
 
 // The tensors (ascending table indices) as runs of the arena to sum: those that lie back to back (and have
 // one owner) are one run, the padding between them holding zeros on every rank.

@@ -93,6 +93,7 @@ class StepRunner {
   std::vector<std::vector<Range>> ranges_;  // comm: each hook group's gradients as contiguous runs
   std::vector<Range> early_;                // comm: the tied table's head part, summed early
   std::vector<Range> runs(const std::vector<int>& tensors) const;
+  void plan_sums(Model& model, const std::vector<std::vector<int>>& hook_groups, bool bf16_sums, bool copy_sums);
   void sum(const std::vector<Range>& rs);
   void sum_early(cudaStream_t s);                                          // Model::EmbeddingSum's early
   void gather(const void* mine, void* all, size_t bytes, cudaStream_t s);  // and its gather

@@ -35,9 +35,9 @@ const MemOps& mem_ops() {
   return ops;
 }
 
-#define DRIVER_CHECK(call)                                                                          \
-  do {                                                                                            \
-    const CUresult r_ = (call);                                                                   \
+#define DRIVER_CHECK(call)                                                                                        \
+  do {                                                                                                            \
+    const CUresult r_ = (call);                                                                                   \
     if (r_ != CUDA_SUCCESS) throw CudaError(str_cat(__FILE__, ":", __LINE__, ": " #call ": CUresult ", int(r_))); \
   } while (0)
 
@@ -106,7 +106,8 @@ void PeerSum::barrier(cudaStream_t s) {
   auto at = [](int* p) { return CUdeviceptr(reinterpret_cast<uintptr_t>(p)); };
   for (int q = 0; q < world_; q++)
     if (q != rank_)
-      DRIVER_CHECK(ops.write(CUstream(s), at(peer_flags_[q] + rank_ * kSlots + slot), 1, CU_STREAM_WRITE_VALUE_DEFAULT));
+      DRIVER_CHECK(
+          ops.write(CUstream(s), at(peer_flags_[q] + rank_ * kSlots + slot), 1, CU_STREAM_WRITE_VALUE_DEFAULT));
   for (int q = 0; q < world_; q++) {
     if (q == rank_) continue;
     int* mine = flags_.get() + q * kSlots + slot;
@@ -155,8 +156,8 @@ void PeerSum::pull_chunks(PeerSpan piece, cudaStream_t s) {
   for (int q = 0; q < world_; q++) {
     const PeerSpan c = peer_chunk(piece, q, world_);
     if (q == rank_ || c.n == 0) continue;
-    CUDA_CHECK(cudaMemcpyAsync(grads_ + c.begin, peer_grads_[q] + c.begin, size_t(c.n) * 4,
-                               cudaMemcpyDeviceToDevice, copy_[q]));
+    CUDA_CHECK(cudaMemcpyAsync(grads_ + c.begin, peer_grads_[q] + c.begin, size_t(c.n) * 4, cudaMemcpyDeviceToDevice,
+                               copy_[q]));
   }
   join(s);
 }

@@ -35,7 +35,7 @@ class PeerSum {
   // their IPC handles.
   using Exchange = std::function<void(const void* mine, void* all, size_t bytes)>;
   static constexpr int kMaxWorld = 8;
-  static constexpr int kSlots = 512;  // barriers per step
+  static constexpr int kSlots = 512;                   // barriers per step
   static constexpr int64_t kPiece = int64_t(4) << 20;  // elements per chunk: (world - 1) x 16 MiB of scratch
 
   // Collective: every process calls it once, in the same order. grads: the start of this process's

@@ -110,9 +110,10 @@ int main(int argc, char** argv) {
     std::vector<char> all(static_cast<size_t>(world));
     swap_files(dir, "barrier" + std::to_string(n_swaps++), rank, world, &none, all.data(), 1);
   };
-  PeerSum peer(rank, world,
-               [&](const void* mine, void* all, size_t bytes) { swap_files(dir, "handles", rank, world, mine, all, bytes); },
-               grads.get(), kMost);
+  PeerSum peer(
+      rank, world,
+      [&](const void* mine, void* all, size_t bytes) { swap_files(dir, "handles", rank, world, mine, all, bytes); },
+      grads.get(), kMost);
   if (differences(grads, want, "", true) == 0) {
     std::fprintf(stderr, "rank %d: the comparison passes on data nothing summed\n", rank);
     return 1;

@@ -146,7 +146,8 @@ int cmd_trace(int argc, char** argv) {
     const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     const report::TraceSummary s = report::summarise_trace(text, rank, from);
     const std::string name = path.substr(path.find_last_of('/') + 1);
-    if (!s.steps) user_error("'", path, "' has no trace lines of rank ", rank, " from step ", from, " on (STEP_TRACE=1).");
+    if (!s.steps)
+      user_error("'", path, "' has no trace lines of rank ", rank, " from step ", from, " on (STEP_TRACE=1).");
     std::printf("%s\n", report::trace_line(name, s).c_str());
   }
   return 0;

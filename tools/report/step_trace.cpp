@@ -59,9 +59,10 @@ TraceSummary summarise_trace(const std::string& text, int rank, int first_step) 
 
 std::string trace_line(const std::string& name, const TraceSummary& s) {
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "%-20s n=%2d ready0 %6.2f  bwd_end %6.2f  comm_end %6.2f  step %6.2f  blockgap %.3f  sum %.3f  tail %.3f",
-                name.c_str(), s.steps, s.ready0, s.backward_end, s.comm_end, s.step_end, s.block_gap, s.sum, s.tail);
+  std::snprintf(
+      buf, sizeof buf,
+      "%-20s n=%2d ready0 %6.2f  bwd_end %6.2f  comm_end %6.2f  step %6.2f  blockgap %.3f  sum %.3f  tail %.3f",
+      name.c_str(), s.steps, s.ready0, s.backward_end, s.comm_end, s.step_end, s.block_gap, s.sum, s.tail);
   return buf;
 }
 

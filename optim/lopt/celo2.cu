@@ -170,16 +170,26 @@ void Celo2::plan_learned(const std::vector<int>& learned) {
   }
   std::vector<C2Slice> slices;
   std::vector<C2Item> items;
+  std::vector<int32_t> c_items, c_tiles;  // pass C's blocks (celo2_learned.cu)
   for (int k = 0; k < int(host_mats_.size()); k++) {
     C2Mat& m = host_mats_[size_t(k)];
     const int64_t rc = m.rows * m.cols;
     m.first_slice = int32_t(slices.size());
     m.n_slices = int32_t(m.slices);
+    m.dx = next[{m.rows, m.cols}];
+    const LoTensor& lt = core_->host_tensors[size_t(k)];
     for (int64_t b = 0; b < m.slices; b++) {
       int64_t& dx = next[{m.rows, m.cols}];
       C2Slice sl{k, int32_t(items.size()), 0, rc};
-      for (int64_t e = 0; e < rc; e += kRun)
+      if (lt.tile2d) {  // 2-D: one slice
+        sl.first_tile = lt.work_begin;
+        sl.n_tiles = lt.work_end - lt.work_begin;
+        for (int w = lt.work_begin; w < lt.work_end; w++) c_tiles.push_back(w);
+      }
+      for (int64_t e = 0; e < rc; e += kRun) {
+        if (!lt.tile2d) c_items.push_back(int32_t(items.size()));
         items.push_back({k, int32_t(slices.size()), b * rc + e, dx + e, int32_t(std::min<int64_t>(kRun, rc - e))});
+      }
       dx += ns_matrix_stride(m.rows, m.cols);
       sl.n_items = int32_t(items.size()) - sl.first_item;
       slices.push_back(sl);
@@ -195,12 +205,21 @@ void Celo2::plan_learned(const std::vector<int>& learned) {
   items_.upload(items);
   partial_.alloc(items.size() * kPart, "celo2 channel sums");
   partial1_.alloc(items.size(), "celo2 sums of squares");
+  n_c_items_ = int(c_items.size());
+  n_c_tiles_ = int(c_tiles.size());
+  c_items_.alloc(c_items.size(), "celo2 pass C items");
+  c_items_.upload(c_items);
+  c_tiles_.alloc(c_tiles.size(), "celo2 pass C tiles");
+  c_tiles_.upload(c_tiles);
+  tile_partial_.alloc(core_->work.size(), "celo2 pass C sums per tile");
   sigma_.alloc(slices.size() * kPart, "celo2 normalisers");
   psq_.alloc(slices.size(), "celo2 sums of p^2");
   dnorm_.alloc(slices.size(), "celo2 Frobenius norms");
   rscale_.alloc(slices.size(), "celo2 RMS scales");
   rsr_.alloc(core_->rrec.size(), "celo2 1/sqrt(R)");
   rsc_.alloc(core_->crec.size(), "celo2 1/sqrt(C)");
+  side_r_.alloc(2 * core_->rrec.size(), "celo2 side tables of R");
+  side_c_.alloc(2 * core_->crec.size(), "celo2 side tables of C");
   const NsPrecision prec = parse_ns_precision(h_.ns, name() + ".ns");
   dx_bf16_ = h_.orthogonalize && prec == NsPrecision::Bf16;
   dx_.alloc(size_t(dx_elems) * (dx_bf16_ ? 2 : 4), "celo2 direction");

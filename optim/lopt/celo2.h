@@ -21,11 +21,15 @@
 struct C2Mat {
   int64_t rows, cols, slices;
   int32_t first_slice, n_slices;
-  float wd;  // weight decay (0 where the tensor's decay flag is off)
+  float wd;        // weight decay (0 where the tensor's decay flag is off)
+  int64_t dx = 0;  // its first slice's first element in the direction buffer
 };
 struct C2Slice {
   int32_t slot, first_item, n_items;
   int64_t elems;  // rows * cols
+  // LoCore's tile2d tensors (2-D, factored): pass C runs over the tensor's tiles (LoCore work items
+  // [first_tile, first_tile + n_tiles)) instead of its items; 0 tiles otherwise.
+  int32_t first_tile = 0, n_tiles = 0;
 };
 // A run of at most kC2Run elements of one slice: one block of passes B, C and apply.
 struct C2Item {
@@ -70,14 +74,17 @@ class Celo2 : public Optimizer {
   LoDecays dec_;
   std::unique_ptr<LoCore> core_;  // null when no owned tensor takes the learned rule
   std::vector<C2Mat> host_mats_;  // per LoCore slot
-  int n_slices_ = 0, n_items_ = 0;
+  int n_slices_ = 0, n_items_ = 0, n_c_items_ = 0, n_c_tiles_ = 0;
   DeviceBuffer<C2Mat> mats_;
   DeviceBuffer<C2Slice> slices_;
   DeviceBuffer<C2Item> items_;
   DeviceBuffer<float> weights_;                // the MLP, copied to constant memory by each step (see the .cu)
   DeviceBuffer<double> partial_, partial1_;    // per item: 31 channel sums; one sum of squares
+  DeviceBuffer<int32_t> c_items_, c_tiles_;    // pass C's blocks: items of the other tensors; tile2d tensors' tiles
+  DeviceBuffer<double> tile_partial_;          // pass C's sum of D^2 per LoCore work item (tiles)
   DeviceBuffer<float> sigma_;                  // per slice: 30 input normalisers (padded to 32)
   DeviceBuffer<float4> rsr_, rsc_;             // 1 / sqrt(R + 1e-8), 1 / sqrt(C + 1e-8) per LoCore R / C entry
+  DeviceBuffer<float4> side_r_, side_c_;       // tile2d tensors: 2 per R / C entry, the first layer's share of 15-26
   DeviceBuffer<double> psq_, dnorm_, rscale_;  // per slice: sum p^2, ||D||_F + eps, rmsmult / rms(O)
   // D, then O in place: slices of one shape back to back at NewtonSchulz's stride; bf16 when Newton-Schulz
   // runs in bf16, else float.

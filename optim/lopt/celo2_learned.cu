@@ -7,10 +7,17 @@
 #include "optim/lopt/celo2_device.cuh"
 
 namespace {
+// Channels 15-26 (R_k, C_k, 1 / sqrt(R_k + 1e-8), 1 / sqrt(C_k + 1e-8)) are constant along a row or a
+// column of a 2-D tensor: for those (LoCore's tile2d tensors) pass C takes their share of the first layer
+// from per-entry side tables (c2_side) instead of building them per element.
+constexpr int kSideFirst = 15, kSideEnd = 27;
+__host__ __device__ constexpr bool c2_side_channel(int c) { return c >= kSideFirst && c < kSideEnd; }
+
 // The 30 raw features of one element (celo2.md 5.6.1) from g, the pre-step p, the updated record
 // {m0, m1, m2, v}, its R and C entries and their Adafactor factors, as celo2_features: g, clip(g, 0.1), p,
 // m_k, v, m_k rho, rho (rho = 1 / sqrt(v + 1e-8)), g fg_k, g rho, R_k, C_k, 1 / sqrt(R_k + 1e-8),
-// 1 / sqrt(C_k + 1e-8), m_k fg_k.
+// 1 / sqrt(C_k + 1e-8), m_k fg_k. kSided: channels 15-26 are left unset (R, C, rsR, rsC unread).
+template <bool kSided = false>
 __device__ __forceinline__ void c2_features(float g, float p, float4 st, float4 R, float4 C, float4 rf, float4 cf,
                                             float4 rsR, float4 rsC, float* x) {
   const float m[3] = {st.x, st.y, st.z}, r[3] = {R.x, R.y, R.z}, c[3] = {C.x, C.y, C.z};
@@ -29,10 +36,12 @@ __device__ __forceinline__ void c2_features(float g, float p, float4 st, float4 
     x[3 + k] = m[k];
     x[7 + k] = m[k] * rho;
     x[11 + k] = g * fg;
-    x[15 + k] = r[k];
-    x[18 + k] = c[k];
-    x[21 + k] = rr[k];
-    x[24 + k] = rc[k];
+    if (!kSided) {
+      x[15 + k] = r[k];
+      x[18 + k] = c[k];
+      x[21 + k] = rr[k];
+      x[24 + k] = rc[k];
+    }
     x[27 + k] = m[k] * fg;
   }
 }
@@ -55,6 +64,8 @@ struct C2Pass {
   const C2Scalars* sc;
   LoDecays d;
   float cv;
+  const float4* side_r;  // tile2d tensors: per R entry, the 8 first-layer sums of its channels (c2_side)
+  const float4* side_c;  // the same per C entry
 };
 
 // Features of element i of tensor t; update: advance the record first (pass B) or read it (pass C).
@@ -135,19 +146,58 @@ __global__ void c2_sigma(const C2Slice* __restrict__ slices, const double* __res
 // weights in first, on its stream.
 __constant__ float c2_mlp_w[kWeights];
 
+// The first layer's share of channels 15-26 for each R and C entry of the tile2d tensors (one thread per
+// entry, LoCore's side items): R_k and 1 / sqrt(R_k + 1e-8), or C_k and 1 / sqrt(C_k + 1e-8), normalised
+// by the tensor's slice, times their rows of W0, in channel order. 2 x 6 x 8 FMAs per row and column
+// instead of 12 x 8 per element in pass C.
+__global__ void __launch_bounds__(256)
+    c2_side(const LoSideItem* __restrict__ items, const LoTensor* __restrict__ ts, const C2Mat* __restrict__ mats,
+            const float* __restrict__ sigma, const float4* __restrict__ rrec, const float4* __restrict__ crec,
+            const float4* __restrict__ rsr, const float4* __restrict__ rsc, float4* __restrict__ side_r,
+            float4* __restrict__ side_c) {
+  const LoSideItem it = items[blockIdx.x];
+  const LoTensor t = ts[it.tensor];
+  const int64_t e = it.first + threadIdx.x;
+  if (e >= (it.side ? t.nb : t.na)) return;
+  const bool is_r = (it.side == 1) == lo_b_is_r(t);  // the same for the whole block
+  const int64_t at = (is_r ? t.r_off : t.c_off) + e;
+  const float4 v = is_r ? rrec[at] : crec[at], q = is_r ? rsr[at] : rsc[at];
+  const int c0 = is_r ? 15 : 18, c1 = is_r ? 21 : 24;
+  const float* sg = sigma + int64_t(mats[it.tensor].first_slice) * kPart;
+  const float x[6] = {v.x * sg[c0], v.y * sg[c0 + 1], v.z * sg[c0 + 2],
+                      q.x * sg[c1], q.y * sg[c1 + 1], q.z * sg[c1 + 2]};
+  const int ch[6] = {c0, c0 + 1, c0 + 2, c1, c1 + 1, c1 + 2};
+  float h[kH];
+#pragma unroll
+  for (int j = 0; j < kH; j++) h[j] = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 6; k++)
+#pragma unroll
+    for (int j = 0; j < kH; j++) h[j] = fmaf(x[k], c2_mlp_w[kW0 + ch[k] * kH + j], h[j]);
+  float4* out = (is_r ? side_r : side_c) + 2 * at;
+  out[0] = make_float4(h[0], h[1], h[2], h[3]);
+  out[1] = make_float4(h[4], h[5], h[6], h[7]);
+}
+
 // The MLP's two first outputs (5.8) from the normalised inputs, for two elements at once (x and y). Each
 // unit's sum is as for one element, s = b[j] then fmaf over the inputs in order; only the order among
 // independent sums differs: the two elements interleaved, so that each weight's constant load feeds two
 // FMAs, and a layer's units side by side, input by input, so that neighbouring weights (W[c][j], W[c][j+1])
-// load in pairs. ReLU keeps NaN.
-__device__ __forceinline__ void c2_mlp2(const float* x, const float* y, float& dir_x, float& mag_x, float& dir_y,
-                                        float& mag_y) {
+// load in pairs. kSided: each unit starts from b[j] + h0[j] (the side tables' share, hx and hy) and skips
+// channels 15-26. ReLU keeps NaN.
+template <bool kSided>
+__device__ __forceinline__ void c2_mlp2(const float* x, const float* y, const float* hx, const float* hy, float& dir_x,
+                                        float& mag_x, float& dir_y, float& mag_y) {
   const float* w = c2_mlp_w;
   float h1x[kH], h1y[kH], h2x[kH], h2y[kH];
 #pragma unroll
-  for (int j = 0; j < kH; j++) h1x[j] = h1y[j] = w[kB0 + j];
+  for (int j = 0; j < kH; j++) {
+    h1x[j] = kSided ? w[kB0 + j] + hx[j] : w[kB0 + j];
+    h1y[j] = kSided ? w[kB0 + j] + hy[j] : w[kB0 + j];
+  }
 #pragma unroll
   for (int c = 0; c < kCh; c++) {
+    if (kSided && c2_side_channel(c)) continue;
 #pragma unroll
     for (int j = 0; j < kH; j++) {
       h1x[j] = fmaf(x[c], w[kW0 + c * kH + j], h1x[j]);
@@ -171,11 +221,11 @@ __device__ __forceinline__ void c2_mlp2(const float* x, const float* y, float& d
   float o0 = w[kB2], o1 = w[kB2 + 1], q0 = w[kB2], q1 = w[kB2 + 1];
 #pragma unroll
   for (int k = 0; k < kH; k++) {
-    const float hx = h2x[k] < 0.0f ? 0.0f : h2x[k], hy = h2y[k] < 0.0f ? 0.0f : h2y[k];
-    o0 = fmaf(hx, w[kW2 + 2 * k], o0);
-    o1 = fmaf(hx, w[kW2 + 2 * k + 1], o1);
-    q0 = fmaf(hy, w[kW2 + 2 * k], q0);
-    q1 = fmaf(hy, w[kW2 + 2 * k + 1], q1);
+    const float hx2 = h2x[k] < 0.0f ? 0.0f : h2x[k], hy2 = h2y[k] < 0.0f ? 0.0f : h2y[k];
+    o0 = fmaf(hx2, w[kW2 + 2 * k], o0);
+    o1 = fmaf(hx2, w[kW2 + 2 * k + 1], o1);
+    q0 = fmaf(hy2, w[kW2 + 2 * k], q0);
+    q1 = fmaf(hy2, w[kW2 + 2 * k + 1], q1);
   }
   dir_x = o0;
   mag_x = o1;
@@ -191,31 +241,49 @@ struct C2PassC {
   int param_scale_mult;
 };
 
-// Pass C: normalised features, the MLP, D = dir exp(exp_mult mag) (x rms(p) with param_scale_mult) into
-// dx, and per item the sum of D^2 (Newton-Schulz's Frobenius norm, or the final RMS without NS).
+// D = dir exp(exp_mult mag) (x ps with param_scale_mult) of one element, into dx; its D^2 onto acc.
 template <typename T>
-__global__ void __launch_bounds__(kThreads, 2) c2_pass_c(const C2Pass a, const C2PassC c, T* __restrict__ dx) {
+__device__ __forceinline__ void c2_emit(const C2PassC& c, float dir, float mag, float ps, T* __restrict__ at,
+                                        double& acc) {
+  const float em = expf(mag * c.exp_mult);
+  const float D = c.param_scale_mult ? dir * (ps * em) : dir * em;
+  dx_store(at, D);
+  acc += double(D) * D;
+}
+
+// rms(p) over the whole tensor (the reference's rms(p, n)) with param_scale_mult, else 1; thread 0 computes
+// it into the block's shared `ps`.
+__device__ __forceinline__ float c2_param_scale(const C2PassC& c, const C2Mat& m, int64_t numel) {
   __shared__ float ps;
-  const C2Item it = a.items[blockIdx.x];
-  const LoTensor t = a.ts[it.slot];
-  const C2Scalars sc = *a.sc;
   if (threadIdx.x == 0) {
     ps = 1.0f;
-    if (c.param_scale_mult) {  // rms over the whole tensor, as the reference's rms(p, n)
-      const C2Mat m = a.mats[it.slot];
+    if (c.param_scale_mult) {
       double s = 0;
       for (int k = 0; k < m.n_slices; k++) s += c.psq[m.first_slice + k];
-      ps = sqrtf(float(s / double(t.numel)) + 1e-9f);
+      ps = sqrtf(float(s / double(numel)) + 1e-9f);
     }
   }
   __syncthreads();
+  return ps;
+}
+
+// Pass C over the items of the tensors that are not tile2d (vectors sent to the MLP, N-D tensors, (1, n)
+// matrices): normalised features, the MLP, D into dx, and per item the sum of D^2 (Newton-Schulz's
+// Frobenius norm, or the final RMS without NS). Two elements per iteration, e and e + kThreads, so that
+// each MLP weight is loaded once for both. When the second is past the item's end the first is computed
+// twice and the copy dropped. D^2 is added in the order of the one-element loop (e, e + kThreads, ...).
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 2)
+    c2_pass_c(const C2Pass a, const C2PassC c, const int32_t* __restrict__ item_ids, T* __restrict__ dx) {
+  const int item = item_ids[blockIdx.x];
+  const C2Item it = a.items[item];
+  const LoTensor t = a.ts[it.slot];
+  const C2Scalars sc = *a.sc;
+  const float ps = c2_param_scale(c, a.mats[it.slot], t.numel);
   float sg[kCh];
 #pragma unroll
   for (int k = 0; k < kCh; k++) sg[k] = c.sigma[int64_t(it.slice) * kPart + k];
   double acc = 0;
-  // Two elements per iteration, e and e + kThreads, so that each MLP weight is loaded once for both. When
-  // the second is past the item's end the first is computed twice and the copy dropped. D^2 is added in
-  // the order of the one-element loop (e, e + kThreads, e + 2 kThreads, ...).
   for (int e = threadIdx.x; e < it.n; e += 2 * kThreads) {
     const bool two = e + kThreads < it.n;
     const int f = two ? e + kThreads : e;
@@ -228,18 +296,79 @@ __global__ void __launch_bounds__(kThreads, 2) c2_pass_c(const C2Pass a, const C
       y[k] *= sg[k];
     }
     float dir[2], mag[2];
-    c2_mlp2(x, y, dir[0], mag[0], dir[1], mag[1]);
+    c2_mlp2<false>(x, y, nullptr, nullptr, dir[0], mag[0], dir[1], mag[1]);
+    c2_emit(c, dir[0], mag[0], ps, dx + it.dx + e, acc);
+    if (two) c2_emit(c, dir[1], mag[1], ps, dx + it.dx + f, acc);
+  }
+  acc = block_sum_d(acc);
+  if (threadIdx.x == 0) c.partial1[item] = acc;
+}
+
+// The features of element (row, col) of a tile2d tensor but channels 15-26, from the two sides' factors.
+__device__ __forceinline__ void c2_tile_features(const C2Pass& a, const LoTensor& t, int64_t i, float4 f_row,
+                                                 float4 f_col, const C2Scalars& sc, float* x) {
+  const float g = c2_grad(a.g[t.p_off + i], sc, a.cv), p = a.p[t.p_off + i];
+  const float4 none = make_float4(0, 0, 0, 0);
+  c2_features<true>(g, p, a.state[t.s_off + i], none, none, f_row, f_col, none, none, x);  // rf cf = cf rf
+}
+
+// Pass C over a tile of a tile2d tensor (LoCore's work item: up to kTileRows rows x 256 columns, a column per
+// thread): the column's side-table share and Adafactor factor stay in registers, the row's are one load per
+// row that every thread of the block shares; channels 15-26 come only through the side tables (c2_side).
+// Two rows per iteration, so that each MLP weight load feeds two elements. The tile's sum of D^2, each
+// thread's rows in order, into tile_partial.
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 2)
+    c2_pass_c_tiles(const C2Pass a, const C2PassC c, const LoWork* __restrict__ works,
+                    const int32_t* __restrict__ tile_ids, double* __restrict__ tile_partial, T* __restrict__ dx) {
+  const int w = tile_ids[blockIdx.x];
+  const LoWork wk = works[w];
+  const LoTensor t = a.ts[wk.tensor];
+  const C2Mat m = a.mats[wk.tensor];
+  const C2Scalars sc = *a.sc;
+  const float ps = c2_param_scale(c, m, t.numel);
+  float sg[kCh];
 #pragma unroll
-    for (int u = 0; u < 2; u++) {
-      if (u == 1 && !two) break;
-      const float em = expf(mag[u] * c.exp_mult);
-      const float D = c.param_scale_mult ? dir[u] * (ps * em) : dir[u] * em;
-      dx_store(dx + it.dx + (u ? f : e), D);
-      acc += double(D) * D;
+  for (int k = 0; k < kCh; k++) sg[k] = c.sigma[int64_t(m.first_slice) * kPart + k];
+  double acc = 0;
+  const int64_t col = int64_t(wk.col0) + threadIdx.x;
+  if (col < t.nb) {
+    // 2-D: element (r, col) has R entry col and C entry r when d0 is the row axis, else R r and C col.
+    const bool col_is_r = lo_b_is_r(t);
+    const int64_t ce = (col_is_r ? t.r_off : t.c_off) + col;
+    const float4* s_col = (col_is_r ? a.side_r : a.side_c) + 2 * ce;
+    const float4 sc0 = s_col[0], sc1 = s_col[1], f_col = col_is_r ? a.rfac[ce] : a.cfac[ce];
+    const float hc[kH] = {sc0.x, sc0.y, sc0.z, sc0.w, sc1.x, sc1.y, sc1.z, sc1.w};
+    const float4* s_rows = col_is_r ? a.side_c + 2 * t.c_off : a.side_r + 2 * t.r_off;
+    const float4* f_rows = col_is_r ? a.cfac + t.c_off : a.rfac + t.r_off;
+    for (int r = 0; r < wk.n; r += 2) {
+      const bool two = r + 1 < wk.n;
+      const int64_t r0 = wk.row0 + r, r1 = two ? r0 + 1 : r0;
+      float x[kCh], y[kCh], hx[kH], hy[kH];
+      const float4 a0 = s_rows[2 * r0], a1 = s_rows[2 * r0 + 1], b0 = s_rows[2 * r1], b1 = s_rows[2 * r1 + 1];
+      const float ha[kH] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float hb[kH] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+      for (int j = 0; j < kH; j++) {
+        hx[j] = ha[j] + hc[j];
+        hy[j] = hb[j] + hc[j];
+      }
+      c2_tile_features(a, t, r0 * t.nb + col, f_rows[r0], f_col, sc, x);
+      c2_tile_features(a, t, r1 * t.nb + col, f_rows[r1], f_col, sc, y);
+#pragma unroll
+      for (int k = 0; k < kCh; k++) {
+        if (c2_side_channel(k)) continue;
+        x[k] *= sg[k];
+        y[k] *= sg[k];
+      }
+      float dir[2], mag[2];
+      c2_mlp2<true>(x, y, hx, hy, dir[0], mag[0], dir[1], mag[1]);
+      c2_emit(c, dir[0], mag[0], ps, dx + m.dx + r0 * t.nb + col, acc);
+      if (two) c2_emit(c, dir[1], mag[1], ps, dx + m.dx + r1 * t.nb + col, acc);
     }
   }
   acc = block_sum_d(acc);
-  if (threadIdx.x == 0) c.partial1[blockIdx.x] = acc;
+  if (threadIdx.x == 0) tile_partial[w] = acc;
 }
 
 // Per item: sum of squares of dx (Newton-Schulz's output).
@@ -257,13 +386,19 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Per slice (one thread each): ns: ||D||_F + ns_eps (5.9.1); else rmsmult / sqrt(1e-9 + mean O^2) (5.9).
-__global__ void c2_slice_scalar(const C2Slice* __restrict__ slices, int n, const double* __restrict__ partial1, bool ns,
-                                double ns_eps, double rmsmult, double* __restrict__ out) {
+// The sums of squares come per item (partial1), or with tiles, for a tile2d tensor's slice, per tile (pass
+// C's tile_partial; Newton-Schulz's output is summed per item by c2_sumsq).
+__global__ void c2_slice_scalar(const C2Slice* __restrict__ slices, int n, const double* __restrict__ partial1,
+                                const double* __restrict__ tile_partial, bool tiles, bool ns, double ns_eps,
+                                double rmsmult, double* __restrict__ out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const C2Slice sl = slices[i];
   double s = 0;
-  for (int k = 0; k < sl.n_items; k++) s += partial1[sl.first_item + k];
+  if (tiles && sl.n_tiles)
+    for (int k = 0; k < sl.n_tiles; k++) s += tile_partial[sl.first_tile + k];
+  else
+    for (int k = 0; k < sl.n_items; k++) s += partial1[sl.first_item + k];
   out[i] = ns ? sqrt(s) + ns_eps : rmsmult / sqrt(1e-9 + s / double(sl.elems));
 }
 
@@ -315,24 +450,39 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
   const C2Pass a{items_.get(),           mats_.get(),        core_->tensors.get(), arena_.grads(),    arena_.params(),
                  arena_.params_bf16(),   core_->state.get(), core_->rrec.get(),    core_->crec.get(), core_->rfac.get(),
                  core_->cfac.get(),      rsr_.get(),         rsc_.get(),           scalars_.get(),    dec_,
-                 float(h_.grad_clip_val)};
+                 float(h_.grad_clip_val), side_r_.get(),     side_c_.get()};
   const unsigned ni = unsigned(n_items_), ns = unsigned(n_slices_);
   c2_pass_b<<<ni, kThreads, 0, s>>>(a, partial_.get());
   CUDA_CHECK_LAUNCH();
   c2_sigma<<<ns, 32, 0, s>>>(slices_.get(), partial_.get(), sigma_.get(), psq_.get());
   CUDA_CHECK_LAUNCH();
   CUDA_CHECK(cudaMemcpyToSymbolAsync(c2_mlp_w, weights_.get(), sizeof c2_mlp_w, 0, cudaMemcpyDeviceToDevice, s));
+  if (core_->side_items.size()) {
+    c2_side<<<unsigned(core_->side_items.size()), 256, 0, s>>>(core_->side_items.get(), core_->tensors.get(), mats_.get(),
+                                                              sigma_.get(), core_->rrec.get(), core_->crec.get(),
+                                                              rsr_.get(), rsc_.get(), side_r_.get(), side_c_.get());
+    CUDA_CHECK_LAUNCH();
+  }
   C2PassC c{};
   c.sigma = sigma_.get();
   c.psq = psq_.get();
   c.partial1 = partial1_.get();
   c.exp_mult = float(h_.exp_mult);
   c.param_scale_mult = h_.param_scale_mult ? 1 : 0;
-  c2_pass_c<<<ni, kThreads, 0, s>>>(a, c, dx);
-  CUDA_CHECK_LAUNCH();
+  if (n_c_items_) {
+    c2_pass_c<<<unsigned(n_c_items_), kThreads, 0, s>>>(a, c, c_items_.get(), dx);
+    CUDA_CHECK_LAUNCH();
+  }
+  if (n_c_tiles_) {
+    c2_pass_c_tiles<<<unsigned(n_c_tiles_), kThreads, 0, s>>>(a, c, core_->work.get(), c_tiles_.get(),
+                                                               tile_partial_.get(), dx);
+    CUDA_CHECK_LAUNCH();
+  }
   const unsigned sb = unsigned((n_slices_ + 127) / 128);
+  const double* tp = tile_partial_.get();
   if (ns_) {
-    c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), true, h_.ns_eps, 0.0, dnorm_.get());
+    c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), tp, true, true, h_.ns_eps, 0.0,
+                                       dnorm_.get());
     CUDA_CHECK_LAUNCH();
     c2_ns_in<<<ni, kThreads, 0, s>>>(items_.get(), dnorm_.get(), dx);
     CUDA_CHECK_LAUNCH();
@@ -340,7 +490,8 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
     c2_sumsq<<<ni, kThreads, 0, s>>>(items_.get(), dx, partial1_.get());
     CUDA_CHECK_LAUNCH();
   }
-  c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), false, 0.0, h_.rmsmult, rscale_.get());
+  c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), tp, !ns_, false, 0.0, h_.rmsmult,
+                                     rscale_.get());
   CUDA_CHECK_LAUNCH();
   c2_apply<<<ni, kThreads, 0, s>>>(a, dx, rscale_.get());
   CUDA_CHECK_LAUNCH();

@@ -67,6 +67,10 @@ cd "$(dirname "$0")/.." || exit 2
 # then name no absolute path.
 out=${out:-".out/pylo_$kind$([ $quick = 1 ] && echo _quick)"}
 out=${out%/}
+case "$out" in
+  /*) echo "reproduce_pylo: note: --out $out is an absolute path, which the experiment files will record in" \
+         "their commands; give it relative to the checkout for a folder that is to be committed." >&2 ;;
+esac
 exp_dir=$out/exp log_dir=$out/logs
 python=${PYTHON:-python3}
 pylo_src=${PYLO_SRC:-.deps/pylo}

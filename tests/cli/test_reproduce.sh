@@ -105,6 +105,9 @@ full=$($R single --dry-run 2>&1)
 check plan_full_sizes grep -q -- "-e gpt2-1558m" <<<"$full"
 check plan_full_vit_l grep -q "bench_vit.sh vit-l16:32" <<<"$full"
 check plan_bad_name_status bash -c "$R single --only nosuch --dry-run >/dev/null 2>&1; [ \$? = 2 ]"
+# An absolute --out is noted (the files would record this machine's path); the default, relative, is not.
+check plan_absolute_out_noted grep -q "is an absolute path" <<<"$plan"
+check plan_relative_out_quiet bash -c "! grep -q 'is an absolute path' <<<\"\$1\"" _ "$full"
 
 # ------------------------------------------------------------------------------------------------ a run
 out="$T/out"

@@ -100,6 +100,9 @@ check plan_fig8_cosine grep -q -- "-o celo2 .*--set celo2.wd=0 .*train/gpt2_fig8
 check plan_fig16_separate grep -q -- "-o celo2 .*--qkv separate .*train/gpt2_fig16/celo2_separate_s3.jsonl" <<<"$plan"
 check plan_fig16_fused grep -q -- "-o adamw .*--qkv fused .*train/gpt2_fig16/adamw_fused_s2.jsonl" <<<"$plan"
 check plan_runs_bounded grep -q -- "--timeout 600" <<<"$plan"
+# The full configurations: Figures 10-11's other sizes and Figure 16's fused q, k, v, each for 3 steps.
+check plan_config_774m grep -q -- "-e d36 -b 16 -t 1024 -d 524288 -k cosine -x 3" <<<"$plan"
+check plan_config_fused grep -q -- "-e d24 .*--qkv fused -x 3" <<<"$plan"
 check plan_writes_nothing [ ! -e "$T/dry" ]
 full=$($R single --dry-run 2>&1)
 check plan_full_sizes grep -q -- "-e gpt2-1558m" <<<"$full"
@@ -124,7 +127,7 @@ check run_table2_runs [ "$(grep -c '"run":{' "$f")" = 8 ]
 check run_peers_skipped [ "$(status_of "$out/exp/fig5_peers.jsonl")" = skipped ]
 check run_peers_reason grep -q 'no PyLO source at ' "$out/exp/fig5_peers.jsonl"
 check run_fig5_lines [ "$(grep -c '"bench":"optim_step"' "$out/exp/fig5_optimizer_step_vs_size.jsonl")" = 14 ]
-check run_configs_notes [ "$(grep -c '"config":{' "$out/exp/configs_smoke.jsonl")" = 2 ]
+check run_configs_notes [ "$(grep -c '"config":{' "$out/exp/configs_smoke.jsonl")" = 5 ]
 check run_no_part_left bash -c "! ls '$out/exp/'*.part >/dev/null 2>&1"
 check run_report [ -f "$out/report.md" ] 
 check run_report_table2 grep -qF '| ViT-B/16 | 32 | AdamW | 3.50 | 5.50 | 1.50 | 10.6 | 17.5 / 38.1 / 4.90 |' "$out/report.md"

@@ -100,7 +100,10 @@ struct FakeRun {
                    run_line(0, 14) +
                    "{\"config\":{\"name\":\"fig8_gpt2_355m_fineweb\",\"optimizer\":\"velo\",\"command\":\"./train_gpt2 -o "
                    "velo -e d24\",\"weights\":\"published (weights/)\"}}\n" +
-                   run_line(1, 3) + end_line("partial", 17, 2, 1));
+                   run_line(1, 3) +
+                   "{\"config\":{\"name\":\"fig16_gpt2_355m_fused\",\"optimizer\":\"velo\",\"command\":\"./train_gpt2 -o "
+                   "velo -e d24 --qkv fused\",\"weights\":\"published (weights/)\"}}\n" +
+                   run_line(0, 21) + end_line("partial", 38, 3, 1));
   }
 };
 
@@ -138,6 +141,10 @@ TEST(ReportPylo, SectionsNumbersAndRatios) {
             std::string::npos)
       << md;
   EXPECT_NE(md.find("failed, exit status 1"), std::string::npos);
+  EXPECT_NE(md.find("| Figure 16: Figure 8's run with q, k and v as one tensor | VeLO | published (weights/) | 3 steps, ok "
+                    "(21 s) |"),
+            std::string::npos)
+      << md;
   EXPECT_EQ(read_file(f.dir + "/report.md"), md);
 }
 

@@ -205,8 +205,6 @@ void Celo2::plan_learned(const std::vector<int>& learned) {
   items_.upload(items);
   partial_.alloc(items.size() * kPart, "celo2 channel sums");
   partial1_.alloc(items.size(), "celo2 sums of squares");
-  n_c_items_ = int(c_items.size());
-  n_c_tiles_ = int(c_tiles.size());
   c_items_.alloc(c_items.size(), "celo2 pass C items");
   c_items_.upload(c_items);
   c_tiles_.alloc(c_tiles.size(), "celo2 pass C tiles");

@@ -74,7 +74,7 @@ class Celo2 : public Optimizer {
   LoDecays dec_;
   std::unique_ptr<LoCore> core_;  // null when no owned tensor takes the learned rule
   std::vector<C2Mat> host_mats_;  // per LoCore slot
-  int n_slices_ = 0, n_items_ = 0, n_c_items_ = 0, n_c_tiles_ = 0;
+  int n_slices_ = 0, n_items_ = 0;
   DeviceBuffer<C2Mat> mats_;
   DeviceBuffer<C2Slice> slices_;
   DeviceBuffer<C2Item> items_;

@@ -469,12 +469,12 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
   c.partial1 = partial1_.get();
   c.exp_mult = float(h_.exp_mult);
   c.param_scale_mult = h_.param_scale_mult ? 1 : 0;
-  if (n_c_items_) {
-    c2_pass_c<<<unsigned(n_c_items_), kThreads, 0, s>>>(a, c, c_items_.get(), dx);
+  if (c_items_.size()) {
+    c2_pass_c<<<unsigned(c_items_.size()), kThreads, 0, s>>>(a, c, c_items_.get(), dx);
     CUDA_CHECK_LAUNCH();
   }
-  if (n_c_tiles_) {
-    c2_pass_c_tiles<<<unsigned(n_c_tiles_), kThreads, 0, s>>>(a, c, core_->work.get(), c_tiles_.get(),
+  if (c_tiles_.size()) {
+    c2_pass_c_tiles<<<unsigned(c_tiles_.size()), kThreads, 0, s>>>(a, c, core_->work.get(), c_tiles_.get(),
                                                                tile_partial_.get(), dx);
     CUDA_CHECK_LAUNCH();
   }

@@ -48,7 +48,7 @@ HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cp
 CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/grouped_optimizer.cu optim/grad_clip.cu optim/adamw.cu \
             optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu optim/lopt/lo_core.cu optim/lopt/lo_global_clip.cu \
             optim/lopt/small_fc_lopt.cu optim/lopt/small_fc_fast.cu optim/lopt/velo.cu optim/lopt/velo_pass_c.cu \
-            optim/lopt/celo2.cu optim/lopt/celo2_learned.cu kernels/gpt2_fp32_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/layernorm.cu kernels/column_sums.cu \
+            optim/lopt/celo2.cu optim/lopt/celo2_learned.cu optim/lopt/celo2_fast.cu kernels/gpt2_fp32_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/layernorm.cu kernels/column_sums.cu \
             kernels/convert.cu kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention_fwd.cu kernels/flash_attention_bwd.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
             models/transformer_block.cu models/vit_bf16.cu models/gpt2_fp32.cu models/gpt2_bf16.cu models/gpt2.cu data/prefetcher.cu data/image_prefetcher.cu \
             data/gpu_resize.cu data/nvjpeg_decoder.cu \

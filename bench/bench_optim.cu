@@ -84,15 +84,18 @@ struct Measure {
 void measure(const Measure& m, const std::string& entry, const OptimOptions& oo, Arena& arena,
              const std::vector<int>& owned, cudaStream_t stream) {
   const ParamTable& table = arena.table();
-  // "small_fc_lopt:fast" and "elo:fast" select the tensor-core MLP, "celo2:fp32" (tf32, bf16) the Newton-Schulz
-  // precision for that measurement.
+  // "small_fc_lopt:fast", "elo:fast" and "celo2:fast" select the tensor-core MLP, "celo2:fp32" (tf32, bf16) the
+  // Newton-Schulz precision for that measurement.
   const size_t colon = entry.find(':');
   const std::string name = entry.substr(0, colon), mode = colon == std::string::npos ? "" : entry.substr(colon + 1);
   OptimOptions eo = oo;
   eo.small_fc.fast = (mode == "fast" && name == "small_fc_lopt") || oo.small_fc.fast;
   eo.elo.fast = (mode == "fast" && name == "elo") || oo.elo.fast;
   Celo2Options& c2 = name == "elo_celo2" ? eo.elo_celo2 : eo.celo2;
-  if (!mode.empty() && (name == "celo2" || name == "elo_celo2")) c2.ns = mode;
+  if (mode == "fast" && (name == "celo2" || name == "elo_celo2"))
+    c2.fast = true;  // the Newton-Schulz precision stays the options' (bf16 by default)
+  else if (!mode.empty() && (name == "celo2" || name == "elo_celo2"))
+    c2.ns = mode;
   NoOtherRanks others;
   auto opt = make_optimizer(name, eo, arena, owned, m.world > 1 ? &others : nullptr);
   GradClipper clipper(arena, float(m.clip), owned, m.world > 1 ? &others : nullptr);
@@ -131,7 +134,8 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   if (name == "small_fc_lopt") std::printf(",\"mode\":\"%s\"", eo.small_fc.fast ? "fast" : "exact");
   if (name == "elo") std::printf(",\"mode\":\"%s\"", eo.elo.fast ? "fast" : "exact");
   if (name == "celo2" || name == "elo_celo2")
-    std::printf(",\"ns\":\"%s\",\"ns_tflop\":%.3f", c2.ns.c_str(), ns_flops(name, table, mine, c2.ns_steps) / 1e12);
+    std::printf(",\"ns\":\"%s\",\"ns_tflop\":%.3f%s", c2.ns.c_str(), ns_flops(name, table, mine, c2.ns_steps) / 1e12,
+                c2.fast ? ",\"mode\":\"fast\"" : "");
   std::printf("}\n");
   std::fflush(stdout);
 }
@@ -165,8 +169,9 @@ void add_flags(Cli& cli, BenchArgs& a) {
                    "; also vit-ti16, vit-s16, vit-l16, mlp-w<W>-d<D> (D layers of W x W with a bias) and mat-<R>x<C> "
                    "(one matrix)");
   flags::add_optimizer(cli, &a.opts,
-                       "comma-separated optimizers (small_fc_lopt:fast, elo:fast = tensor-core MLP; celo2:fp32, "
-                       "celo2:tf32, celo2:bf16 and the same for elo_celo2 = that Newton-Schulz precision)");
+                       "comma-separated optimizers (small_fc_lopt:fast, elo:fast, celo2:fast, elo_celo2:fast = "
+                       "tensor-core MLP; celo2:fp32, celo2:tf32, celo2:bf16 and the same for elo_celo2 = that "
+                       "Newton-Schulz precision)");
   flags::add_steps(cli, &a.steps, "timed steps");
   cli.add(0, "untimed", &a.untimed, "untimed steps first (warm-up)");
   cli.add(0, "bf16", &a.bf16, "also refresh a bf16 copy of the parameters in each step");
@@ -205,10 +210,11 @@ std::vector<std::string> entry_names(const BenchArgs& a) {
     const std::string name = o.substr(0, o.find(':')),
                       mode = o.find(':') == std::string::npos ? "" : o.substr(o.find(':') + 1);
     const bool ok = mode.empty() || ((name == "small_fc_lopt" || name == "elo") && mode == "fast") ||
-                    ((name == "celo2" || name == "elo_celo2") && (mode == "fp32" || mode == "tf32" || mode == "bf16"));
+                    ((name == "celo2" || name == "elo_celo2") &&
+                     (mode == "fp32" || mode == "tf32" || mode == "bf16" || mode == "fast"));
     if (!ok)
       user_error("unknown optimizer mode '", o,
-                 "'; modes are small_fc_lopt:fast, elo:fast and celo2:/elo_celo2: fp32, tf32 or bf16.");
+                 "'; modes are small_fc_lopt:fast, elo:fast and celo2:/elo_celo2: fp32, tf32, bf16 or fast.");
     names.push_back(name);
   }
   if (names.empty() || split(a.models).empty()) user_error("--optimizer and --model each need at least one name.");

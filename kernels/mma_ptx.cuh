@@ -98,6 +98,15 @@ __device__ __forceinline__ float4 mma_bf16_1688(uint32_t a0, uint32_t a1, uint32
   return d;
 }
 
+// The same with fp16 operands.
+__device__ __forceinline__ float4 mma_f16_1688(uint32_t a0, uint32_t a1, uint32_t b, float4 c) {
+  float4 d;
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
+      : "=f"(d.x), "=f"(d.y), "=f"(d.z), "=f"(d.w)
+      : "r"(a0), "r"(a1), "r"(b), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
+  return d;
+}
+
 // ---- conversions ----------------------------------------------------------------------------------------
 // Two floats rounded to bf16 (fp16) in one register; lo goes to the lower half (the lower column or k).
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {

@@ -1,6 +1,6 @@
-// What CELO2's kernels (celo2.cu: clip, begin, AdamW side path; celo2_learned.cu: the learned path)
-// share: block size, work-item and buffer layouts, the MLP's weight layout, the gradient every pass sees,
-// and the fixed-order double sums.
+// What CELO2's kernels (celo2.cu: clip, begin, AdamW side path; celo2_learned.cu: the learned path;
+// celo2_fast.cu: pass C on tensor cores) share: block size, work-item and buffer layouts, the MLP's weight
+// layout, the gradient every pass sees, an element's features and the fixed-order double sums.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -23,6 +23,45 @@ __device__ __forceinline__ float keep_nan_clamp(float x, float lo, float hi) {
 // 5.1: the trainer's scale, then the global clip factor, then the +-grad_clip_val clamp.
 __device__ __forceinline__ float c2_grad(float g, const C2Scalars& sc, float cv) {
   return keep_nan_clamp(g * sc.gs * sc.clip, -cv, cv);
+}
+
+// Channels 15-26 (R_k, C_k, 1 / sqrt(R_k + 1e-8), 1 / sqrt(C_k + 1e-8)) are constant along a row or a
+// column of a 2-D tensor: for those (LoCore's tile2d tensors) pass C takes their share of the first layer
+// from per-entry side tables (c2_side) instead of building them per element.
+constexpr int kSideFirst = 15, kSideEnd = 27;
+__host__ __device__ constexpr bool c2_side_channel(int c) { return c >= kSideFirst && c < kSideEnd; }
+
+// The 30 raw features of one element (celo2.md 5.6.1) from g, the pre-step p, the updated record
+// {m0, m1, m2, v}, its R and C entries and their Adafactor factors, as celo2_features: g, clip(g, 0.1), p,
+// m_k, v, m_k rho, rho (rho = 1 / sqrt(v + 1e-8)), g fg_k, g rho, R_k, C_k, 1 / sqrt(R_k + 1e-8),
+// 1 / sqrt(C_k + 1e-8), m_k fg_k. kSided: channels 15-26 are left unset (R, C, rsR, rsC unread).
+template <bool kSided = false>
+__device__ __forceinline__ void c2_features(float g, float p, float4 st, float4 R, float4 C, float4 rf, float4 cf,
+                                            float4 rsR, float4 rsC, float* x) {
+  const float m[3] = {st.x, st.y, st.z}, r[3] = {R.x, R.y, R.z}, c[3] = {C.x, C.y, C.z};
+  const float rr[3] = {rsR.x, rsR.y, rsR.z}, rc[3] = {rsC.x, rsC.y, rsC.z};
+  const float fr[3] = {rf.x, rf.y, rf.z}, fc[3] = {cf.x, cf.y, cf.z};
+  const float v = st.w, rho = 1.0f / sqrtf(v + 1e-8f);
+  x[0] = g;
+  x[1] = keep_nan_clamp(g, -0.1f, 0.1f);
+  x[2] = p;
+  x[6] = v;
+  x[10] = rho;
+  x[14] = g * rho;
+#pragma unroll
+  for (int k = 0; k < 3; k++) {
+    const float fg = fr[k] * fc[k];
+    x[3 + k] = m[k];
+    x[7 + k] = m[k] * rho;
+    x[11 + k] = g * fg;
+    if (!kSided) {
+      x[15 + k] = r[k];
+      x[18 + k] = c[k];
+      x[21 + k] = rr[k];
+      x[24 + k] = rc[k];
+    }
+    x[27 + k] = m[k] * fg;
+  }
 }
 
 // The direction buffer holds float or bf16 (celo2.h).

@@ -5,47 +5,9 @@
 #include <cmath>
 
 #include "optim/lopt/celo2_device.cuh"
+#include "optim/lopt/celo2_fast.h"
 
 namespace {
-// Channels 15-26 (R_k, C_k, 1 / sqrt(R_k + 1e-8), 1 / sqrt(C_k + 1e-8)) are constant along a row or a
-// column of a 2-D tensor: for those (LoCore's tile2d tensors) pass C takes their share of the first layer
-// from per-entry side tables (c2_side) instead of building them per element.
-constexpr int kSideFirst = 15, kSideEnd = 27;
-__host__ __device__ constexpr bool c2_side_channel(int c) { return c >= kSideFirst && c < kSideEnd; }
-
-// The 30 raw features of one element (celo2.md 5.6.1) from g, the pre-step p, the updated record
-// {m0, m1, m2, v}, its R and C entries and their Adafactor factors, as celo2_features: g, clip(g, 0.1), p,
-// m_k, v, m_k rho, rho (rho = 1 / sqrt(v + 1e-8)), g fg_k, g rho, R_k, C_k, 1 / sqrt(R_k + 1e-8),
-// 1 / sqrt(C_k + 1e-8), m_k fg_k. kSided: channels 15-26 are left unset (R, C, rsR, rsC unread).
-template <bool kSided = false>
-__device__ __forceinline__ void c2_features(float g, float p, float4 st, float4 R, float4 C, float4 rf, float4 cf,
-                                            float4 rsR, float4 rsC, float* x) {
-  const float m[3] = {st.x, st.y, st.z}, r[3] = {R.x, R.y, R.z}, c[3] = {C.x, C.y, C.z};
-  const float rr[3] = {rsR.x, rsR.y, rsR.z}, rc[3] = {rsC.x, rsC.y, rsC.z};
-  const float fr[3] = {rf.x, rf.y, rf.z}, fc[3] = {cf.x, cf.y, cf.z};
-  const float v = st.w, rho = 1.0f / sqrtf(v + 1e-8f);
-  x[0] = g;
-  x[1] = keep_nan_clamp(g, -0.1f, 0.1f);
-  x[2] = p;
-  x[6] = v;
-  x[10] = rho;
-  x[14] = g * rho;
-#pragma unroll
-  for (int k = 0; k < 3; k++) {
-    const float fg = fr[k] * fc[k];
-    x[3 + k] = m[k];
-    x[7 + k] = m[k] * rho;
-    x[11 + k] = g * fg;
-    if (!kSided) {
-      x[15 + k] = r[k];
-      x[18 + k] = c[k];
-      x[21 + k] = rr[k];
-      x[24 + k] = rc[k];
-    }
-    x[27 + k] = m[k] * fg;
-  }
-}
-
 // What passes B and C read.
 struct C2Pass {
   const C2Item* items;
@@ -473,7 +435,13 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
     c2_pass_c<<<unsigned(c_items_.size()), kThreads, 0, s>>>(a, c, c_items_.get(), dx);
     CUDA_CHECK_LAUNCH();
   }
-  if (c_tiles_.size()) {
+  if (c_tiles_.size() && h_.fast) {
+    const C2FastArgs f{core_->work.get(), c_tiles_.get(), int(c_tiles_.size()), core_->tensors.get(), mats_.get(),
+                       arena_.grads(),    arena_.params(), core_->state.get(), core_->rfac.get(), core_->cfac.get(),
+                       side_r_.get(),     side_c_.get(),   sigma_.get(),       psq_.get(),        weights_.get(),
+                       scalars_.get(),    float(h_.grad_clip_val), c.exp_mult, c.param_scale_mult, tile_partial_.get()};
+    c2_pass_c_fast(f, dx, s);
+  } else if (c_tiles_.size()) {
     c2_pass_c_tiles<<<unsigned(c_tiles_.size()), kThreads, 0, s>>>(a, c, core_->work.get(), c_tiles_.get(),
                                                                tile_partial_.get(), dx);
     CUDA_CHECK_LAUNCH();

@@ -93,6 +93,9 @@ struct Celo2Options {
   // GPU Newton-Schulz operands: bf16 (Muon's, fast), tf32 or fp32 (exact: PyLO's float32; the CPU reference
   // is exact whatever this says).
   std::string ns = "bf16";
+  // Pass C's MLP on tensor cores for the 2-D matrices (bf16 layer 1, fp16 layers 2-3, fp32 accumulation;
+  // celo2_fast.cu) instead of exact fp32.
+  bool fast = false;
   std::string weights;  // folder or model.safetensors (CELO2MLP layout); empty = the default (celo2_weights.h)
   std::string tie = "pylo";
   double adam_wd() const { return adam_weight_decay < 0 ? weight_decay : adam_weight_decay; }

@@ -8,7 +8,8 @@
 // and Newton-Schulz in double; the GPU runs them in fp32 (celo2.ns=fp32: cuBLASLt pedantic, no TF32) with
 // double sums. Newton-Schulz amplifies rounding (celo2.md 10.7: fp32 vs fp64 2.5e-6 on a 256 x 1024
 // direction), so the bound is 1e-4, with the measured worst value printed. The fast modes (tf32, and bf16,
-// the default) are held to bounds that follow their operands' precision (celo2.md 10.7: bf16 3.4e-2).
+// the default) and the tensor-core MLP (celo2.fast) are held to bounds that follow their operands' precision
+// (celo2.md 10.7: bf16 3.4e-2).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -148,6 +149,33 @@ TEST_F(Celo2Gpu, FastNewtonSchulzStaysNearReference) {
     compare_with_reference("celo2", o, 0.0f, true, 22, tol);
     compare_with_reference("elo_celo2", o, 0.0f, false, 22, tol);
   }
+}
+
+// celo2.fast (pass C's MLP on tensor cores for the 2-D matrices) stays within its operands' rounding of the
+// exact reference: bf16 features and layer-1 weights (8 bits), fp16 hidden activations (11 bits), fp32 sums;
+// with exact Newton-Schulz to see the MLP's own error, and with the default bf16 one. The fast path must also
+// be the one that ran: its parameters differ from the exact mode's.
+TEST_F(Celo2Gpu, FastMlpStaysNearReference) {
+  for (const auto& [ns, tol] : {std::pair<std::string, double>{"fp32", 3e-2}, {"bf16", 8e-2}}) {
+    OptimOptions o = celo2_options();
+    o.celo2.ns = o.elo_celo2.ns = ns;
+    o.celo2.fast = o.elo_celo2.fast = true;
+    compare_with_reference("celo2", o, 0.0f, true, 22, tol);
+    compare_with_reference("elo_celo2", o, 0.0f, false, 22, tol);
+  }
+  ParamTable table = lopt_mixed_table();
+  std::vector<float> after[2];
+  for (int fast = 0; fast < 2; fast++) {
+    OptimOptions o = celo2_options();
+    o.celo2.fast = fast == 1;
+    Arena a(table, false);
+    upload(a, random_params(table, 5), false);
+    auto opt = make_optimizer("celo2", o, a);
+    run_steps(*opt, a, 300, 3);
+    after[fast] = a.get_params_flat();
+  }
+  EXPECT_NE(std::memcmp(after[0].data(), after[1].data(), after[0].size() * 4), 0)
+      << "celo2.fast gave the exact mode's bits: the tensor-core pass did not run";
 }
 
 TEST_F(Celo2Gpu, SaveLoadContinuesBitForBit) {

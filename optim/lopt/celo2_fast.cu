@@ -7,15 +7,14 @@
 // layer is the next layer's A operand, so nothing else goes through shared memory. Layer 1's accumulator
 // starts from b0 plus the row's and the column's side-table shares. Operand rounding bounds the error (the
 // GPU test states it); the order of every sum is fixed, so a step is deterministic.
-#include "optim/lopt/celo2_fast.h"
-
 #include "common/cuda_check.h"
 #include "kernels/mma_ptx.cuh"
 #include "optim/lopt/celo2_device.cuh"
+#include "optim/lopt/celo2_fast.h"
 
 namespace {
 constexpr int kCompact = kCh - (kSideEnd - kSideFirst);  // 18 channels per element
-constexpr int kFeatLd = 24;                               // bf16 per element in shared memory: k16 + k8
+constexpr int kFeatLd = 24;                              // bf16 per element in shared memory: k16 + k8
 
 // Compact channel kk (0-17) -> CELO2's channel: 0-14, then 27-29.
 __device__ __forceinline__ int c2_compact_channel(int kk) { return kk < kSideFirst ? kk : kk + kSideEnd - kSideFirst; }
@@ -47,6 +46,26 @@ __device__ __forceinline__ float4 c2_mlp_mma(const uint32_t (&a16)[4], uint32_t 
   h = mma_bf16_1688(a8lo, a8hi, w0c, h);
   const float4 h2 = mma_f16_1688(pack_f16_relu(h.x, h.y), pack_f16_relu(h.z, h.w), w1, bias2);
   return mma_f16_1688(pack_f16_relu(h2.x, h2.y), pack_f16_relu(h2.z, h2.w), w2, bias3);
+}
+
+// What one row of a tile gives a lane: its element's gradient (raw), weight and state, the row's factor and
+// the row's side share of hidden units 2t, 2t + 1.
+struct C2RowIn {
+  float g, p;
+  float4 st, f_row;
+  float2 hr;
+};
+__device__ __forceinline__ C2RowIn c2_row_in(const C2FastArgs& a, const LoTensor& t, const float4* side_rows,
+                                             const float4* f_rows, int64_t row, int64_t col, bool mine, int tq) {
+  C2RowIn in{0.0f, 0.0f, make_float4(0, 0, 0, 0), f_rows[row],
+             reinterpret_cast<const float2*>(side_rows + 2 * row)[tq]};
+  if (mine) {
+    const int64_t i = row * t.nb + col;
+    in.g = a.g[t.p_off + i];
+    in.p = a.p[t.p_off + i];
+    in.st = a.state[t.s_off + i];
+  }
+  return in;
 }
 
 template <typename T>
@@ -103,15 +122,18 @@ __global__ void __launch_bounds__(kThreads, 2) c2_pass_c_fast_k(const C2FastArgs
   const uint32_t a8_addr = smem_u32(&feat[warp][lane][16]);
   const int src = 4 * (lane % 8), mt_own = lane / 16, half_own = (lane / 8) % 2;
   double acc = 0;
+  // The next row's loads are issued before this row's work (one row of loads in flight per warp would leave
+  // the memory system idle while the warp computes).
+  C2RowIn next = c2_row_in(a, t, side_rows, f_rows, wk.row0, col, mine, tq);
   for (int r = 0; r < wk.n; r++) {
     const int64_t row = wk.row0 + r;
-    const float2 hr = reinterpret_cast<const float2*>(side_rows + 2 * row)[tq];
+    const C2RowIn in = next;
+    if (r + 1 < wk.n) next = c2_row_in(a, t, side_rows, f_rows, row + 1, col, mine, tq);
+    const float2 hr = in.hr;
     uint32_t packed[kFeatLd / 2] = {};
     if (mine) {
-      const int64_t i = row * t.nb + col;
-      const float g = c2_grad(a.g[t.p_off + i], sc, a.cv), p = a.p[t.p_off + i];
       float x[kCh];
-      c2_features<true>(g, p, a.state[t.s_off + i], zero, zero, f_rows[row], f_col, zero, zero, x);
+      c2_features<true>(c2_grad(in.g, sc, a.cv), in.p, in.st, zero, zero, in.f_row, f_col, zero, zero, x);
       c2_pack_features(x, packed);
     }
     my_feat[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);

@@ -8,25 +8,25 @@
 #include "optim/lopt/celo2.h"
 
 struct C2FastArgs {
-  const LoWork* works;     // LoCore's work items; tiles: the ones this launch runs, one block each
+  const LoWork* works;  // LoCore's work items; tiles: the ones this launch runs, one block each
   const int32_t* tiles;
   int n_tiles;
   const LoTensor* ts;
   const C2Mat* mats;
   const float* g;
   const float* p;
-  const float4* state;     // {m0, m1, m2, v}, after pass B
-  const float4* rfac;      // Adafactor factors per R and C entry
+  const float4* state;  // {m0, m1, m2, v}, after pass B
+  const float4* rfac;   // Adafactor factors per R and C entry
   const float4* cfac;
-  const float4* side_r;    // per R / C entry: the first layer's share of channels 15-26 (c2_side), 8 floats
+  const float4* side_r;  // per R / C entry: the first layer's share of channels 15-26 (c2_side), 8 floats
   const float4* side_c;
-  const float* sigma;      // per slice: the 30 input normalisers (kPart apart)
-  const double* psq;       // per slice: sum of p^2 (param_scale_mult)
-  const float* mlp;        // the MLP's weights as uploaded (celo2_device.cuh's layout)
+  const float* sigma;  // per slice: the 30 input normalisers (kPart apart)
+  const double* psq;   // per slice: sum of p^2 (param_scale_mult)
+  const float* mlp;    // the MLP's weights as uploaded (celo2_device.cuh's layout)
   const C2Scalars* sc;
   float cv, exp_mult;
   int param_scale_mult;
-  double* tile_partial;    // per work item: the tile's sum of D^2
+  double* tile_partial;  // per work item: the tile's sum of D^2
 };
 
 // T: float or __nv_bfloat16 (the direction buffer's type).

@@ -64,6 +64,23 @@ __device__ __forceinline__ void c2_features(float g, float p, float4 st, float4 
   }
 }
 
+// Pass C's scale of a tensor's direction: rms(p) over the whole tensor (the reference's rms(p, n)) from its
+// slices' sums of p^2 with param_scale_mult, else 1. Thread 0 computes it into the block's shared copy.
+__device__ __forceinline__ float c2_param_scale(int param_scale_mult, const double* psq, const C2Mat& m,
+                                                int64_t numel) {
+  __shared__ float ps;
+  if (threadIdx.x == 0) {
+    ps = 1.0f;
+    if (param_scale_mult) {
+      double s = 0;
+      for (int k = 0; k < m.n_slices; k++) s += psq[m.first_slice + k];
+      ps = sqrtf(float(s / double(numel)) + 1e-9f);
+    }
+  }
+  __syncthreads();
+  return ps;
+}
+
 // The direction buffer holds float or bf16 (celo2.h).
 __device__ __forceinline__ float dx_load(const float* p) { return *p; }
 __device__ __forceinline__ float dx_load(const __nv_bfloat16* p) { return __bfloat162float(*p); }

@@ -71,19 +71,12 @@ __device__ __forceinline__ C2RowIn c2_row_in(const C2FastArgs& a, const LoTensor
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 2) c2_pass_c_fast_k(const C2FastArgs a, T* __restrict__ dx) {
   __shared__ __align__(16) __nv_bfloat16 feat[kWarps][32][kFeatLd];  // 48-byte rows: ldmatrix conflict-free
-  __shared__ float ps_shared;
   const int w = a.tiles[blockIdx.x];
   const LoWork wk = a.works[w];
   const LoTensor t = a.ts[wk.tensor];
   const C2Mat m = a.mats[wk.tensor];
   const C2Scalars sc = *a.sc;
-  if (threadIdx.x == 0) {  // rms(p) over the whole tensor (the reference's rms(p, n)) with param_scale_mult
-    double s = 0;
-    for (int k = 0; k < m.n_slices; k++) s += a.psq[m.first_slice + k];
-    ps_shared = a.param_scale_mult ? sqrtf(float(s / double(t.numel)) + 1e-9f) : 1.0f;
-  }
-  __syncthreads();
-  const float ps = ps_shared;
+  const float ps = c2_param_scale(a.param_scale_mult, a.psq, m, t.numel);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
   const float* sg = a.sigma + int64_t(m.first_slice) * kPart;
   const float* mlp = a.mlp;

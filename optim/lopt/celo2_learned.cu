@@ -213,21 +213,6 @@ __device__ __forceinline__ void c2_emit(const C2PassC& c, float dir, float mag, 
   acc += double(D) * D;
 }
 
-// rms(p) over the whole tensor (the reference's rms(p, n)) with param_scale_mult, else 1; thread 0 computes
-// it into the block's shared `ps`.
-__device__ __forceinline__ float c2_param_scale(const C2PassC& c, const C2Mat& m, int64_t numel) {
-  __shared__ float ps;
-  if (threadIdx.x == 0) {
-    ps = 1.0f;
-    if (c.param_scale_mult) {
-      double s = 0;
-      for (int k = 0; k < m.n_slices; k++) s += c.psq[m.first_slice + k];
-      ps = sqrtf(float(s / double(numel)) + 1e-9f);
-    }
-  }
-  __syncthreads();
-  return ps;
-}
 
 // Pass C over the items of the tensors that are not tile2d (vectors sent to the MLP, N-D tensors, (1, n)
 // matrices): normalised features, the MLP, D into dx, and per item the sum of D^2 (Newton-Schulz's
@@ -241,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const C2Item it = a.items[item];
   const LoTensor t = a.ts[it.slot];
   const C2Scalars sc = *a.sc;
-  const float ps = c2_param_scale(c, a.mats[it.slot], t.numel);
+  const float ps = c2_param_scale(c.param_scale_mult, c.psq, a.mats[it.slot], t.numel);
   float sg[kCh];
 #pragma unroll
   for (int k = 0; k < kCh; k++) sg[k] = c.sigma[int64_t(it.slice) * kPart + k];
@@ -288,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const LoTensor t = a.ts[wk.tensor];
   const C2Mat m = a.mats[wk.tensor];
   const C2Scalars sc = *a.sc;
-  const float ps = c2_param_scale(c, m, t.numel);
+  const float ps = c2_param_scale(c.param_scale_mult, c.psq, m, t.numel);
   float sg[kCh];
 #pragma unroll
   for (int k = 0; k < kCh; k++) sg[k] = c.sigma[int64_t(m.first_slice) * kPart + k];

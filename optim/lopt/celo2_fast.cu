@@ -37,15 +37,49 @@ __device__ __forceinline__ void c2_pack_features(const float* x, uint32_t* packe
   }
 }
 
+// Lane (g, t)'s fixed mma operands for a block: the B operands (k 2t, 2t + 1 (| + 8) of output column g) of
+// layer 1 (normalisers folded in), 2 and 3, and the biases of layers 2 and 3 in the accumulator layout.
+struct C2Mma {
+  uint32_t w0a, w0b, w0c, w1, w2;
+  float4 bias2, bias3;
+};
+__device__ __forceinline__ C2Mma c2_mma_operands(const float* mlp, const float* sg, int gq, int tq) {
+  C2Mma b;
+  b.w0a = pack_bf16(c2_w0n(mlp, sg, 2 * tq, gq), c2_w0n(mlp, sg, 2 * tq + 1, gq));
+  b.w0b = pack_bf16(c2_w0n(mlp, sg, 2 * tq + 8, gq), c2_w0n(mlp, sg, 2 * tq + 9, gq));
+  b.w0c = pack_bf16(c2_w0n(mlp, sg, 2 * tq + 16, gq), c2_w0n(mlp, sg, 2 * tq + 17, gq));
+  b.w1 = pack_f16(mlp[kW1 + 2 * tq * kH + gq], mlp[kW1 + (2 * tq + 1) * kH + gq]);
+  b.w2 = gq < 2 ? pack_f16(mlp[kW2 + 4 * tq + gq], mlp[kW2 + 4 * tq + 2 + gq]) : 0u;
+  b.bias2 = make_float4(mlp[kB1 + 2 * tq], mlp[kB1 + 2 * tq + 1], mlp[kB1 + 2 * tq], mlp[kB1 + 2 * tq + 1]);
+  b.bias3 = tq == 0 ? make_float4(mlp[kB2], mlp[kB2 + 1], mlp[kB2], mlp[kB2 + 1]) : make_float4(0, 0, 0, 0);
+  return b;
+}
+
 // Layers 1-3 of one m16 tile; returns lane (g, t)'s accumulator of layer 3: for t = 0, (dir, mag) of mma
 // rows g and g + 8.
 __device__ __forceinline__ float4 c2_mlp_mma(const uint32_t (&a16)[4], uint32_t a8lo, uint32_t a8hi, float4 h,
-                                             uint32_t w0a, uint32_t w0b, uint32_t w0c, uint32_t w1, uint32_t w2,
-                                             float4 bias2, float4 bias3) {
-  h = mma_16816<false>(a16, w0a, w0b, h);
-  h = mma_bf16_1688(a8lo, a8hi, w0c, h);
-  const float4 h2 = mma_f16_1688(pack_f16_relu(h.x, h.y), pack_f16_relu(h.z, h.w), w1, bias2);
-  return mma_f16_1688(pack_f16_relu(h2.x, h2.y), pack_f16_relu(h2.z, h2.w), w2, bias3);
+                                             const C2Mma& b) {
+  h = mma_16816<false>(a16, b.w0a, b.w0b, h);
+  h = mma_bf16_1688(a8lo, a8hi, b.w0c, h);
+  const float4 h2 = mma_f16_1688(pack_f16_relu(h.x, h.y), pack_f16_relu(h.z, h.w), b.w1, b.bias2);
+  return mma_f16_1688(pack_f16_relu(h2.x, h2.y), pack_f16_relu(h2.z, h2.w), b.w2, b.bias3);
+}
+
+// Lane L's own element's (dir, mag) from the two m-tiles' layer-3 accumulators: it is mma row L % 16 of
+// m-tile L / 16, which lane 4 (L % 8) holds in (x, y) for rows 0-7 and (z, w) for rows 8-15.
+__device__ __forceinline__ float2 c2_own_result(const float4 (&o)[2], int lane) {
+  const int src = 4 * (lane % 8);
+  float dm[2][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++) {
+    dm[mt][0] = __shfl_sync(0xffffffffu, o[mt].x, src);
+    dm[mt][1] = __shfl_sync(0xffffffffu, o[mt].y, src);
+    dm[mt][2] = __shfl_sync(0xffffffffu, o[mt].z, src);
+    dm[mt][3] = __shfl_sync(0xffffffffu, o[mt].w, src);
+  }
+  const bool mt1 = lane / 16, half = (lane / 8) % 2;
+  return make_float2(mt1 ? (half ? dm[1][2] : dm[1][0]) : (half ? dm[0][2] : dm[0][0]),
+                     mt1 ? (half ? dm[1][3] : dm[1][1]) : (half ? dm[0][3] : dm[0][1]));
 }
 
 // What one row of a tile gives a lane: its element's gradient (raw), weight and state, the row's factor and
@@ -80,14 +114,7 @@ __global__ void __launch_bounds__(kThreads, 2) c2_pass_c_fast_k(const C2FastArgs
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
   const float* sg = a.sigma + int64_t(m.first_slice) * kPart;
   const float* mlp = a.mlp;
-  // B operands (lane (g, t): k 2t, 2t + 1 (| + 8) of output column g) and the biases of layers 2 and 3.
-  const uint32_t w0a = pack_bf16(c2_w0n(mlp, sg, 2 * tq, gq), c2_w0n(mlp, sg, 2 * tq + 1, gq));
-  const uint32_t w0b = pack_bf16(c2_w0n(mlp, sg, 2 * tq + 8, gq), c2_w0n(mlp, sg, 2 * tq + 9, gq));
-  const uint32_t w0c = pack_bf16(c2_w0n(mlp, sg, 2 * tq + 16, gq), c2_w0n(mlp, sg, 2 * tq + 17, gq));
-  const uint32_t w1 = pack_f16(mlp[kW1 + 2 * tq * kH + gq], mlp[kW1 + (2 * tq + 1) * kH + gq]);
-  const uint32_t w2 = gq < 2 ? pack_f16(mlp[kW2 + 4 * tq + gq], mlp[kW2 + 4 * tq + 2 + gq]) : 0u;
-  const float4 bias2 = make_float4(mlp[kB1 + 2 * tq], mlp[kB1 + 2 * tq + 1], mlp[kB1 + 2 * tq], mlp[kB1 + 2 * tq + 1]);
-  const float4 bias3 = tq == 0 ? make_float4(mlp[kB2], mlp[kB2 + 1], mlp[kB2], mlp[kB2 + 1]) : make_float4(0, 0, 0, 0);
+  const C2Mma mma = c2_mma_operands(mlp, sg, gq, tq);
   // 2-D: element (row, col) has R entry col and C entry row when d0 is the row axis, else R row and C col.
   const bool col_is_r = lo_b_is_r(t);
   const float4* side_cols = col_is_r ? a.side_r + 2 * t.r_off : a.side_c + 2 * t.c_off;
@@ -113,7 +140,6 @@ __global__ void __launch_bounds__(kThreads, 2) c2_pass_c_fast_k(const C2FastArgs
   const uint32_t a16_addr0 = smem_u32(&feat[warp][8 * ((lane / 8) % 2) + lane % 8][8 * (lane / 16)]);
   const uint32_t a16_addr1 = a16_addr0 + 16 * kFeatLd * 2;  // the second m-tile: 16 rows on
   const uint32_t a8_addr = smem_u32(&feat[warp][lane][16]);
-  const int src = 4 * (lane % 8), mt_own = lane / 16, half_own = (lane / 8) % 2;
   double acc = 0;
   // The next row's loads are issued before this row's work (one row of loads in flight per warp would leave
   // the memory system idle while the warp computes).
@@ -142,23 +168,12 @@ __global__ void __launch_bounds__(kThreads, 2) c2_pass_c_fast_k(const C2FastArgs
 #pragma unroll
     for (int mt = 0; mt < 2; mt++) {
       const float4 h = make_float4(hr.x + hc[mt][0].x, hr.y + hc[mt][0].y, hr.x + hc[mt][1].x, hr.y + hc[mt][1].y);
-      o[mt] = c2_mlp_mma(a16[mt], a8[2 * mt], a8[2 * mt + 1], h, w0a, w0b, w0c, w1, w2, bias2, bias3);
+      o[mt] = c2_mlp_mma(a16[mt], a8[2 * mt], a8[2 * mt + 1], h, mma);
     }
-    // Lane L's element is mma row L % 16 of m-tile L / 16: lane 4 (L % 8) holds it, in (x, y) for rows 0-7
-    // and (z, w) for rows 8-15.
-    float dm[2][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++) {
-      dm[mt][0] = __shfl_sync(0xffffffffu, o[mt].x, src);
-      dm[mt][1] = __shfl_sync(0xffffffffu, o[mt].y, src);
-      dm[mt][2] = __shfl_sync(0xffffffffu, o[mt].z, src);
-      dm[mt][3] = __shfl_sync(0xffffffffu, o[mt].w, src);
-    }
-    const float dir = mt_own ? (half_own ? dm[1][2] : dm[1][0]) : (half_own ? dm[0][2] : dm[0][0]);
-    const float mag = mt_own ? (half_own ? dm[1][3] : dm[1][1]) : (half_own ? dm[0][3] : dm[0][1]);
+    const float2 dm = c2_own_result(o, lane);
     if (mine) {
-      const float em = expf(mag * a.exp_mult);
-      const float D = a.param_scale_mult ? dir * (ps * em) : dir * em;
+      const float em = expf(dm.y * a.exp_mult);
+      const float D = a.param_scale_mult ? dm.x * (ps * em) : dm.x * em;
       dx_store(dx + m.dx + row * t.nb + col, D);
       acc += double(D) * D;
     }

@@ -14,6 +14,7 @@ TEST(Celo2Options, KeysDefaultsAndRanges) {
   set_option(o, "celo2.ns_steps=4");
   set_option(o, "elo_celo2.clip_grad=false");
   set_option(o, "elo.exp_mult=0.01");
+  set_option(o, "elo_celo2.fast=1");
   EXPECT_EQ(o.celo2.lr, 3e-4);
   EXPECT_EQ(o.celo2.adam_lr_mult, 20);
   EXPECT_EQ(o.celo2.adam_wd(), 0.0);
@@ -21,7 +22,9 @@ TEST(Celo2Options, KeysDefaultsAndRanges) {
   EXPECT_EQ(o.celo2.ns_steps, 4);
   EXPECT_FALSE(o.elo_celo2.clip_grad);
   EXPECT_EQ(o.elo.exp_mult, 0.01);
+  EXPECT_TRUE(o.elo_celo2.fast);
   const OptimOptions d;
+  EXPECT_FALSE(d.celo2.fast);  // -o celo2 keeps PyLO's fp32 arithmetic unless asked
   EXPECT_EQ(d.celo2.adam_wd(), d.celo2.weight_decay);  // PyLO's adam_weight_decay=None
   EXPECT_EQ(d.elo_celo2.adam_wd(), 0.1);
   EXPECT_EQ(d.elo.lr, 1e-3);

@@ -153,10 +153,11 @@ TEST_F(Celo2Gpu, FastNewtonSchulzStaysNearReference) {
 
 // celo2.fast (pass C's MLP on tensor cores for the 2-D matrices) stays within its operands' rounding of the
 // exact reference: bf16 features and layer-1 weights (8 bits), fp16 hidden activations (11 bits), fp32 sums;
-// with exact Newton-Schulz to see the MLP's own error, and with the default bf16 one. The fast path must also
-// be the one that ran: its parameters differ from the exact mode's.
+// with exact Newton-Schulz to see the MLP's own error (measured on an H100: 2.5e-3 CELO2, 6.9e-3 ELO_CELO2),
+// and with the default bf16 one (2.4e-2 and 3.9e-2: bf16 Newton-Schulz's error, as without celo2.fast). The
+// fast path must also be the one that ran: its parameters differ from the exact mode's.
 TEST_F(Celo2Gpu, FastMlpStaysNearReference) {
-  for (const auto& [ns, tol] : {std::pair<std::string, double>{"fp32", 3e-2}, {"bf16", 8e-2}}) {
+  for (const auto& [ns, tol] : {std::pair<std::string, double>{"fp32", 2e-2}, {"bf16", 8e-2}}) {
     OptimOptions o = celo2_options();
     o.celo2.ns = o.elo_celo2.ns = ns;
     o.celo2.fast = o.elo_celo2.fast = true;

@@ -37,7 +37,7 @@ const ExpInfo kExperiments[] = {
     {"train_gpt2_english", "single", "Figures 10-11 for GPT-2 (scaled down)"},
     {"fig8_gpt2_schedule_wd", "single", "Figure 8 (scaled down)"},
     {"fig16_gpt2_qkv", "single", "Figure 16 (scaled down)"},
-    {"configs_smoke", "single", "Table 4, Figure 8: the full configurations"},
+    {"configs_smoke", "single", "Table 4, Figures 8, 10-11, 16: the full configurations"},
     {"table3_data_parallel", "multi", "Table 3"},
 };
 

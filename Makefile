@@ -64,7 +64,7 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 TEST_CPU_SRC := $(wildcard tests/cpu/*.cpp)
 TEST_GPU_SRC := $(wildcard tests/gpu/*.cu)
 
-PROGRAMS := bench_optim bench_gpt2_ops tokenize train_gpt2 train_vit report
+PROGRAMS := bench_optim bench_gpt2_ops bench_grad_sum tokenize train_gpt2 train_vit report
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
 TOOLS    := $(BUILD)/peer_sum_probe $(BUILD)/make_bad_inputs $(BUILD)/optim_replay $(BUILD)/ref_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
 
@@ -99,6 +99,9 @@ bench_optim: $(BUILD)/bench/bench_optim.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhos
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
 bench_gpt2_ops: $(BUILD)/bench/bench_gpt2_ops.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
+	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
+
+bench_grad_sum: $(BUILD)/bench/bench_grad_sum.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a
 	$(NVCC) $(NVCCFLAGS) $^ -o $@ $(CUDA_LIBS)
 
 train_gpt2: $(BUILD)/train_gpt2.o $(BUILD)/liblopt_gpu.a $(BUILD)/libhost.a

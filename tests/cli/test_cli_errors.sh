@@ -19,7 +19,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BIN_DIR=${BIN_DIR:-.}
-programs="train_gpt2 train_vit bench_optim bench_gpt2_ops tokenize"
+programs="train_gpt2 train_vit bench_optim bench_gpt2_ops bench_grad_sum tokenize"
 tools="build/optim_replay build/ref_replay build/gpt2_dump build/vit_dump build/make_imagenet_like build/bench_augment
        build/bench_image_loader build/fashion_mnist_to_wds"
 
@@ -31,7 +31,7 @@ mkdir "$out"
 # comparing its listing before and after each case.
 shared_tmp=${TMPDIR:-/tmp}
 program_tmp_entries() {
-  (cd "$shared_tmp" && ls -d bench_optim* bench_gpt2_ops* train_gpt2* train_vit* tokenize* lopt_random_weights_* \
+  (cd "$shared_tmp" && ls -d bench_optim* bench_gpt2_ops* bench_grad_sum* train_gpt2* train_vit* tokenize* lopt_random_weights_* \
     optim_replay* ref_replay* gpt2_dump* vit_dump* make_imagenet_like* bench_augment* bench_image_loader* \
     fashion_mnist* 2>/dev/null | sort)
 }
@@ -610,6 +610,11 @@ case_ opsbench_no_model           "--model needs at least one model name" bench_
 flag_ --seq opsbench_bad_seq      "need --seq a multiple of 64"        bench_gpt2_ops -t 100
 flag_ --tune opsbench_tune_negative "--tune >= 0"                      bench_gpt2_ops --tune -1
 flag_ --reps opsbench_reps_zero   "--reps >= 1"                        bench_gpt2_ops --reps 0
+case_ gradsum_one_process          "launch 2 or more"                   bench_grad_sum --nccl-id-file "$tmp/id"
+case_ gradsum_no_id_file           "give --nccl-id-file"                bench_grad_sum
+flag_ --nccl-id-file gradsum_id_folder "is a folder; give a new file's path in it" bench_grad_sum --nccl-id-file "$tmp"
+flag_ --sums gradsum_sums_zero     "--sums must be >= 1"                bench_grad_sum --nccl-id-file "$tmp/id" --sums 0
+flag_ --reps gradsum_reps_zero     "--reps must be >= 1"                bench_grad_sum --nccl-id-file "$tmp/id" --reps 0
 case_ opsbench_old_models         "unknown flag '-m' (the models are -e (--model) now)" bench_gpt2_ops -m gpt2-124m
 case_ opsbench_old_tune           "unknown flag '-k' (it is --tune now)" bench_gpt2_ops -k 8
 # The report tool (tools/report/): its subcommands' flags and inputs.

@@ -6,8 +6,8 @@
 // Modes: all_reduce (every rank gets the sum: the all-reduce mode) and reduce (rank 0 gets it: what the
 // sharded mode does for a tensor's owner). A timed rep is `--sums` sums back to back, then a one-float NCCL
 // sum, as a training step ends with the loss's (PeerSum's barriers are reused after it); ms is the median
-// rep over the sums in it. busbw follows nccl-tests: all-reduce 2 (N - 1) / N bytes / time, reduce
-// (N - 1) / N bytes / time; the links' own speed bounds it.
+// rep's time divided by the sums in it. busbw follows nccl-tests: all-reduce 2 (N - 1) / N bytes / time,
+// reduce (N - 1) / N bytes / time, comparable with the links' speed.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -41,8 +41,10 @@ void print_line(const NcclComm& comm, const char* engine, const char* mode, cons
   if (comm.rank() != 0) return;
   const double n = comm.world(), bytes = double(z.n) * 4;
   const double factor = std::string(mode) == "all_reduce" ? 2 * (n - 1) / n : (n - 1) / n;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
   cudaDeviceProp p;
-  CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+  CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
   std::printf(
       "{\"bench\":\"grad_sum\",\"gpu\":\"%s\",\"world\":%d,\"engine\":\"%s\",\"mode\":\"%s\",\"tensor\":\"%s\","
       "\"elems\":%lld,\"ms\":%.4f,\"busbw_gbps\":%.1f}\n",

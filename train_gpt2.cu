@@ -26,6 +26,7 @@ namespace {
 struct Args : TrainFlags {  // train_gpt2's own flags beside the shared ones
   std::string train = "data/kjv/kjv_train_*.bin", val = "data/kjv/kjv_val_*.bin", model = "d12", qkv = "separate";
   std::string precision = "bf16", tokenizer = "tokenizer/r50k_base.tiktoken";
+  std::string kernels;  // --kernels: the timed choices given instead (Model::kernel_choices' form)
   int T = 1024, sample_every = 200, sample_tokens = 64;
   bool tokenizer_given = false;  // --tokenizer was given: a missing file is an error, not "print token ids"
 };
@@ -39,6 +40,9 @@ void add_flags(Cli& cli, Args* a) {
   flags::add_model(cli, &a->model, kTrainModels, false);
   cli.add(0, "qkv", &a->qkv, "separate (q, k, v matrices, the PyLO paper's setting) or fused");
   cli.add(0, "precision", &a->precision, "bf16 (mixed precision, fast) or fp32 (exact, slow)");
+  cli.add(0, "kernels", &a->kernels,
+          "bf16: the GELU backward's place, gelu_backward=epilogue or gelu_backward=kernel, instead of the faster "
+          "one timed at start-up (the log's `kernels:` line): runs of one command then repeat each other");
   add_train_flags(cli, a, "adamw | adafactor | muon | velo | small_fc_lopt | celo2 | elo | elo_celo2");
   cli.section(help_section::kBatch);
   flags::add_seq(cli, &a->T, "sequence length (at most the model's context, 1024)");
@@ -59,6 +63,12 @@ void check_flags(const Args& a) {
     user_error("-g (tokens per sample) must be >= 1 (got ", a.sample_tokens, "); the grad-norm clip is --clip.");
   if (a.precision != "bf16" && a.precision != "fp32")
     user_error("--precision must be bf16 or fp32 (got '", a.precision, "').");
+  if (!a.kernels.empty() && a.kernels != "gelu_backward=epilogue" && a.kernels != "gelu_backward=kernel")
+    user_error("--kernels must be gelu_backward=epilogue or gelu_backward=kernel (got '", a.kernels, "').");
+  if (!a.kernels.empty() && a.precision != "bf16")
+    user_error("--kernels chooses among the bf16 model's kernels; leave it out with --precision ", a.precision, ".");
+  if (!a.kernels.empty() && !a.resume.empty())
+    user_error("a resumed run takes its checkpoint's kernel choices; leave out --kernels.");
   if (a.cuda_graph && std::getenv("GPT2_PROFILE") && std::string(std::getenv("GPT2_PROFILE")) == "1")
     user_error(
         "GPT2_PROFILE=1 times each kernel on the host and cannot run inside --cuda-graph; use one or the other.");
@@ -177,6 +187,7 @@ int run(Args& a) {
   const double step_flops = flops_per_token(shape, in.plan.table, a.T) * double(a.total_batch);
   Trainer t(a, in.plan, step_flops, "tok", a.precision == "bf16");  // the processes joined, the log, the arena
   std::unique_ptr<Gpt2> model = make_gpt2(a.precision, shape, t.arena(), a.B, a.T);
+  if (!a.kernels.empty()) model->set_kernel_choices(a.kernels);
   t.set_model(*model, gpt2_tensors(t.table(), shape).blocks);  // optimizer, clipper, --resume, signals
   print_header(a, in, t, *model);
 

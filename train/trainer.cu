@@ -1,10 +1,31 @@
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "train/data_error.h"
+#include "train/nccl_comm.h"
+#include "train/peer_sum.h"
 #include "train/process_group.h"
 #include "train/program.h"
 #include "train/trainer.h"
+
+namespace {
+// Every process runs rank 0's kernel choices. They are timed when the model is built (Model::kernel_choices),
+// on each process, and a choice near its threshold goes either way, so processes could compute their
+// gradients with different kernels: bits that depend on each GPU's timing.
+void share_kernel_choices(Model& model, NcclComm& comm) {
+  constexpr size_t kMax = 256;
+  const std::string mine = model.kernel_choices();
+  CHECK(mine.size() < kMax);
+  char buf[kMax] = {};
+  std::memcpy(buf, mine.data(), mine.size());
+  std::vector<char> all(size_t(comm.world()) * kMax);
+  nccl_exchange(comm)(buf, all.data(), kMax);
+  const std::string first(all.data());
+  if (!first.empty() && first != mine) model.set_kernel_choices(first);
+}
+}  // namespace
 
 void TrainPlan::start(TrainFlags* f, int64_t micro_units) {
   dp = std::make_unique<DataParallel>(process_group_from_env());
@@ -54,6 +75,7 @@ Trainer::Trainer(const TrainFlags& f, TrainPlan& plan, double work_per_step, con
 
 void Trainer::set_model(Model& model, const std::vector<BlockTensors>& blocks) {
   model_ = &model;
+  if (dp_.comm()) share_kernel_choices(model, *dp_.comm());
   groups_ = hook_groups(table(), blocks);
   opt_ = make_train_optimizer(f_, plan_.options, *arena_, groups_, dp_.owned(), dp_.cross());
   clipper_ = std::make_unique<GradClipper>(*arena_, float(f_.clip), dp_.owned(), dp_.cross());

@@ -267,6 +267,11 @@ flag_ --seq train_seq_one         "-t >= 2"                            train_gpt
 case_ train_seq_beyond_context    "-t (2048) must be at most the model's context length (1024)" train_gpt2 -t 2048
 flag_ --steps train_steps_zero    "-x >= 1"                            train_gpt2 -x 0
 flag_ --precision train_bad_precision "--precision must be bf16 or fp32 (got 'fp8')" train_gpt2 --precision fp8
+flag_ --kernels train_bad_kernels "--kernels must be gelu_backward=epilogue or gelu_backward=kernel (got 'gelu=x')" train_gpt2 --kernels gelu=x
+case_ train_kernels_fp32 "--kernels chooses among the bf16 model's kernels; leave it out with --precision fp32" \
+  train_gpt2 --kernels gelu_backward=kernel --precision fp32
+case_ train_kernels_resume "a resumed run takes its checkpoint's kernel choices; leave out --kernels" \
+  train_gpt2 --kernels gelu_backward=epilogue --resume "$tmp/ckpt"
 flag_ --dropout train_bad_dropout "--dropout must be at least 0 and below 1 (got 1)" train_gpt2 --dropout 1
 flag_ --total-batch train_total_batch "-d (17) must be a multiple of -b * -t (16)" train_gpt2 -b 2 -t 8 -d 17
 case_ train_total_batch_negative  "-d must be 0 (one micro-batch of -b * -t tokens) or a positive multiple of -b * -t (got -8)" \

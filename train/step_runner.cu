@@ -83,10 +83,11 @@ void StepRunner::plan_sums(Model& model, const std::vector<std::vector<int>>& ho
   CHECK(!ranges_.empty() && (!grouped_ || int(ranges_.size()) == grouped_->groups()));
   if (bf16_sums) grads16_.alloc(size_t(opt_.arena().table().total_elems()), "bf16 gradients for NCCL");
   CHECK(!(bf16_sums && copy_sums));
-  if (copy_sums) {  // two: the tied table's early sum runs beside the blocks' (see sum_early)
+  if (copy_sums) {  // the tied table's early sum runs beside the blocks' (see sum_early)
     float* grads = opt_.arena().grads();
     peer_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), grads);
-    peer_early_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), grads);
+    if (shape_.tokens > kEarlyNcclTokens)
+      peer_early_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), grads);
   }
 }
 
@@ -112,25 +113,29 @@ std::vector<StepRunner::Range> StepRunner::runs(const std::vector<int>& tensors)
 // there and widened back.
 void StepRunner::sum(const std::vector<Range>& rs) {
   if (peer_) return peer_->sum(rs, side_);
+  sum_nccl(rs, side_);
+}
+
+void StepRunner::sum_nccl(const std::vector<Range>& rs, cudaStream_t side) {
   float* grads = opt_.arena().grads();
   __nv_bfloat16* g16 = grads16_.get();
   if (g16)
-    for (const Range& r : rs) float_to_bf16(g16 + r.begin, grads + r.begin, size_t(r.n), side_);
+    for (const Range& r : rs) float_to_bf16(g16 + r.begin, grads + r.begin, size_t(r.n), side);
   comm_->group_begin();
   for (const Range& r : rs) {
     if (g16 && r.root < 0)
-      comm_->sum(g16 + r.begin, size_t(r.n), side_);
+      comm_->sum(g16 + r.begin, size_t(r.n), side);
     else if (g16)
-      comm_->reduce_sum(g16 + r.begin, size_t(r.n), r.root, side_);
+      comm_->reduce_sum(g16 + r.begin, size_t(r.n), r.root, side);
     else if (r.root < 0)
-      comm_->sum(grads + r.begin, size_t(r.n), side_);
+      comm_->sum(grads + r.begin, size_t(r.n), side);
     else
-      comm_->reduce_sum(grads + r.begin, size_t(r.n), r.root, side_);
+      comm_->reduce_sum(grads + r.begin, size_t(r.n), r.root, side);
   }
   comm_->group_end();
   if (g16)
     for (const Range& r : rs)
-      if (r.root < 0 || r.root == comm_->rank()) bf16_to_float(grads + r.begin, g16 + r.begin, size_t(r.n), side_);
+      if (r.root < 0 || r.root == comm_->rank()) bf16_to_float(grads + r.begin, g16 + r.begin, size_t(r.n), side);
 }
 
 // With the copy engines on a third stream, beside the blocks' sums: the tied table's head part is a third
@@ -141,6 +146,7 @@ void StepRunner::sum_early(cudaStream_t s) {
   if (peer_) {
     early_used_ = true;
     CUDA_CHECK(cudaStreamWaitEvent(early_side_, fork_, 0));
+    if (!peer_early_) return sum_nccl(early_, early_side_);  // short backward: see kEarlyNcclTokens
     return peer_early_->sum(early_, early_side_);
   }
   CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
@@ -198,7 +204,7 @@ void StepRunner::enqueue_grads(const BatchSource* batches) {
   early_used_ = false;
   if (peer_) {
     peer_->begin_step();
-    peer_early_->begin_step();
+    if (peer_early_) peer_early_->begin_step();
   }
   opt_.arena().zero_grads(stream_);
   for (int mi = 0; mi < accum_; mi++) {

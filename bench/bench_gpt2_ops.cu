@@ -165,6 +165,9 @@ void bench_kernels(const ModelSize& m, int T, int reps, BenchBuffers& b, Reporte
   float* lse = b.stats.get();
   r.report("attention", "fwd", L, att_flop,
            median_ms([&] { flash_attention_forward(b.aux.get(), lse, b.x.get(), m.B, T, m.heads, true, 0); }, reps), 0);
+  r.report("attention", "fwd mma.sync (alternative: other GPUs)", 0, att_flop,
+           median_ms([&] { flash_attention_forward_mma(b.aux.get(), lse, b.x.get(), m.B, T, m.heads, true, 0); }, reps),
+           0);
   r.report("attention", "bwd", L, 2.5 * att_flop,
            median_ms(
                [&] {
@@ -200,6 +203,36 @@ void bench_kernels(const ModelSize& m, int T, int reps, BenchBuffers& b, Reporte
            median_ms([&] { bias_backward(b.dsum.get(), b.y.get(), 3 * C, N, 3 * C, b.scratch.get(), 0); }, reps), 0);
 }
 
+// Attention at ViT-B/16's shape (B 256, 12 heads, T 197, not causal), forward (as the step runs it, and the
+// mma.sync kernel alone) and backward, as JSON lines of the same form.
+void bench_vit_attention(int reps) {
+  const int B = 256, T = 197, NH = 12, C = NH * 64;
+  const double flop = 4.0 * B * NH * double(T) * T * 64;  // not causal: every score
+  DeviceBuffer<bf16> qkv(size_t(B) * T * 3 * C, "qkv"), out(size_t(B) * T * C, "out"), dout(size_t(B) * T * C, "dout");
+  DeviceBuffer<bf16> dqkv(size_t(B) * T * 3 * C, "dqkv");
+  DeviceBuffer<float> lse(size_t(B) * NH * T, "lse"), scratch(size_t(B) * NH * T, "scratch");
+  fill_normal(qkv.get(), int64_t(qkv.size()), 1, 1.0f);
+  fill_normal(dout.get(), int64_t(dout.size()), 2, 1.0f);
+  auto line = [&](const char* op, double f, double ms) {
+    std::printf(
+        "{\"model\":\"vit-b16\",\"B\":%d,\"T\":%d,\"kind\":\"attention\",\"op\":\"%s\",\"ms\":%.4f,"
+        "\"tflops\":%.1f}\n",
+        B, T, op, ms, f / ms * 1e-9);
+    std::fflush(stdout);
+  };
+  line("fwd", flop,
+       median_ms([&] { flash_attention_forward(out.get(), lse.get(), qkv.get(), B, T, NH, false, 0); }, reps));
+  line("fwd mma.sync", flop,
+       median_ms([&] { flash_attention_forward_mma(out.get(), lse.get(), qkv.get(), B, T, NH, false, 0); }, reps));
+  line("bwd", 2.5 * flop,
+       median_ms(
+           [&] {
+             flash_attention_backward(dqkv.get(), dout.get(), out.get(), lse.get(), qkv.get(), scratch.get(), B, T, NH,
+                                      false, 0);
+           },
+           reps));
+}
+
 void bench_model(const ModelSize& m, int T, int tune, int reps) {
   BenchBuffers b(m, T);
   LtMatmul heur, tuned(tune);
@@ -214,13 +247,14 @@ void bench_model(const ModelSize& m, int T, int tune, int reps) {
 int main(int argc, char** argv) {
   try {
     std::string models = "gpt2-124m:64,gpt2-355m:32";
-    int T = 1024, tune = 8, reps = 20;
+    int T = 1024, tune = 8, reps = 20, vit_attention = 0;
     Cli cli("bench_gpt2_ops", "GPU time of each operation of a bf16 GPT-2 training step (JSON lines).");
     // The vocabulary shared with our other programs: train/flags.h.
     flags::add_model(cli, &models, kGpt2Sizes, true, "; each optionally :B (batch; default 64, 32, 16, 8 by size)");
     flags::add_seq(cli, &T, "sequence length");
     cli.add(0, "tune", &tune, "also time the fastest of the cuBLASLt heuristic's first K algorithms (0: off)");
     cli.add(0, "reps", &reps, "timed repetitions per operation (median)");
+    cli.add(0, "vit-attention", &vit_attention, "1: also time attention at ViT-B/16's shape (B 256, T 197, 12 heads)");
     flags::add_flag_notes(cli, "bench_gpt2_ops");
     if (!cli.parse(argc, argv)) return 0;
     // The model names first, so that any later mistake shows that they were taken.
@@ -236,6 +270,7 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("{\"bench\":\"gpt2_ops\",\"gpu\":\"%s\"}\n", prop.name);
     for (const auto& m : list) bench_model(m, T, tune, reps);
+    if (vit_attention) bench_vit_attention(reps);
   } catch (const UserError& e) {
     std::fprintf(stderr, "bench_gpt2_ops: %s\n", e.what());
     return 1;

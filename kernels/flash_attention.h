@@ -20,8 +20,13 @@ using bf16 = __nv_bfloat16;
 // are exactly the dropout-free ones). With it, out = (Z * P) V with Z = keep * drop.scale, the mask of
 // site drop.site with row (b*NH + h)*T + query and column the key position; lse is still that of the
 // undropped scores. The backward must get the same drop (seed, site and *counter unchanged in between).
+// Without dropout on a GPU of compute capability 9.0 this runs the Hopper kernel (kernels/flash_attention_sm90.h),
+// which gives the same bits as the mma.sync kernel, faster; elsewhere the mma.sync kernel.
 void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, bool causal, cudaStream_t s,
                              const DropoutArgs& drop = DropoutArgs());
+// The mma.sync forward on any GPU (the tests and benchmarks compare the two).
+void flash_attention_forward_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, bool causal,
+                                 cudaStream_t s, const DropoutArgs& drop = DropoutArgs());
 
 // dqkv: (B, T, 3*C) bf16, fully overwritten (dq, dk, dv in the same column layout as qkv).
 // scratch: at least B*NH*T floats (for D = rowsum(dout * out)).

@@ -12,6 +12,7 @@
 // holds adjacent key pairs and hashes each pair once; it zeroes dropped P when it packs them to bf16 and
 // folds the scale into 1/l.
 #include "kernels/flash_attention.cuh"
+#include "kernels/flash_attention_sm90.h"
 
 using namespace flash;
 
@@ -269,6 +270,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, bool causal, cudaStream_t s,
                              const DropoutArgs& drop) {
+  if (!drop.on() && flash_attention_sm90_available())
+    return flash_attention_forward_sm90(out, lse, qkv, B, T, NH, causal, s);
+  flash_attention_forward_mma(out, lse, qkv, B, T, NH, causal, s, drop);
+}
+
+void flash_attention_forward_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, bool causal,
+                                 cudaStream_t s, const DropoutArgs& drop) {
   const char* who = "flash_attention_forward";
   check_shape(who, B, T, NH);
   check_aligned(who, out, "out", 16);

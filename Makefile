@@ -30,6 +30,14 @@ NVCCFLAGS += -std=c++17 $(COMMON_FLAGS) $(GENCODE) \
              --expt-relaxed-constexpr -Xcompiler -Wall -diag-suppress 177
 # libnvjpeg is not linked: data/nvjpeg_decoder opens it at run time (dlopen), where the toolkit has it.
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -ldl
+# cuDNN 9 (--attention cudnn, kernels/cudnn_attention): in the toolkit's folders here; elsewhere where
+# CUDNN_HOME says (its include/ and lib64/ or lib/: NVIDIA's libcudnn9-dev-cuda-13 package, or pip's
+# nvidia-cudnn-cu13 as .../site-packages/nvidia/cudnn) or in the system's folders. Linked by its versioned
+# name, which pip's copy has alone.
+CUDNN_HOME ?= $(CUDA_HOME)
+CUDNN_LIBDIR := $(patsubst %/,%,$(firstword $(dir $(wildcard $(CUDNN_HOME)/lib64/libcudnn.so.9 $(CUDNN_HOME)/lib/libcudnn.so.9))))
+NVCCFLAGS += -I$(CUDNN_HOME)/include
+CUDA_LIBS += $(if $(CUDNN_LIBDIR),-L$(CUDNN_LIBDIR) -Xlinker -rpath=$(CUDNN_LIBDIR),) -l:libcudnn.so.9
 
 # Plain C++ (no CUDA runtime): the CPU references and everything the CPU suite tests.
 HOST_SRC := common/crc32.cpp common/atomic_file.cpp common/sections.cpp common/cli.cpp common/json.cpp \
@@ -50,7 +58,7 @@ CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/group
             optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu optim/lopt/lo_core.cu optim/lopt/lo_global_clip.cu \
             optim/lopt/small_fc_lopt.cu optim/lopt/small_fc_fast.cu optim/lopt/velo.cu optim/lopt/velo_pass_c.cu \
             optim/lopt/celo2.cu optim/lopt/celo2_learned.cu optim/lopt/celo2_fast.cu kernels/gpt2_fp32_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/layernorm.cu kernels/column_sums.cu \
-            kernels/convert.cu kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention_fwd.cu kernels/flash_attention_fwd_sm90.cu kernels/flash_attention_bwd.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
+            kernels/convert.cu kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention_fwd.cu kernels/flash_attention_fwd_sm90.cu kernels/flash_attention_bwd.cu kernels/cudnn_attention.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
             models/transformer_block.cu models/vit_bf16.cu models/gpt2_fp32.cu models/gpt2_bf16.cu models/gpt2.cu data/prefetcher.cu data/image_prefetcher.cu \
             data/gpu_resize.cu data/nvjpeg_decoder.cu \
             train/checkpoint.cu train/program.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu train/nccl_comm.cu \
@@ -75,18 +83,20 @@ PROGRAMS := bench_optim bench_gpt2_ops bench_grad_sum tokenize train_gpt2 train_
 TESTS    := $(BUILD)/test_cpu $(BUILD)/test_gpu
 TOOLS    := $(BUILD)/peer_sum_probe $(BUILD)/make_bad_inputs $(BUILD)/optim_replay $(BUILD)/ref_replay $(BUILD)/gpt2_dump $(BUILD)/vit_dump $(BUILD)/make_imagenet_like $(BUILD)/bench_augment $(BUILD)/bench_image_loader
 
-.PHONY: all test test-cpu test-gpu clean check-stb check-gtest
+.PHONY: all test test-cpu test-gpu clean check-build check-gtest
 all: $(PROGRAMS) $(TESTS) $(TOOLS)
 
-# A missing stb or GoogleTest stops the build with one sentence (scripts/setup.sh installs them), not with
-# a compiler error; the check runs once per make, before the first file that includes them.
+# A missing stb, cuDNN or GoogleTest stops the build with one sentence (scripts/setup.sh installs the first
+# and the last, and says where cuDNN comes from), not with a compiler error; the check runs once per make,
+# before the first file that includes them.
 STB_USERS := data/stb_image_impl data/stb_write_impl data/image_decode data/image_encode tools/fashion_mnist_to_wds
-$(STB_USERS:%=$(BUILD)/%.o): | check-stb
+$(STB_USERS:%=$(BUILD)/%.o) $(BUILD)/kernels/cudnn_attention.o: | check-build
 $(TEST_CPU_SRC:%.cpp=$(BUILD)/%.o) $(TEST_GPU_SRC:%.cu=$(BUILD)/%.o): | check-gtest
-check-stb:
-	@scripts/setup.sh --check
+CHECK_ENV := CUDA_HOME=$(CUDA_HOME) CUDNN_HOME=$(CUDNN_HOME)
+check-build:
+	@$(CHECK_ENV) scripts/setup.sh --check
 check-gtest:
-	@scripts/setup.sh --check test
+	@$(CHECK_ENV) scripts/setup.sh --check test
 
 $(BUILD)/%.o: %.cpp
 	@mkdir -p $(dir $@)

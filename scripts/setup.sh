@@ -13,11 +13,12 @@
 #                                    machine): carry .deps/ along and the same commands work there
 #
 # Packages come from apt-get, through sudo when not root. Where that cannot work (no apt-get, no sudo, no
-# network) the script names the packages and the .deps/ path, and exits 1. The CUDA Toolkit is checked,
-# never installed.
+# network) the script names the packages and the .deps/ path, and exits 1. The CUDA Toolkit and cuDNN 9
+# are checked, never installed (NVIDIA's packages, not Debian's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+CUDNN_HOME=${CUDNN_HOME:-$CUDA_HOME}  # the Makefile's default: cuDNN in the toolkit's folders
 STB_DIR=${STB_DIR:-.deps/stb}  # the Makefile's default for machines without libstb-dev
 
 check="" test="" fuzz=""
@@ -40,6 +41,11 @@ has_gtest() {
   [ -f .deps/gtest/include/gtest/gtest.h ] ||
     { [ -f /usr/include/gtest/gtest.h ] && [ -n "$(find /usr/lib /usr/local/lib -name libgtest.a 2>/dev/null | head -n1)" ]; }
 }
+has_cudnn() {  # the header and the library, under CUDNN_HOME or in the system's folders (as the Makefile looks)
+  { [ -f "$CUDNN_HOME/include/cudnn.h" ] || [ -f /usr/include/cudnn.h ] || [ -f /usr/include/x86_64-linux-gnu/cudnn.h ]; } &&
+    { [ -e "$CUDNN_HOME/lib64/libcudnn.so.9" ] || [ -e "$CUDNN_HOME/lib/libcudnn.so.9" ] ||
+      { command -v ldconfig >/dev/null && ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9 '; }; }
+}
 has_fuzzer() {  # clang and its libFuzzer runtime (libclang-rt-14-dev)
   { command -v clang++-14 || command -v clang++; } >/dev/null &&
     [ -n "$(find /usr/lib/llvm-14 /usr/lib/clang -name 'libclang_rt.fuzzer-x86_64.a' 2>/dev/null | head -n1)" ]
@@ -47,6 +53,11 @@ has_fuzzer() {  # clang and its libFuzzer runtime (libclang-rt-14-dev)
 
 if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
   echo "setup: the CUDA Toolkit (nvcc) is not at $CUDA_HOME; install it (https://developer.nvidia.com/cuda-downloads) or set CUDA_HOME to where it is." >&2
+  exit 1
+fi
+
+if ! has_cudnn; then
+  echo "setup: cuDNN 9 (cudnn.h and libcudnn.so.9) is not under $CUDNN_HOME nor in the system's folders; install NVIDIA's cuDNN for your CUDA (the libcudnn9-dev-cuda-13 package from NVIDIA's CUDA repository, or pip's nvidia-cudnn-cu13) and set CUDNN_HOME to the folder that holds its include/ and lib/ (or lib64/)." >&2
   exit 1
 fi
 

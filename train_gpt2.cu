@@ -69,6 +69,8 @@ void check_flags(const Args& a) {
     user_error("--kernels chooses among the bf16 model's kernels; leave it out with --precision ", a.precision, ".");
   if (!a.kernels.empty() && !a.resume.empty())
     user_error("a resumed run takes its checkpoint's kernel choices; leave out --kernels.");
+  if (a.precision == "fp32" && a.attention != "ours")
+    user_error("--attention ", a.attention, " runs in the bf16 model only; use --precision bf16 or --attention ours.");
   if (a.cuda_graph && std::getenv("GPT2_PROFILE") && std::string(std::getenv("GPT2_PROFILE")) == "1")
     user_error(
         "GPT2_PROFILE=1 times each kernel on the host and cannot run inside --cuda-graph; use one or the other.");
@@ -186,7 +188,8 @@ int run(Args& a) {
   const Gpt2Shape& shape = in.shape;
   const double step_flops = flops_per_token(shape, in.plan.table, a.T) * double(a.total_batch);
   Trainer t(a, in.plan, step_flops, "tok", a.precision == "bf16");  // the processes joined, the log, the arena
-  std::unique_ptr<Gpt2> model = make_gpt2(a.precision, shape, t.arena(), a.B, a.T);
+  const Attention attention = attention_by_name(a.attention);
+  std::unique_ptr<Gpt2> model = make_gpt2(a.precision, shape, t.arena(), a.B, a.T, attention);
   if (!a.kernels.empty()) model->set_kernel_choices(a.kernels);
   t.set_model(*model, gpt2_tensors(t.table(), shape).blocks);  // optimizer, clipper, --resume, signals
   print_header(a, in, t, *model);
@@ -209,8 +212,8 @@ int run(Args& a) {
         t.log().validation(step, validation_loss(*model, *in.val, a.val_batches, val_loss));
       if (a.sample_every > 0 && step > t.first_step() && step % a.sample_every == 0) {
         if (!sampler)
-          sampler =
-              make_gpt2(a.precision, shape, t.arena(), 1, int(std::min<int64_t>(a.T, int64_t(a.sample_tokens) + 1)));
+          sampler = make_gpt2(a.precision, shape, t.arena(), 1,
+                              int(std::min<int64_t>(a.T, int64_t(a.sample_tokens) + 1)), attention);
         std::printf("--- sample ---\n%s\n--------------\n",
                     sample_text(*sampler, shape, in.tok.get(), a.sample_tokens, state.rng).c_str());
       }

@@ -325,7 +325,7 @@ int run(Args& a) {
   Inputs in = prepare(a);
   const double step_flops = flops_per_image(in.shape) * double(a.total_batch);
   Trainer t(a, in.plan, step_flops, "img", /*bf16=*/true);  // the processes joined, the log, the arena
-  VitBf16 model(in.shape, t.arena(), a.B, in.norm);
+  VitBf16 model(in.shape, t.arena(), a.B, in.norm, attention_by_name(a.attention));
   t.set_model(model, vit_tensors(t.table(), in.shape).blocks);  // optimizer, clipper, --resume, signals
   print_header(a, in, t);
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/arena.h"
+#include "kernels/attention_kind.h"
 #include "models/model.h"
 #include "models/model_tables.h"
 
@@ -30,5 +31,7 @@ class Gpt2 : public Model {
   }
 };
 
-// precision: "fp32" or "bf16" (the arena must then have its bf16 copy).
-std::unique_ptr<Gpt2> make_gpt2(const std::string& precision, const Gpt2Shape& shape, Arena& arena, int B, int T);
+// precision: "fp32" or "bf16" (the arena must then have its bf16 copy); attention: the bf16 model's kernels
+// (the fp32 model has its own and refuses cuDNN's).
+std::unique_ptr<Gpt2> make_gpt2(const std::string& precision, const Gpt2Shape& shape, Arena& arena, int B, int T,
+                                Attention attention = Attention::kOurs);

@@ -6,14 +6,14 @@
 #include "models/gpt2_bf16.h"
 #include "models/gpt2_sites.h"
 
-Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T)
+Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T, Attention attention)
     : s_(shape),
       arena_(arena),
       B_(B),
       T_(T),
       N_(B * T),
       Vp_(gpt2_padded_vocab(shape.vocab)),
-      ctx_(shape.block(), arena, dropout_, B, T),
+      ctx_(shape.block(), arena, dropout_, B, T, attention),
       batch_(B * T, shape.vocab) {
   if (T > s_.max_seq)
     user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq,

@@ -13,7 +13,7 @@
 
 class Gpt2Bf16 : public Gpt2 {
  public:
-  Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T);
+  Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T, Attention attention = Attention::kOurs);
   using Gpt2::set_batch;
   void set_batch(const Batch& b, cudaStream_t s) override;
   void forward(cudaStream_t s) override;

@@ -9,9 +9,11 @@
 #include "kernels/layernorm.h"
 #include "models/transformer_block.h"
 
-BlockContext::BlockContext(const BlockShape& s, const Arena& a, const DropoutState& d, int B, int T)
+BlockContext::BlockContext(const BlockShape& s, const Arena& a, const DropoutState& d, int B, int T,
+                           Attention attention)
     : arena(a), dropout(d) {
   CHECK(a.params_bf16() != nullptr);
+  if (attention != Attention::kOurs) cudnn = std::make_unique<CudnnAttention>(attention == Attention::kCudnn);
   const size_t N = size_t(B) * size_t(T), C = size_t(s.channels);
   const char* grads = "activation gradients";
   dln.alloc(N * C, grads);
@@ -95,6 +97,29 @@ void TransformerBlock::project_into_stream(bf16* out, const bf16* stream, const 
   dropout_forward(out, c.datt.get(), stream, N, C, c.dropout.site(site), s);
 }
 
+// att (N, C) and lse from qkv (N, 3C): our flash attention, or cuDNN's (which has no dropout).
+void TransformerBlock::attention_kernels_forward(BlockContext& c, cudaStream_t s) {
+  if (!c.cudnn) {
+    flash_attention_forward(att_.get(), lse_.get(), qkv_.get(), B_, T_, s_.heads, s_.causal, s,
+                            c.dropout.site(sites_.attention));
+    return;
+  }
+  if (c.dropout.on()) user_error("--attention cudnn has no attention dropout; use --attention ours with --dropout.");
+  c.cudnn->forward(att_.get(), lse_.get(), qkv_.get(), B_, T_, s_.heads, s_.causal, s);
+}
+
+// dqkv (N, 3C) from datt, recomputing the probabilities from lse; scratch holds the row sums D.
+void TransformerBlock::attention_kernels_backward(bf16* dqkv, BlockContext& c, cudaStream_t s) {
+  if (!c.cudnn) {
+    flash_attention_backward(dqkv, c.datt.get(), att_.get(), lse_.get(), qkv_.get(), c.scratch.get(), B_, T_, s_.heads,
+                             s_.causal, s, c.dropout.site(sites_.attention));
+    return;
+  }
+  if (c.dropout.on()) user_error("--attention cudnn has no attention dropout; use --attention ours with --dropout.");
+  c.cudnn->backward(dqkv, c.datt.get(), att_.get(), lse_.get(), qkv_.get(), c.scratch.get(), B_, T_, s_.heads,
+                    s_.causal, s);
+}
+
 // Pre-LayerNorm: mid = in + proj(attention(LN1(in))), out = mid + fcproj(GELU(fc(LN2(mid)))), in and out
 // (N, C). q, k, v come from one (3C, C) matmul; the tanh GELU is fused into fc's epilogue (which also keeps
 // its input, fc_pre, for backward); the erf form runs as a kernel after a plain matmul.
@@ -105,8 +130,7 @@ void TransformerBlock::forward(bf16* out, const bf16* in, BlockContext& c, cudaS
   p.mark("fwd layernorm", s);
   c.mm.forward(qkv_.get(), 3 * C, ln1_.get(), C, c.W(qkvw_), c.W(qkvb_), N, C, 3 * C, s);
   p.mark("fwd matmul qkv", s);
-  flash_attention_forward(att_.get(), lse_.get(), qkv_.get(), B_, T_, s_.heads, s_.causal, s,
-                          c.dropout.site(sites_.attention));
+  attention_kernels_forward(c, s);
   p.mark("fwd attention", s);
   project_into_stream(mid_.get(), in, att_.get(), C, projw_, projb_, sites_.attn_proj, c, s);
   p.mark("fwd matmul proj", s);
@@ -190,8 +214,7 @@ void TransformerBlock::attention_backward(bf16* dres, const bf16* in, float* in_
   p.mark("bwd matmul dW", s);
   c.mm.backward_dx(c.datt.get(), C, false, dy, C, c.W(projw_), N, C, C, s);
   p.mark("bwd matmul dx", s);
-  flash_attention_backward(dqkv, c.datt.get(), att_.get(), lse_.get(), qkv_.get(), scratch, B_, T_, s_.heads, s_.causal,
-                           s, c.dropout.site(sites_.attention));
+  attention_kernels_backward(dqkv, c, s);
   p.mark("bwd attention", s);
   c.mm.backward_dw(c.G(qkvw_), dqkv, 3 * C, ln1_.get(), C, N, C, 3 * C, s);
   p.mark("bwd matmul dW", s);

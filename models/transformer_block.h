@@ -2,14 +2,17 @@
 //   mid = in + dropout(proj(attention(LN1(in))))      out = mid + dropout(fc_proj(gelu(fc(LN2(mid)))))
 // bf16 activations and weights (the arena's bf16 copy), cuBLASLt matmuls with fp32 accumulation (bias and
 // the tanh GELU fused into epilogues, the residual add folded into the projections' accumulate unless
-// dropout stands between), flash attention (causal or not), fp32 LayerNorm statistics, fp32 gradients
+// dropout stands between), flash attention (causal or not; ours or cuDNN's), fp32 LayerNorm statistics, fp32 gradients
 // accumulated straight into the arena. q, k, v are always one (3C, C) matmul: the table keeps separate
 // q/k/v matrices contiguous, so the separate and fused layouts compute alike.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "common/device_buffer.h"
 #include "core/arena.h"
+#include "kernels/attention_kind.h"
+#include "kernels/cudnn_attention.h"
 #include "kernels/dropout_kernels.h"
 #include "kernels/matmul_lt.h"
 #include "kernels/op_timer.h"
@@ -18,7 +21,8 @@
 // What every block of a model shares. Blocks run one at a time, so one set of activation-gradient buffers
 // serves them all.
 struct BlockContext {
-  BlockContext(const BlockShape& s, const Arena& arena, const DropoutState& dropout, int B, int T);
+  BlockContext(const BlockShape& s, const Arena& arena, const DropoutState& dropout, int B, int T,
+               Attention attention = Attention::kOurs);
   LtMatmul mm;
   const Arena& arena;
   const DropoutState& dropout;
@@ -26,6 +30,7 @@ struct BlockContext {
   // Where the tanh GELU's backward runs: in the fc projection's dx matmul (cuBLASLt's DGELU epilogue), or
   // after a plain matmul, in the kernel that sums the fc bias gradient. The erf GELU always takes the kernel.
   bool gelu_in_epilogue = true;
+  std::unique_ptr<CudnnAttention> cudnn;    // --attention cudnn: its plans and workspace; null: our kernels
   DeviceBuffer<bf16> dln, datt, dqkv, dfc;  // datt also holds a projection's output before its dropout
   DeviceBuffer<float> scratch;              // column sums, attention's row sums
   const bf16* W(int64_t off) const { return arena.params_bf16() + off; }
@@ -52,6 +57,8 @@ class TransformerBlock {
   const bf16* branch_grad(const bf16* dres, float* dbias, uint32_t site, BlockContext& c, cudaStream_t s);
   void mlp_backward(bf16* dres, BlockContext& c, cudaStream_t s);
   void attention_backward(bf16* dres, const bf16* in, float* in_bias_grad, BlockContext& c, cudaStream_t s);
+  void attention_kernels_forward(BlockContext& c, cudaStream_t s);
+  void attention_kernels_backward(bf16* dqkv, BlockContext& c, cudaStream_t s);
 
   BlockShape s_;
   BlockSites sites_;

@@ -7,7 +7,7 @@
 #include "kernels/reduce.h"
 #include "models/vit_bf16.h"
 
-VitBf16::VitBf16(const VitShape& shape, Arena& arena, int B, const ImageNorm& norm)
+VitBf16::VitBf16(const VitShape& shape, Arena& arena, int B, const ImageNorm& norm, Attention attention)
     : s_(shape),
       geom_{B, shape.image, shape.image, shape.in_chans, shape.patch},
       B_(B),
@@ -15,7 +15,7 @@ VitBf16::VitBf16(const VitShape& shape, Arena& arena, int B, const ImageNorm& no
       P_(shape.tokens() - 1),
       K_(shape.patch_dim()),
       Cp_((shape.classes + 7) / 8 * 8),
-      ctx_(shape.block(), arena, dropout_, B, shape.tokens()) {
+      ctx_(shape.block(), arena, dropout_, B, shape.tokens(), attention) {
   if (B < 1) user_error("the batch size must be at least 1 (got ", B, ").");
   if (s_.in_chans > 3) user_error("images must have 1 to 3 channels (got ", s_.in_chans, ").");
   for (int c = 0; c < 3; c++) {

@@ -21,7 +21,8 @@ struct ImageNorm {
 
 class VitBf16 : public Model {
  public:
-  VitBf16(const VitShape& shape, Arena& arena, int B, const ImageNorm& norm = ImageNorm());
+  VitBf16(const VitShape& shape, Arena& arena, int B, const ImageNorm& norm = ImageNorm(),
+          Attention attention = Attention::kOurs);
   void set_batch(const Batch& b, cudaStream_t s) override;  // pixels, and labels or soft targets
   void forward(cudaStream_t s) override;
   void loss_and_dlogits(float grad_scale, cudaStream_t s) override;

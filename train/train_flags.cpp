@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "kernels/attention_kind.h"
 #include "optim/groupable.h"
 #include "optim/options.h"
 
@@ -51,6 +52,11 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   cli.section(help_section::kSpeed);
   cli.add(0, "cuda-graph", &f->cuda_graph,
           "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
+  cli.add(
+      0, "attention", &f->attention,
+      "ours (our flash attention), cudnn (cuDNN's fused attention, deterministic backward with a B*heads*T*T bf16 "
+      "workspace) or cudnn-nondet (cuDNN's usual backward: dQ summed with atomics, so not bit-identical run to run); "
+      "cuDNN's in bf16 only, without --dropout");
   cli.add(0, "overlap", &f->overlap,
           "step each block's tensors during backward, as soon as their gradients are final (needs --clip 0; "
           "adamw, adafactor, small_fc_lopt, elo; same results)");
@@ -112,6 +118,9 @@ void check_train_flags(const TrainFlags& f) {
     user_error("--grad-sum must be auto, nccl or copy (got '", f.grad_sum, "').");
   if (f.grad_sum == "copy" && f.grad_comm == "bf16")
     user_error("--grad-sum copy sums the fp32 gradients; leave out --grad-comm bf16 or use --grad-sum nccl.");
+  if (attention_by_name(f.attention) != Attention::kOurs && f.dropout > 0)
+    user_error("--attention ", f.attention, " has no attention dropout; use --attention ours with --dropout ",
+               f.dropout, ", or leave out --dropout.");
   if (f.overlap && f.clip > 0)
     user_error("--overlap steps each block during backward, but --clip ", f.clip,
                " needs the norm of every gradient before any tensor moves; add --clip 0 or leave out --overlap.");

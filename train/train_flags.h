@@ -14,12 +14,13 @@
 struct TrainFlags {
   std::string optimizer = "adamw", schedule = "cosine", log, ckpt_dir, resume, lopt_weights, nccl_id_file;
   std::string grad_comm = "fp32";
-  std::string grad_sum = "auto";  // auto, nccl or copy (train/peer_sum.h)
+  std::string grad_sum = "auto";   // auto, nccl or copy (train/peer_sum.h)
+  std::string attention = "ours";  // ours, cudnn or cudnn-nondet (kernels/attention_kind.h)
   int B = 8, val_every = 100, val_batches = 10, ckpt_every = 0;
   int64_t steps = 1000, total_batch = 0, warmup = -1, seed = 1337;
   double lr = 6e-4, wd = 0.1, final_frac = 0.0, clip = 1.0, dropout = 0.0;
   double nccl_timeout = 300;  // seconds; NcclComm::kDefaultTimeout
-  bool lr_given = false;  // -l was given: the learned optimizers take it as their multiplier only then
+  bool lr_given = false;      // -l was given: the learned optimizers take it as their multiplier only then
   bool lopt_random = false, cuda_graph = false, overlap = false, nccl = false, shard = false;
   std::vector<std::string> sets;
   // What -d counts and what makes one micro-batch, for the help and the messages: GPT-2's tokens of -b * -t
@@ -45,7 +46,7 @@ constexpr const char* kSpeed = "speed and several GPUs";
 
 // Adds the shared flags to cli, section by section (-o, -l, -c, -k, -u, -q, --clip, --set, --lopt-weights,
 // --lopt-random; -x, -b, -d, --dropout, --seed; -v, -m, -n, --ckpt-dir, --resume, --log; --cuda-graph,
-// --overlap, --nccl-id-file, --nccl, --shard); `optimizers` is the -o help. The help's epilogue lists the
+// --attention, --overlap, --nccl-id-file, --nccl, --shard); `optimizers` is the -o help. The help's epilogue lists the
 // optimizers' options at the values the program starts from (optimizer_defaults of f's defaults, before
 // -l, -c and --set).
 void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers);

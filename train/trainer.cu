@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cudnn_attention.h"
 #include "train/data_error.h"
 #include "train/nccl_comm.h"
 #include "train/peer_sum.h"
@@ -95,6 +96,10 @@ void Trainer::start(BatchSource batches) {
 }
 
 void Trainer::print_step_setup() const {
+  if (f_.attention != "ours")
+    std::printf("attention: cuDNN %d's fused flash attention, %s backward (--attention %s)\n",
+                CudnnAttention::version(), f_.attention == "cudnn" ? "deterministic" : "atomic (nondeterministic)",
+                f_.attention.c_str());
   if (f_.overlap) std::printf("optimizer: each block's tensors step during backward (--overlap)\n");
   if (dp_.on()) std::printf("data parallel: %s\n", dp_.describe().c_str());
 }

@@ -310,6 +310,13 @@ case_ train_grad_sum_bf16 "--grad-sum copy sums the fp32 gradients; leave out --
   train_gpt2 --grad-sum copy --grad-comm bf16 --nccl 1
 case_ vit_grad_sum_one_process "--grad-sum copy sums the gradients of several processes, and this run is one process without NCCL" \
   train_vit --grad-sum copy
+flag_ --attention train_attention_bad "--attention must be ours, cudnn or cudnn-nondet (got 'flash')." \
+  train_gpt2 --attention flash
+flag_ --attention vit_attention_bad "--attention must be ours, cudnn or cudnn-nondet (got 'CUDNN')." train_vit --attention CUDNN
+case_ train_attention_dropout "--attention cudnn has no attention dropout; use --attention ours with --dropout 0.1, or leave out --dropout." \
+  train_gpt2 --attention cudnn --dropout 0.1
+case_ train_attention_fp32 "--attention cudnn-nondet runs in the bf16 model only; use --precision bf16 or --attention ours." \
+  train_gpt2 --attention cudnn-nondet --precision fp32
 WORLD_SIZE=400 RANK=0 LOCAL_RANK=0 case_ train_shard_too_many "--shard 1 gives every process whole tensors, and this model has 148 (q, k and v count as one) for 400 processes" \
   train_gpt2 --shard 1 --nccl-id-file unused_id_file
 flag_ --wd train_wd_negative      "-c (weight decay) must be >= 0 (got -1)" train_gpt2 -c -1

@@ -14,7 +14,10 @@
 #include "common/cuda_check.h"
 #include "common/device_buffer.h"
 #include "kernels/flash_attention.h"
+#include "tests/gpu/attention_test_util.h"
 #include "tests/test_util.h"
+
+using namespace attention_test;
 
 namespace {
 class FlashAttention : public ::testing::Test {
@@ -24,154 +27,8 @@ class FlashAttention : public ::testing::Test {
   }
 };
 
-constexpr int kHs = 64;
-
-std::vector<bf16> to_bf16(const std::vector<float>& x) {
-  std::vector<bf16> y(x.size());
-  for (size_t i = 0; i < x.size(); i++) y[i] = __float2bfloat16_rn(x[i]);
-  return y;
-}
-std::vector<float> to_float(const std::vector<bf16>& x) {
-  std::vector<float> y(x.size());
-  for (size_t i = 0; i < x.size(); i++) y[i] = __bfloat162float(x[i]);
-  return y;
-}
-
-// A dropout site as the host sees it: DropoutArgs with the counter's value instead of its device pointer.
-struct Dropout {
-  uint64_t seed = 0, counter = 0;
-  uint32_t site = 0, threshold = 0;  // threshold 0: no dropout
-  float scale = 1.0f;
-  bool on() const { return threshold != 0; }
-};
-Dropout dropout(float p, uint64_t counter = 5) {
-  Dropout d;
-  d.seed = 0x5eed;
-  d.counter = counter;
-  d.site = 7;
-  d.threshold = dropout_threshold(p);
-  d.scale = dropout_scale(d.threshold);
-  return d;
-}
-
-// Causal (or, with causal false, full) attention in double: out (B,T,C), lse (B,NH,T), dqkv (B,T,3C) from qkv (B,T,3C)
-// and dout (B,T,C), with dropout Z = keep * scale on the probabilities P: out = (Z P) V, dS = P (Z dP - D), dV = (Z
-// P)^T dout.
-struct Reference {
-  std::vector<double> out, lse, dqkv;
-};
-Reference reference(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int NH, bool causal,
-                    const Dropout& drop) {
-  const int C = NH * kHs, ld = 3 * C;
-  const double scale = 1.0 / std::sqrt(double(kHs));
-  const uint64_t key = dropout_site_key(drop.seed, drop.counter, drop.site);
-  Reference r;
-  r.out.assign(size_t(B) * T * C, 0.0);
-  r.lse.assign(size_t(B) * NH * T, 0.0);
-  r.dqkv.assign(size_t(B) * T * ld, 0.0);
-  std::vector<double> p(static_cast<size_t>(T)), dp(static_cast<size_t>(T)), z(static_cast<size_t>(T), 1.0);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++) {
-      auto q = [&](int t, int d) { return double(qkv[(size_t(b) * T + t) * ld + h * kHs + d]); };
-      auto k = [&](int t, int d) { return double(qkv[(size_t(b) * T + t) * ld + C + h * kHs + d]); };
-      auto v = [&](int t, int d) { return double(qkv[(size_t(b) * T + t) * ld + 2 * C + h * kHs + d]); };
-      auto go = [&](int t, int d) { return double(dout[(size_t(b) * T + t) * C + h * kHs + d]); };
-      auto dqkv = [&](int t, int part, int d) -> double& {
-        return r.dqkv[(size_t(b) * T + t) * ld + part * C + h * kHs + d];
-      };
-      for (int i = 0; i < T; i++) {
-        const int keys = causal ? i + 1 : T;  // query i sees keys 0 .. keys - 1
-        double m = -INFINITY;
-        for (int j = 0; j < keys; j++) {
-          double s = 0;
-          for (int d = 0; d < kHs; d++) s += q(i, d) * k(j, d);
-          p[size_t(j)] = s * scale;
-          m = std::max(m, p[size_t(j)]);
-        }
-        double sum = 0;
-        for (int j = 0; j < keys; j++) sum += std::exp(p[size_t(j)] - m);
-        const double lse = m + std::log(sum);
-        r.lse[(size_t(b) * NH + h) * T + i] = lse;
-        for (int j = 0; j < keys; j++) p[size_t(j)] = std::exp(p[size_t(j)] - lse);
-        if (drop.on()) {
-          const uint32_t rh = dropout_row(key, uint32_t(b * NH + h) * uint32_t(T) + uint32_t(i));
-          for (int j = 0; j < keys; j++)
-            z[size_t(j)] = dropout_keep(rh, uint32_t(j), drop.threshold) ? double(drop.scale) : 0.0;
-        }
-        for (int j = 0; j < keys; j++) {
-          double a = 0;
-          for (int d = 0; d < kHs; d++) a += go(i, d) * v(j, d);
-          dp[size_t(j)] = a;
-        }
-        // D = sum_j z_ij p_ij dp_ij = dout_i . out_i, the latter as the backward gets it: rounded to bf16.
-        // (This matters where dq, dk vanish, as at T = 1: with dropout out = scale * v is not exact.)
-        double D = 0;
-        for (int d = 0; d < kHs; d++) {
-          double o = 0;
-          for (int j = 0; j < keys; j++) o += z[size_t(j)] * p[size_t(j)] * v(j, d);
-          r.out[(size_t(b) * T + i) * C + h * kHs + d] = o;
-          D += go(i, d) * bf16_round(float(o));
-        }
-        for (int j = 0; j < keys; j++) {
-          const double ds = p[size_t(j)] * (z[size_t(j)] * dp[size_t(j)] - D) * scale;
-          for (int d = 0; d < kHs; d++) {
-            dqkv(i, 0, d) += ds * k(j, d);
-            dqkv(j, 1, d) += ds * q(i, d);
-            dqkv(j, 2, d) += z[size_t(j)] * p[size_t(j)] * go(i, d);
-          }
-        }
-      }
-    }
-  return r;
-}
-
-// Largest |got - want| over max |want|, and the count of non-finite got; elements picked by `take`.
-struct Err {
-  double rel_max = 0, max_ref = 0;
-  size_t bad = 0, n = 0;
-};
-template <class Take>
-Err compare(const std::vector<float>& got, const std::vector<double>& want, Take take) {
-  Err e;
-  double max_diff = 0;
-  for (size_t i = 0; i < want.size(); i++) {
-    if (!take(i)) continue;
-    e.n++;
-    if (!std::isfinite(got[i])) {
-      e.bad++;
-      continue;
-    }
-    max_diff = std::max(max_diff, std::fabs(got[i] - want[i]));
-    e.max_ref = std::max(e.max_ref, std::fabs(want[i]));
-  }
-  e.rel_max = max_diff / std::max(e.max_ref, 1e-3);  // the floor: at T = 1, dq = dk = 0 exactly
-  return e;
-}
-
-// Random bf16-rounded inputs: q and k with std qk_std (scores have std qk_std^2 after the 1/8 scale), v and
-// dout with std 1.
-struct Inputs {
-  std::vector<float> qkv, dout;
-};
-Inputs random_inputs(int B, int T, int NH, float qk_std, uint64_t seed) {
-  const int C = NH * kHs;
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::normal_distribution<float> z(0.0f, 1.0f);
-  Inputs in;
-  in.qkv.resize(size_t(B) * T * 3 * C);
-  in.dout.resize(size_t(B) * T * C);
-  for (size_t i = 0; i < in.qkv.size(); i++)
-    in.qkv[i] = bf16_round(z(rng) * ((i % (3 * C)) < size_t(2 * C) ? qk_std : 1.0f));
-  for (auto& x : in.dout) x = bf16_round(z(rng));
-  return in;
-}
-
 // One problem on the device: a forward and backward through the kernels under test, with every output
 // poisoned first (0xff bytes: NaN in bf16 and fp32, so that an unwritten element shows; or 0x00).
-struct Outputs {
-  std::vector<bf16> out, dqkv;
-  std::vector<float> lse;
-};
 class FlashRun {
  public:
   FlashRun(const Inputs& in, int B, int T, int NH, bool causal)
@@ -217,11 +74,6 @@ class FlashRun {
   DeviceBuffer<uint64_t> counter_;
 };
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 struct Case {
   int B, T, NH;
   float qk_std;  // std of q and k: scores have std qk_std^2 (after the 1/8 scale)
@@ -241,36 +93,11 @@ void run_case(const Case& c, uint64_t seed, const Dropout& drop, float p) {
   const Inputs in = random_inputs(B, T, NH, c.qk_std, seed);
   const Reference ref = reference(in.qkv, in.dout, B, T, NH, c.causal, drop);
   const Outputs got = FlashRun(in, B, T, NH, c.causal).run(drop);
-  const std::vector<float> out = to_float(got.out), dqkv = to_float(got.dqkv), &lse = got.lse;
-
-  // Tolerances: out, dq, dk, dv are stored in bf16 (relative rounding 2^-9) and the backward also rounds
-  // P and dS to bf16 for the tensor cores; lse is fp32 throughout.
-  const double tol_out = 1e-2, tol_grad = 2e-2, tol_lse = 1e-3;
-  const Err eo = compare(out, ref.out, [](size_t) { return true; });
-  EXPECT_EQ(eo.bad, 0u) << "out has non-finite (unwritten?) elements";
-  EXPECT_LE(eo.rel_max, tol_out) << "out";
-  double lse_err = 0;
-  size_t lse_bad = 0;
-  for (size_t i = 0; i < lse.size(); i++) {
-    if (!std::isfinite(lse[i]))
-      lse_bad++;
-    else
-      lse_err = std::max(lse_err, std::fabs(lse[i] - ref.lse[i]));
-  }
-  EXPECT_EQ(lse_bad, 0u) << "lse has non-finite (unwritten?) elements";
-  EXPECT_LE(lse_err, tol_lse) << "lse";
-  const char* names[3] = {"dq", "dk", "dv"};
-  Err eg[3];
-  for (int part = 0; part < 3; part++) {
-    eg[part] = compare(dqkv, ref.dqkv, [&](size_t i) { return int((i % size_t(3 * C)) / size_t(C)) == part; });
-    EXPECT_EQ(eg[part].bad, 0u) << names[part] << " has non-finite (unwritten?) elements";
-    EXPECT_LE(eg[part].rel_max, tol_grad) << names[part];
-  }
+  const Errors e = expect_near(got, ref, C);
   std::printf(
       "[flash] B=%d T=%d NH=%d qk_std=%.1f %s p=%.1f  max err / max|ref|: out %.2e  dq %.2e  dk %.2e  dv %.2e;  lse "
       "abs %.2e\n",
-      B, T, NH, c.qk_std, c.causal ? "causal" : "full", p, eo.rel_max, eg[0].rel_max, eg[1].rel_max, eg[2].rel_max,
-      lse_err);
+      B, T, NH, c.qk_std, c.causal ? "causal" : "full", p, e.out, e.dqkv[0], e.dqkv[1], e.dqkv[2], e.lse);
 }
 }  // namespace
 

@@ -7,6 +7,11 @@
 // with --tune K, with the fastest of the heuristic's first K (LtMatmul's tuning mode), to show what
 // algorithm choice could still give. Inputs are random normal (never zeros); times are medians of
 // --reps calls after warm-up, with CUDA events.
+//
+// --cudnn 1 adds cuDNN's fused attention (kernels/cudnn_attention) beside ours wherever attention is timed:
+// forward, deterministic backward and atomic backward, with count 0 (alternatives, outside the step's sums),
+// and a line per cuDNN plan. --attention-only 1 times only attention (each model's, and ViT-B/16's with
+// --vit-attention 1). Attention FLOPs: 4 B H T^2 64 forward, halved when causal; backward 2.5x.
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -22,6 +27,7 @@
 #include "common/event_timer.h"
 #include "kernels/column_sums.h"
 #include "kernels/crossentropy.h"
+#include "kernels/cudnn_attention.h"
 #include "kernels/flash_attention.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul_lt.h"
@@ -157,25 +163,50 @@ void bench_matmuls(const ModelSize& m, int tune, int reps, BenchBuffers& b, LtMa
         m.name.c_str(), t.m, t.n, t.k, t.chosen, t.candidates, t.ms_first, t.ms_best);
 }
 
+// The operands of attention at one shape: qkv (B*T, 3C), out and dout (B*T, C), dqkv (B*T, 3C), lse and
+// scratch (B*heads*T).
+struct AttentionBuffers {
+  const bf16* qkv;
+  bf16* out;
+  const bf16* dout;
+  bf16* dqkv;
+  float *lse, *scratch;
+};
+
+// Attention forward (as the step runs it, and the mma.sync kernel alone) and backward at (B, heads, T), then
+// with `cudnn` cuDNN's (count 0: alternatives) and its plans. FLOPs: 4 B H T^2 64 forward (two matmuls of
+// 2 T^2 64 per head), half of it under the causal mask; backward 2.5x (five matmuls).
+void bench_attention(const std::string& model, int B, int NH, int T, bool causal, int count, int reps, bool cudnn,
+                     const AttentionBuffers& x, Reporter& r) {
+  const double fwd_flop = 4.0 * B * NH * double(T) * T * 64 / (causal ? 2 : 1);
+  auto fwd = [&] { flash_attention_forward(x.out, x.lse, x.qkv, B, T, NH, causal, 0); };
+  auto mma = [&] { flash_attention_forward_mma(x.out, x.lse, x.qkv, B, T, NH, causal, 0); };
+  auto bwd = [&] { flash_attention_backward(x.dqkv, x.dout, x.out, x.lse, x.qkv, x.scratch, B, T, NH, causal, 0); };
+  r.report("attention", "fwd", count, fwd_flop, median_ms(fwd, reps), 0);
+  r.report("attention", "fwd mma.sync (alternative: other GPUs)", 0, fwd_flop, median_ms(mma, reps), 0);
+  r.report("attention", "bwd", count, 2.5 * fwd_flop, median_ms(bwd, reps), 0);
+  if (!cudnn) return;
+  for (const bool deterministic : {true, false}) {
+    CudnnAttention a(deterministic);
+    auto cfwd = [&] { a.forward(x.out, x.lse, x.qkv, B, T, NH, causal, 0); };
+    auto cbwd = [&] { a.backward(x.dqkv, x.dout, x.out, x.lse, x.qkv, x.scratch, B, T, NH, causal, 0); };
+    cfwd();  // the plans are built outside the timing
+    cbwd();
+    if (deterministic) r.report("attention", "cudnn fwd (alternative)", 0, fwd_flop, median_ms(cfwd, reps), 0);
+    r.report("attention", deterministic ? "cudnn bwd deterministic (alternative)" : "cudnn bwd atomic (alternative)", 0,
+             2.5 * fwd_flop, median_ms(cbwd, reps), 0);
+    std::stringstream plans(a.plans());  // one line per plan, free of quotes
+    for (std::string line; std::getline(plans, line);)
+      std::printf("{\"model\":\"%s\",\"cudnn\":%d,\"plan\":\"%s\"}\n", model.c_str(), CudnnAttention::version(),
+                  line.c_str());
+  }
+}
+
 // Attention, LayerNorm and the bias-gradient kernels (their counts per step as for the matmuls).
-void bench_kernels(const ModelSize& m, int T, int reps, BenchBuffers& b, Reporter& r) {
+void bench_kernels(const ModelSize& m, int T, int reps, bool cudnn, BenchBuffers& b, Reporter& r) {
   const int C = b.C, N = b.N, L = m.layers;
-  // Attention: 4 T^2 hd FLOP per head forward (hd = 64), half of them under the causal mask; backward 2.5x.
-  const double att_flop = 4.0 * m.B * m.heads * double(T) * T * 64 / 2;
-  float* lse = b.stats.get();
-  r.report("attention", "fwd", L, att_flop,
-           median_ms([&] { flash_attention_forward(b.aux.get(), lse, b.x.get(), m.B, T, m.heads, true, 0); }, reps), 0);
-  r.report("attention", "fwd mma.sync (alternative: other GPUs)", 0, att_flop,
-           median_ms([&] { flash_attention_forward_mma(b.aux.get(), lse, b.x.get(), m.B, T, m.heads, true, 0); }, reps),
-           0);
-  r.report("attention", "bwd", L, 2.5 * att_flop,
-           median_ms(
-               [&] {
-                 flash_attention_backward(b.y.get(), b.res.get(), b.aux.get(), lse, b.x.get(), b.scratch.get(), m.B, T,
-                                          m.heads, true, 0);
-               },
-               reps),
-           0);
+  bench_attention(m.name, m.B, m.heads, T, true, L, reps, cudnn,
+                  {b.x.get(), b.aux.get(), b.res.get(), b.y.get(), b.stats.get(), b.scratch.get()}, r);
   float* mean = b.stats.get();
   float* rstd = b.stats.get() + N;
   r.report(
@@ -203,42 +234,25 @@ void bench_kernels(const ModelSize& m, int T, int reps, BenchBuffers& b, Reporte
            median_ms([&] { bias_backward(b.dsum.get(), b.y.get(), 3 * C, N, 3 * C, b.scratch.get(), 0); }, reps), 0);
 }
 
-// Attention at ViT-B/16's shape (B 256, 12 heads, T 197, not causal), forward (as the step runs it, and the
-// mma.sync kernel alone) and backward, as JSON lines of the same form.
-void bench_vit_attention(int reps) {
-  const int B = 256, T = 197, NH = 12, C = NH * 64;
-  const double flop = 4.0 * B * NH * double(T) * T * 64;  // not causal: every score
-  DeviceBuffer<bf16> qkv(size_t(B) * T * 3 * C, "qkv"), out(size_t(B) * T * C, "out"), dout(size_t(B) * T * C, "dout");
-  DeviceBuffer<bf16> dqkv(size_t(B) * T * 3 * C, "dqkv");
-  DeviceBuffer<float> lse(size_t(B) * NH * T, "lse"), scratch(size_t(B) * NH * T, "scratch");
+// Attention alone at one shape (GPT-2's causal, ViT's not), on buffers of its own, random normal.
+void bench_attention_alone(const ModelSize& m, int T, bool causal, int reps, bool cudnn) {
+  const size_t N = size_t(m.B) * T, C = size_t(m.heads) * 64, rows = size_t(m.B) * m.heads * T;
+  DeviceBuffer<bf16> qkv(N * 3 * C, "qkv"), out(N * C, "out"), dout(N * C, "dout"), dqkv(N * 3 * C, "dqkv");
+  DeviceBuffer<float> lse(rows, "lse"), scratch(rows, "scratch");
   fill_normal(qkv.get(), int64_t(qkv.size()), 1, 1.0f);
   fill_normal(dout.get(), int64_t(dout.size()), 2, 1.0f);
-  auto line = [&](const char* op, double f, double ms) {
-    std::printf(
-        "{\"model\":\"vit-b16\",\"B\":%d,\"T\":%d,\"kind\":\"attention\",\"op\":\"%s\",\"ms\":%.4f,"
-        "\"tflops\":%.1f}\n",
-        B, T, op, ms, f / ms * 1e-9);
-    std::fflush(stdout);
-  };
-  line("fwd", flop,
-       median_ms([&] { flash_attention_forward(out.get(), lse.get(), qkv.get(), B, T, NH, false, 0); }, reps));
-  line("fwd mma.sync", flop,
-       median_ms([&] { flash_attention_forward_mma(out.get(), lse.get(), qkv.get(), B, T, NH, false, 0); }, reps));
-  line("bwd", 2.5 * flop,
-       median_ms(
-           [&] {
-             flash_attention_backward(dqkv.get(), dout.get(), out.get(), lse.get(), qkv.get(), scratch.get(), B, T, NH,
-                                      false, 0);
-           },
-           reps));
+  Reporter r(m, T);
+  bench_attention(m.name, m.B, m.heads, T, causal, m.layers, reps, cudnn,
+                  {qkv.get(), out.get(), dout.get(), dqkv.get(), lse.get(), scratch.get()}, r);
+  CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void bench_model(const ModelSize& m, int T, int tune, int reps) {
+void bench_model(const ModelSize& m, int T, int tune, int reps, bool cudnn) {
   BenchBuffers b(m, T);
   LtMatmul heur, tuned(tune);
   Reporter r(m, T);
   bench_matmuls(m, tune, reps, b, heur, tuned, r);
-  bench_kernels(m, T, reps, b, r);
+  bench_kernels(m, T, reps, cudnn, b, r);
   CUDA_CHECK(cudaDeviceSynchronize());
   r.print_sums();
 }
@@ -248,6 +262,7 @@ int main(int argc, char** argv) {
   try {
     std::string models = "gpt2-124m:64,gpt2-355m:32";
     int T = 1024, tune = 8, reps = 20, vit_attention = 0;
+    bool cudnn = false, attention_only = false;
     Cli cli("bench_gpt2_ops", "GPU time of each operation of a bf16 GPT-2 training step (JSON lines).");
     // The vocabulary shared with our other programs: train/flags.h.
     flags::add_model(cli, &models, kGpt2Sizes, true, "; each optionally :B (batch; default 64, 32, 16, 8 by size)");
@@ -255,6 +270,9 @@ int main(int argc, char** argv) {
     cli.add(0, "tune", &tune, "also time the fastest of the cuBLASLt heuristic's first K algorithms (0: off)");
     cli.add(0, "reps", &reps, "timed repetitions per operation (median)");
     cli.add(0, "vit-attention", &vit_attention, "1: also time attention at ViT-B/16's shape (B 256, T 197, 12 heads)");
+    cli.add(0, "cudnn", &cudnn, "also time cuDNN's fused attention (forward; deterministic and atomic backward)");
+    cli.add(0, "attention-only", &attention_only,
+            "time only attention (each model's; ViT-B/16's with --vit-attention 1)");
     flags::add_flag_notes(cli, "bench_gpt2_ops");
     if (!cli.parse(argc, argv)) return 0;
     // The model names first, so that any later mistake shows that they were taken.
@@ -269,8 +287,13 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("{\"bench\":\"gpt2_ops\",\"gpu\":\"%s\"}\n", prop.name);
-    for (const auto& m : list) bench_model(m, T, tune, reps);
-    if (vit_attention) bench_vit_attention(reps);
+    for (const auto& m : list) {
+      if (attention_only)
+        bench_attention_alone(m, T, true, reps, cudnn);
+      else
+        bench_model(m, T, tune, reps, cudnn);
+    }
+    if (vit_attention) bench_attention_alone({"vit-b16", 12, 768, 12, 256}, 197, false, reps, cudnn);
   } catch (const UserError& e) {
     std::fprintf(stderr, "bench_gpt2_ops: %s\n", e.what());
     return 1;

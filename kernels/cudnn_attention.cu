@@ -432,8 +432,9 @@ const Plan& CudnnAttention::Impl::plan(const Shape& s, bool backward, bool deter
   if (backward && !deterministic) p->accum = s.B * s.H * s.T * 64 * int64_t(sizeof(float));
   if (workspace.bytes() < size_t(p->total())) workspace.alloc(size_t(p->total()), "the cuDNN attention workspace");
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  built.push_back(str_cat(what, ": ", p->info, ", workspace ", (p->total() + (1 << 20) - 1) >> 20, " MiB, built in ",
-                          int64_t(ms), " ms"));
+  const int64_t ws = p->total();
+  built.push_back(str_cat(what, ": ", p->info, ", workspace ", ws < (1 << 20) ? ws : ws >> 20,
+                          ws < (1 << 20) ? " bytes" : " MiB", ", built in ", int64_t(ms), " ms"));
   return *(plans[key] = std::move(p));
 }
 
@@ -483,7 +484,7 @@ void CudnnAttention::backward(bf16* dqkv, const bf16* dout, const bf16* out, con
                "--attention ours.");
   if (v <= 91500 && !causal && T % 128 != 0)  // the front end pads these with a mask of its own
     user_error(who, ": cuDNN ", v, " has a known bug in the non-causal backward when T (", T,
-               ") is not a multiple of 128; use cuDNN 9.16 or later, or --attention ours.");
+               ") is not a multiple of 128; use cuDNN 9.15.1 or later, or --attention ours.");
   const Shape sh{B, NH, T, causal};
   const Plan& p = impl_->plan(sh, true, deterministic_);
   const int64_t C = sh.C();

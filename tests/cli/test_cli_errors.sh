@@ -622,6 +622,7 @@ case_ opsbench_no_model           "--model needs at least one model name" bench_
 flag_ --seq opsbench_bad_seq      "need --seq a multiple of 64"        bench_gpt2_ops -t 100
 flag_ --tune opsbench_tune_negative "--tune >= 0"                      bench_gpt2_ops --tune -1
 flag_ --reps opsbench_reps_zero   "--reps >= 1"                        bench_gpt2_ops --reps 0
+flag_ --vit-attention opsbench_vit_attention_text "flag --vit-attention needs a number, got 'yes'" bench_gpt2_ops --vit-attention yes
 flag_ --cudnn opsbench_cudnn_bool  "flag --cudnn needs 0 or 1, got 'yes'" bench_gpt2_ops --cudnn yes
 flag_ --attention-only opsbench_attention_only_bool "flag --attention-only needs 0 or 1, got '2'" bench_gpt2_ops --attention-only 2
 case_ gradsum_one_process          "launch 2 or more"                   bench_grad_sum --nccl-id-file "$tmp/id"

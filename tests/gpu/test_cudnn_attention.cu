@@ -2,7 +2,8 @@
 // precision CPU reference that our kernels are checked against (tests/gpu/attention_test_util.h): out, lse,
 // dq, dk, dv, causal and not (ViT's T = 197); against our kernels at GPT-2 124M's and ViT-B/16's head count;
 // bit-identical reruns of the deterministic backward (and whether the atomic one reruns identically, printed);
-// the plan cache; argument checks; and the tiny bf16 GPT-2 with --attention cudnn against the CPU model.
+// a control that must fail (k and v swapped); the plan cache; argument checks; and the tiny bf16 GPT-2 with
+// --attention cudnn against the CPU model.
 //
 // Tolerances, the same as our kernels' (attention_test::Tolerances): out and dq, dk, dv are stored in bf16
 // (relative rounding 2^-9) and both kernels round P and dS to bf16 for the tensor cores, so each output is
@@ -150,6 +151,26 @@ TEST_F(CudnnAttentionGpu, Reruns) {
       std::printf("[cudnn] %s backward, T=%d: dqkv bit-identical in %d of %d reruns\n%s", name(det), c.T, same_dqkv,
                   reruns, run.cudnn().plans().c_str());
     }
+}
+
+// The comparison can fail: cuDNN on the same inputs with k and v exchanged is far from the reference.
+TEST_F(CudnnAttentionGpu, SwappedKeysAndValuesFail) {
+  for (const bool causal : {true, false}) {
+    const Case c{2, 197, 3, 1.0f, causal};
+    const int C = c.NH * kHs;
+    Inputs in = random_inputs(c.B, c.T, c.NH, c.qk_std, 77);
+    const Reference ref = reference(in.qkv, in.dout, c.B, c.T, c.NH, c.causal, Dropout());
+    for (size_t row = 0; row < in.qkv.size() / size_t(3 * C); row++)
+      std::swap_ranges(in.qkv.begin() + row * 3 * C + C, in.qkv.begin() + row * 3 * C + 2 * C,
+                       in.qkv.begin() + row * 3 * C + 2 * C);
+    const Outputs got = AttentionRun(in, c.B, c.T, c.NH, c.causal).run(Kernel::kCudnn);
+    const Err eo = compare(to_float(got.out), ref.out, [](size_t) { return true; });
+    const Err eg = compare(to_float(got.dqkv), ref.dqkv, [](size_t) { return true; });
+    EXPECT_GT(eo.rel_max, 10 * Tolerances().out) << "out with k and v swapped still matches";
+    EXPECT_GT(eg.rel_max, 10 * Tolerances().grad) << "dqkv with k and v swapped still matches";
+    std::printf("[cudnn] k and v swapped (%s): out err %.2e, dqkv err %.2e (must be far above the tolerances)\n",
+                causal ? "causal" : "full", eo.rel_max, eg.rel_max);
+  }
 }
 
 // A plan per (shape, direction), built once; a new shape adds its own.

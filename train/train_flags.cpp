@@ -52,11 +52,11 @@ void add_train_flags(Cli& cli, TrainFlags* f, const std::string& optimizers) {
   cli.section(help_section::kSpeed);
   cli.add(0, "cuda-graph", &f->cuda_graph,
           "replay each step (micro-batches; clipping and optimizer) as captured CUDA graphs");
-  cli.add(
-      0, "attention", &f->attention,
-      "ours (our flash attention), cudnn (cuDNN's fused attention, deterministic backward with a B*heads*T*T bf16 "
-      "workspace) or cudnn-nondet (cuDNN's usual backward: dQ summed with atomics, so not bit-identical run to run); "
-      "cuDNN's in bf16 only, without --dropout");
+  cli.add(0, "attention", &f->attention,
+          "ours (our flash attention), cudnn (cuDNN's fused attention, deterministic backward with a B*heads*T*T bf16 "
+          "workspace) or cudnn-nondet (cuDNN's usual backward: dQ summed with atomics, so reruns may differ in the "
+          "last bits); "
+          "cuDNN's in bf16 only, without --dropout");
   cli.add(0, "overlap", &f->overlap,
           "step each block's tensors during backward, as soon as their gradients are final (needs --clip 0; "
           "adamw, adafactor, small_fc_lopt, elo; same results)");

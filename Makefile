@@ -58,7 +58,7 @@ CUDA_SRC := common/device_random.cu core/arena.cu optim/optimizer.cu optim/group
             optim/adafactor.cu optim/newton_schulz.cu optim/muon.cu optim/lopt/lo_core.cu optim/lopt/lo_global_clip.cu \
             optim/lopt/small_fc_lopt.cu optim/lopt/small_fc_fast.cu optim/lopt/velo.cu optim/lopt/velo_pass_c.cu \
             optim/lopt/celo2.cu optim/lopt/celo2_learned.cu optim/lopt/celo2_fast.cu kernels/gpt2_fp32_kernels.cu kernels/embedding.cu kernels/matmul_lt.cu kernels/layernorm.cu kernels/column_sums.cu \
-            kernels/convert.cu kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention_fwd.cu kernels/flash_attention_fwd_sm90.cu kernels/flash_attention_bwd.cu kernels/cudnn_attention.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
+            kernels/convert.cu kernels/crossentropy.cu kernels/gelu.cu kernels/reduce.cu kernels/flash_attention_fwd.cu kernels/flash_attention_fwd_sm90.cu kernels/flash_attention_bwd.cu kernels/flash_attention_bwd_sm90.cu kernels/cudnn_attention.cu kernels/patch_embed.cu kernels/dropout_kernels.cu kernels/op_timer.cu \
             models/transformer_block.cu models/vit_bf16.cu models/gpt2_fp32.cu models/gpt2_bf16.cu models/gpt2.cu data/prefetcher.cu data/image_prefetcher.cu \
             data/gpu_resize.cu data/nvjpeg_decoder.cu \
             train/checkpoint.cu train/program.cu train/train_log.cu train/step_runner.cu train/train_optimizer.cu train/nccl_comm.cu \
@@ -69,11 +69,12 @@ HOST_OBJ := $(HOST_SRC:%.cpp=$(BUILD)/%.o)
 # The GPU resize rounds each product and sum as the CPU's resampler does (data/gpu_resize.h).
 $(BUILD)/data/gpu_resize.o: NVCCFLAGS += -fmad=false
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
-# The Hopper attention kernel's wgmma exists only on the arch-specific target sm_90a, whose code runs on
+# The Hopper attention kernels' wgmma exists only on the arch-specific target sm_90a, whose code runs on
 # compute capability 9.0 alone; other builds compile the file without it (kernels/flash_attention_sm90.h).
 ifeq ($(GPU_ARCH),90)
-$(BUILD)/kernels/flash_attention_fwd_sm90.o: GENCODE = -gencode arch=compute_90a,code=sm_90a
-$(BUILD)/kernels/flash_attention_fwd_sm90.o: NVCCFLAGS += -DLOPT_SM90A
+SM90A_OBJ := $(BUILD)/kernels/flash_attention_fwd_sm90.o $(BUILD)/kernels/flash_attention_bwd_sm90.o
+$(SM90A_OBJ): GENCODE = -gencode arch=compute_90a,code=sm_90a
+$(SM90A_OBJ): NVCCFLAGS += -DLOPT_SM90A
 endif
 
 TEST_CPU_SRC := $(wildcard tests/cpu/*.cpp)

@@ -173,7 +173,7 @@ struct AttentionBuffers {
   float *lse, *scratch;
 };
 
-// Attention forward (as the step runs it, and the mma.sync kernel alone) and backward at (B, heads, T), then
+// Attention forward and backward (as the step runs them, and the mma.sync kernels alone) at (B, heads, T), then
 // with `cudnn` cuDNN's (count 0: alternatives) and its plans. FLOPs: 4 B H T^2 64 forward (two matmuls of
 // 2 T^2 64 per head), half of it under the causal mask; backward 2.5x (five matmuls).
 void bench_attention(const std::string& model, int B, int NH, int T, bool causal, int count, int reps, bool cudnn,
@@ -185,6 +185,10 @@ void bench_attention(const std::string& model, int B, int NH, int T, bool causal
   r.report("attention", "fwd", count, fwd_flop, median_ms(fwd, reps), 0);
   r.report("attention", "fwd mma.sync (alternative: other GPUs)", 0, fwd_flop, median_ms(mma, reps), 0);
   r.report("attention", "bwd", count, 2.5 * fwd_flop, median_ms(bwd, reps), 0);
+  auto bwd_mma = [&] {
+    flash_attention_backward_mma(x.dqkv, x.dout, x.out, x.lse, x.qkv, x.scratch, B, T, NH, causal, 0);
+  };
+  r.report("attention", "bwd mma.sync (alternative: other GPUs)", 0, 2.5 * fwd_flop, median_ms(bwd_mma, reps), 0);
   if (!cudnn) return;
   for (const bool deterministic : {true, false}) {
     CudnnAttention a(deterministic);

@@ -31,6 +31,11 @@ void flash_attention_forward_mma(bf16* out, float* lse, const bf16* qkv, int B, 
 // dqkv: (B, T, 3*C) bf16, fully overwritten (dq, dk, dv in the same column layout as qkv).
 // scratch: at least B*NH*T floats (for D = rowsum(dout * out)).
 // drop: as given to the forward that produced out and lse.
+// Without dropout on a GPU of compute capability 9.0 its products run on wgmma, with the same bits.
 void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
                               float* scratch, int B, int T, int NH, bool causal, cudaStream_t s,
                               const DropoutArgs& drop = DropoutArgs());
+// The mma.sync backward on any GPU (the tests and benchmarks compare the two).
+void flash_attention_backward_mma(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
+                                  float* scratch, int B, int T, int NH, bool causal, cudaStream_t s,
+                                  const DropoutArgs& drop = DropoutArgs());

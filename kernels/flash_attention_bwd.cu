@@ -11,6 +11,7 @@
 // shuffles (see drop_bits_kv). The dK/dV kernel flips the sign of dropped P (P >= 0), so that max(P, 0)
 // is the mask for dV (scaled at the end) and |P| the P of dS.
 #include "kernels/flash_attention.cuh"
+#include "kernels/flash_attention_sm90.h"
 
 using namespace flash;
 
@@ -375,9 +376,10 @@ __global__ void __launch_bounds__(kThreads, 3)
 }
 }  // namespace
 
-void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
-                              float* scratch, int B, int T, int NH, bool causal, cudaStream_t s,
-                              const DropoutArgs& drop) {
+namespace {
+// The argument checks and D = rowsum(dout * out) into scratch, which both backward paths start with.
+void backward_prologue(const bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
+                       float* scratch, int B, int T, int NH, cudaStream_t s, const DropoutArgs& drop) {
   const char* who = "flash_attention_backward";
   check_shape(who, B, T, NH);
   check_aligned(who, dqkv, "dqkv", 16);
@@ -390,6 +392,22 @@ void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, con
   const int64_t lanes = int64_t(B) * T * NH * 8;
   flash_bwd_dsum_k<<<unsigned((lanes + 255) / 256), 256, 0, s>>>(scratch, dout, out, B, T, NH);
   CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
+void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
+                              float* scratch, int B, int T, int NH, bool causal, cudaStream_t s,
+                              const DropoutArgs& drop) {
+  if (drop.on() || !flash_attention_sm90_available())
+    return flash_attention_backward_mma(dqkv, dout, out, lse, qkv, scratch, B, T, NH, causal, s, drop);
+  backward_prologue(dqkv, dout, out, lse, qkv, scratch, B, T, NH, s, drop);
+  flash_attention_backward_sm90(dqkv, scratch, dout, lse, qkv, B, T, NH, causal, s);
+}
+
+void flash_attention_backward_mma(bf16* dqkv, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv,
+                                  float* scratch, int B, int T, int NH, bool causal, cudaStream_t s,
+                                  const DropoutArgs& drop) {
+  backward_prologue(dqkv, dout, out, lse, qkv, scratch, B, T, NH, s, drop);
   const uint32_t thr16 = drop.threshold << 16;  // see keep_lo
   const auto dkdv = drop.on() ? (causal ? flash_bwd_dkdv_k<true, true> : flash_bwd_dkdv_k<true, false>)
                               : (causal ? flash_bwd_dkdv_k<false, true> : flash_bwd_dkdv_k<false, false>);

@@ -1,6 +1,6 @@
-// The Hopper attention forward (kernels/flash_attention_fwd_sm90.cu) against the mma.sync forward, which
+// The Hopper attention forward and backward (kernels/flash_attention_*_sm90.cu) against the mma.sync kernels, which
 // test_flash_attention.cu checks against a double-precision CPU reference (on a Hopper GPU that suite's forward
-// is the Hopper kernel itself): out and lse bit for bit on the same bf16 inputs,
+// is the Hopper kernel itself): out, lse and dqkv bit for bit on the same bf16 inputs,
 // causal and not, T below, at and past the 64-key and 128-query tiles, several heads and batches. Every output
 // is poisoned first (NaN), so an element left unwritten fails. A control run on other inputs (k and v
 // swapped) must differ, so the comparison can fail. Skipped without a GPU of compute capability 9.0 or a
@@ -95,6 +95,44 @@ TEST_F(FlashAttentionSm90, MatchesMmaSyncKernelBitForBit) {
     EXPECT_EQ(eo, 0.0);
     EXPECT_EQ(el, 0.0);
   }
+}
+
+// The backward (dq, dk, dv) of both paths from the same forward outputs and dout: equal bits.
+std::vector<float> backward(const std::vector<bf16>& qkv_host, const Shape& s, bool sm90, uint32_t seed) {
+  const size_t C = size_t(s.NH) * 64, rows = size_t(s.B) * s.T;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> z(0.0f, 1.0f);
+  std::vector<bf16> dout_host(rows * C);
+  for (bf16& x : dout_host) x = __float2bfloat16_rn(z(rng));
+  DeviceBuffer<bf16> qkv(qkv_host.size()), out(rows * C), dout(rows * C), dqkv(qkv_host.size());
+  DeviceBuffer<float> lse(size_t(s.B) * s.NH * s.T), scratch(size_t(s.B) * s.NH * s.T);
+  qkv.upload(qkv_host);
+  dout.upload(dout_host);
+  CUDA_CHECK(cudaMemset(dqkv.get(), 0xff, dqkv.bytes()));
+  flash_attention_forward_mma(out.get(), lse.get(), qkv.get(), s.B, s.T, s.NH, s.causal, 0);
+  if (sm90)
+    flash_attention_backward(dqkv.get(), dout.get(), out.get(), lse.get(), qkv.get(), scratch.get(), s.B, s.T, s.NH,
+                             s.causal, 0);
+  else
+    flash_attention_backward_mma(dqkv.get(), dout.get(), out.get(), lse.get(), qkv.get(), scratch.get(), s.B, s.T, s.NH,
+                                 s.causal, 0);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> r;
+  for (bf16 v : dqkv.download()) r.push_back(__bfloat162float(v));
+  return r;
+}
+
+TEST_F(FlashAttentionSm90, BackwardMatchesMmaSyncKernelBitForBit) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(str_cat("B=", s.B, " T=", s.T, " NH=", s.NH, " causal=", s.causal));
+    const std::vector<bf16> qkv = random_qkv(s, 13);
+    const double e = rel_max(backward(qkv, s, true, 3), backward(qkv, s, false, 3));
+    std::printf("backward B=%d T=%d NH=%d %s: dqkv %.2e\n", s.B, s.T, s.NH, s.causal ? "causal" : "full", e);
+    EXPECT_EQ(e, 0.0);
+  }
+  const Shape s{2, 256, 2, true};  // the control: other inputs must differ
+  EXPECT_GT(rel_max(backward(swap_kv(random_qkv(s, 13), s), s, true, 3), backward(random_qkv(s, 13), s, false, 3)),
+            0.1);
 }
 
 TEST_F(FlashAttentionSm90, ComparisonSeesOtherInputs) {

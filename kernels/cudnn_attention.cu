@@ -455,6 +455,18 @@ CudnnAttention::~CudnnAttention() = default;
 
 int CudnnAttention::version() { return int(cudnnGetVersion()); }
 
+std::string CudnnAttention::backward_refusal(int T, bool causal) {
+  const int v = version();
+  if (T == 1) return "cuDNN does not take T = 1; use --attention ours.";
+  if (v >= 91000 && v < 91002)  // the cuDNN front end refuses these versions for the same reason
+    return str_cat("cuDNN ", v, " has a known bug in the attention backward; use cuDNN 9.10.2 or later, or ",
+                   "--attention ours.");
+  if (v <= 91500 && !causal && T % 128 != 0)  // the front end pads these with a mask of its own
+    return str_cat("cuDNN ", v, " has a known bug in the non-causal backward when T (", T,
+                   ") is not a multiple of 128; use cuDNN 9.15.1 or later, or --attention ours.");
+  return "";
+}
+
 std::string CudnnAttention::plans() const {
   std::string s;
   for (const std::string& line : impl_->built) s += line + "\n";
@@ -477,14 +489,8 @@ void CudnnAttention::backward(bf16* dqkv, const bf16* dout, const bf16* out, con
                               float* scratch, int B, int T, int NH, bool causal, cudaStream_t s) {
   const char* who = "cuDNN attention backward";
   check_args(who, B, T, NH, {dqkv, dout, out, lse, qkv, scratch});
-  const int v = version();
-  if (T == 1) user_error(who, ": cuDNN does not take T = 1; use --attention ours.");
-  if (v >= 91000 && v < 91002)  // the cuDNN front end refuses these versions for the same reason
-    user_error(who, ": cuDNN ", v, " has a known bug in the attention backward; use cuDNN 9.10.2 or later, or ",
-               "--attention ours.");
-  if (v <= 91500 && !causal && T % 128 != 0)  // the front end pads these with a mask of its own
-    user_error(who, ": cuDNN ", v, " has a known bug in the non-causal backward when T (", T,
-               ") is not a multiple of 128; use cuDNN 9.15.1 or later, or --attention ours.");
+  const std::string refusal = backward_refusal(T, causal);
+  if (!refusal.empty()) user_error(who, ": ", refusal);
   const Shape sh{B, NH, T, causal};
   const Plan& p = impl_->plan(sh, true, deterministic_);
   const int64_t C = sh.C();
@@ -497,7 +503,7 @@ void CudnnAttention::backward(bf16* dqkv, const bf16* dout, const bf16* out, con
   unsigned char* ws = impl_->workspace.get();
   if (p.accum) {
     unsigned char* acc = ws + aligned(p.workspace);
-    if (v < 90600) CUDA_CHECK(cudaMemsetAsync(acc, 0, size_t(p.accum), s));  // later versions zero it themselves
+    if (version() < 90600) CUDA_CHECK(cudaMemsetAsync(acc, 0, size_t(p.accum), s));  // later ones zero it themselves
     uids.push_back(kDQAccum), ptrs.push_back(acc);
   }
   execute(impl_->handle, p, uids, ptrs, ws, s);

@@ -42,6 +42,9 @@ class CudnnAttention {
   std::string plans() const;
   // The version of the cuDNN library loaded (e.g. 91900 for 9.19.0).
   static int version();
+  // Why the loaded cuDNN cannot run this backward (its known bugs, T = 1), or empty where it can; backward
+  // stops with this sentence.
+  static std::string backward_refusal(int T, bool causal);
 
  private:
   struct Impl;

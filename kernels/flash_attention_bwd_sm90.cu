@@ -31,18 +31,6 @@ __device__ __forceinline__ void load_vec(uint32_t dst, const float* x, int r0, i
   }
 }
 
-// D (64 x 64, fp32) = A B over the head's 64 dims, both K-major tiles in shared memory.
-__device__ __forceinline__ void issue_ss(float (&d)[32], uint32_t a, uint32_t b) {
-  const uint64_t da = wgmma::desc_sw128(a), db = wgmma::desc_sw128(b);
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) wgmma::mma_ss(d, wgmma::desc_add(da, 32 * kk), wgmma::desc_add(db, 32 * kk), kk > 0);
-}
-// D += A B over a tile's 64 rows: A (bf16, in registers) k-step by k-step, B an MN-major tile.
-__device__ __forceinline__ void issue_rs(float (&d)[32], const uint32_t (&a)[4][4], uint32_t b) {
-  const uint64_t db = wgmma::desc_sw128(b);
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) wgmma::mma_rs_bt(d, a[kk], wgmma::desc_add(db, 2048 * kk));
-}
 __device__ __forceinline__ float (&flat(float (&x)[8][4]))[32] { return reinterpret_cast<float(&)[32]>(x); }
 
 // P^T = exp(S^T / 8 - lse[query]) as bf16 A fragments (k = query), keys kw + g (+ 8) of this thread.
@@ -129,20 +117,20 @@ __global__ void __launch_bounds__(kThreads, 2)
     const uint32_t sQ = sQ0 + 2 * st * kTileBytes, sdO = sQ + kTileBytes;
     const float* sL = vec + st * 128;
     wgmma::fence();
-    issue_ss(flat(s), sK, sQ);  // S^T = K Q^T
+    wgmma::tile_ss(flat(s), sK, sQ);  // S^T = K Q^T
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_operands(flat(s));
     p_transposed<kCausal>(pa, s, sL, m0, kw, T, lane);
     wgmma::fence();
-    issue_rs(flat(dv), pa, sdO);   // dV += P^T dO
-    issue_ss(flat(dpt), sV, sdO);  // dP^T = V dO^T
+    wgmma::tile_rs(flat(dv), pa, sdO);   // dV += P^T dO
+    wgmma::tile_ss(flat(dpt), sV, sdO);  // dP^T = V dO^T
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_operands(flat(dpt));
     ds_transposed(pa, dpt, sL + 64, lane);
     wgmma::fence();
-    issue_rs(flat(dk), pa, sQ);  // dK += dS^T Q
+    wgmma::tile_rs(flat(dk), pa, sQ);  // dK += dS^T Q
     wgmma::commit();
     wgmma::wait<0>();
   }
@@ -211,8 +199,8 @@ __global__ void __launch_bounds__(kThreads, 3)
     const int n0 = j * kTile;
     const uint32_t sK = sKV0 + 2 * st * kTileBytes, sV = sK + kTileBytes;
     wgmma::fence();
-    issue_ss(flat(s), sQ, sK);    // S = Q K^T
-    issue_ss(flat(dp), sdO, sV);  // dP = dO V^T
+    wgmma::tile_ss(flat(s), sQ, sK);    // S = Q K^T
+    wgmma::tile_ss(flat(dp), sdO, sV);  // dP = dO V^T
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_operands(flat(s));
@@ -235,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, 3)
             pack_bf16(s[nt][2 * hf] * (dp[nt][2 * hf] - Drow[hf]), s[nt][2 * hf + 1] * (dp[nt][2 * hf + 1] - Drow[hf]));
       }
     wgmma::fence();
-    issue_rs(flat(dq), da, sK);  // dQ += dS K
+    wgmma::tile_rs(flat(dq), da, sK);  // dQ += dS K
     wgmma::commit();
     wgmma::wait<0>();
   }

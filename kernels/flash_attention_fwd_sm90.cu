@@ -132,18 +132,6 @@ __device__ __forceinline__ void pack_p(uint32_t (&p)[4][4], const float (&s)[8][
   }
 }
 
-// S = Q K^T over the head's 64 dims (4 k-steps of 16), and O += P V over the tile's 64 keys.
-__device__ __forceinline__ void issue_s(float (&s)[32], uint32_t sQ, uint32_t sK) {
-  const uint64_t dq = wgmma::desc_sw128(sQ), dk = wgmma::desc_sw128(sK);
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) wgmma::mma_ss(s, wgmma::desc_add(dq, 32 * kk), wgmma::desc_add(dk, 32 * kk), kk > 0);
-}
-__device__ __forceinline__ void issue_pv(float (&o)[32], const uint32_t (&p)[4][4], uint32_t sV) {
-  const uint64_t dv = wgmma::desc_sw128(sV);
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) wgmma::mma_rs_bt(o, p[kk], wgmma::desc_add(dv, 2048 * kk));
-}
-
 // O / l as bf16 (staged through this warp's 16 rows of the Q tile) and lse = (max + log2 l) ln 2.
 __device__ __forceinline__ void store(bf16* out_bh, float* lse_bh, uint8_t* sq, int tile_row, int row0, int T, int C,
                                       const float (&o)[8][4], const Rows& r, int lane) {
@@ -217,7 +205,7 @@ __global__ void __launch_bounds__(kCtaThreads, 2)
     float corr[2];
     if (j == 0 && n_mine > 0) {  // the first tile: no P V yet, O is zero
       wgmma::fence();
-      issue_s(s32, sQw, sK);
+      wgmma::tile_ss(s32, sQw, sK);
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operands(s32);
@@ -225,9 +213,9 @@ __global__ void __launch_bounds__(kCtaThreads, 2)
       pack_p(p, s);
     } else if (j < n_mine) {
       wgmma::fence();
-      issue_s(s32, sQw, sK);
+      wgmma::tile_ss(s32, sQw, sK);
       wgmma::commit();
-      issue_pv(o32, p, sVprev);  // P_{j-1} V_{j-1} runs during the softmax of S_j
+      wgmma::tile_rs(o32, p, sVprev);  // P_{j-1} V_{j-1} runs during the softmax of S_j
       wgmma::commit();
       wgmma::wait<1>();
       wgmma::fence_operands(s32);
@@ -238,7 +226,7 @@ __global__ void __launch_bounds__(kCtaThreads, 2)
       pack_p(p, s);
     } else if (j == n_mine && j > 0) {  // this warpgroup's last P V (causal: its rows end a tile earlier)
       wgmma::fence();
-      issue_pv(o32, p, sVprev);
+      wgmma::tile_rs(o32, p, sVprev);
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operands(o32);
@@ -246,7 +234,7 @@ __global__ void __launch_bounds__(kCtaThreads, 2)
   }
   if (n_mine > 0 && n_mine == n_kv) {  // the last tile's P V
     wgmma::fence();
-    issue_pv(o32, p, sKV + (2 * ((n_kv - 1) % kSm90Stages) + 1) * kTileBytes);
+    wgmma::tile_rs(o32, p, sKV + (2 * ((n_kv - 1) % kSm90Stages) + 1) * kTileBytes);
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_operands(o32);

@@ -1,6 +1,6 @@
-// Hopper's warpgroup matrix multiply (wgmma, sm_90a only), the few forms the Hopper attention kernel uses
-// (kernels/flash_attention_fwd_sm90.cu). A warpgroup is 4 consecutive warps starting at a warp index divisible
-// by 4; its 128 threads issue each wgmma together, and it runs asynchronously until a wait:
+// Hopper's warpgroup matrix multiply (wgmma, sm_90a only), the few forms the Hopper attention kernels use
+// (kernels/flash_attention_fwd_sm90.cu, _bwd_sm90.cu). A warpgroup is 4 consecutive warps starting at a warp index
+// divisible by 4; its 128 threads issue each wgmma together, and it runs asynchronously until a wait:
 //
 //   fence      before the first wgmma that reads registers other instructions wrote (accumulators, A)
 //   commit     closes a group of issued wgmmas; wait<N> waits until at most N groups are still running
@@ -72,4 +72,18 @@ __device__ __forceinline__ void mma_rs_bt(float (&d)[32], const uint32_t (&a)[4]
 }
 #undef WGMMA_D32
 #undef WGMMA_OUT32
+
+// The products of whole 64 x 64 tiles that attention is made of, over k = 64 (four k-steps):
+// d = A B, A and B K-major tiles in shared memory (Q K^T, dO V^T, K Q^T, V dO^T);
+__device__ __forceinline__ void tile_ss(float (&d)[32], uint32_t a, uint32_t b) {
+  const uint64_t da = desc_sw128(a), db = desc_sw128(b);
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) mma_ss(d, desc_add(da, 32 * kk), desc_add(db, 32 * kk), kk > 0);
+}
+// d += A B, A in registers k-step by k-step (P, dS, their transposes), B an MN-major tile (V, dO, Q, K).
+__device__ __forceinline__ void tile_rs(float (&d)[32], const uint32_t (&a)[4][4], uint32_t b) {
+  const uint64_t db = desc_sw128(b);
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) mma_rs_bt(d, a[kk], desc_add(db, 2048 * kk));
+}
 }  // namespace wgmma

@@ -71,6 +71,7 @@ void check_flags(const Args& a) {
     user_error("a resumed run takes its checkpoint's kernel choices; leave out --kernels.");
   if (a.precision == "fp32" && a.attention != "ours")
     user_error("--attention ", a.attention, " runs in the bf16 model only; use --precision bf16 or --attention ours.");
+  check_attention_shape(a.attention, a.T, true);
   if (a.cuda_graph && std::getenv("GPT2_PROFILE") && std::string(std::getenv("GPT2_PROFILE")) == "1")
     user_error(
         "GPT2_PROFILE=1 times each kernel on the host and cannot run inside --cuda-graph; use one or the other.");

@@ -295,6 +295,7 @@ Inputs prepare(Args& a) {
   check_flags(a);
   in.plan.start(&a, a.B);
   in.shape = model_shape(a);
+  check_attention_shape(a.attention, in.shape.tokens(), false);
   in.norm = image_norm(a);
   in.plan.set_model(a, vit_param_table(in.shape));
   if (a.synthetic) {

@@ -25,6 +25,7 @@
 
 #include "common/cuda_check.h"
 #include "common/device_buffer.h"
+#include "kernels/attention_kind.h"
 #include "kernels/cudnn_attention.h"
 
 namespace {
@@ -456,15 +457,7 @@ CudnnAttention::~CudnnAttention() = default;
 int CudnnAttention::version() { return int(cudnnGetVersion()); }
 
 std::string CudnnAttention::backward_refusal(int T, bool causal) {
-  const int v = version();
-  if (T == 1) return "cuDNN does not take T = 1; use --attention ours.";
-  if (v >= 91000 && v < 91002)  // the cuDNN front end refuses these versions for the same reason
-    return str_cat("cuDNN ", v, " has a known bug in the attention backward; use cuDNN 9.10.2 or later, or ",
-                   "--attention ours.");
-  if (v <= 91500 && !causal && T % 128 != 0)  // the front end pads these with a mask of its own
-    return str_cat("cuDNN ", v, " has a known bug in the non-causal backward when T (", T,
-                   ") is not a multiple of 128; use cuDNN 9.15.1 or later, or --attention ours.");
-  return "";
+  return cudnn_backward_refusal(version(), T, causal);
 }
 
 std::string CudnnAttention::plans() const {

@@ -2,6 +2,8 @@
 #include <cstdio>
 
 #include "common/cuda_check.h"
+#include "kernels/attention_kind.h"
+#include "kernels/cudnn_attention.h"
 #include "train/program.h"
 
 namespace {
@@ -18,6 +20,12 @@ bool stop_requested() { return g_stop != 0; }
 
 void require_cuda_gpu() {
   if (!cuda_device_available()) user_error("needs a CUDA GPU and none is visible.");
+}
+
+void check_attention_shape(const std::string& attention, int T, bool causal) {
+  if (attention_by_name(attention) == Attention::kOurs) return;
+  const std::string why = CudnnAttention::backward_refusal(T, causal);
+  if (!why.empty()) user_error("--attention ", attention, ": ", why);
 }
 
 int run_program(const char* program, Cli& cli, int argc, char** argv, const std::function<int()>& run) {

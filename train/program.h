@@ -4,6 +4,7 @@
 // 4, from train/nccl_comm's watchdog: another process of a data-parallel run died or hangs).
 #pragma once
 #include <functional>
+#include <string>
 
 #include "common/cli.h"
 
@@ -14,6 +15,10 @@ bool stop_requested();
 // UserError "needs a CUDA GPU and none is visible." unless one is: a trainer's last check, after every
 // input's and before it creates anything.
 void require_cuda_gpu();
+
+// --attention cudnn or cudnn-nondet where the loaded cuDNN cannot run the backward at T (its known bugs,
+// T = 1): a UserError with cuDNN's reason before anything runs, rather than at the first backward.
+void check_attention_shape(const std::string& attention, int T, bool causal);
 
 // Parses the flags (false from the parser: --help was printed, exit 0) and runs `run`; any error becomes
 // "<program>: <sentence>" on stderr and the exit status above.

@@ -132,6 +132,15 @@ __device__ __forceinline__ void pack_p(uint32_t (&p)[4][4], const float (&s)[8][
   }
 }
 
+// O += P V of the warpgroup's last key tile, waited for.
+__device__ __forceinline__ void last_pv(float (&o)[32], const uint32_t (&p)[4][4], uint32_t sV) {
+  wgmma::fence();
+  wgmma::tile_rs(o, p, sV);
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_operands(o);
+}
+
 // O / l as bf16 (staged through this warp's 16 rows of the Q tile) and lse = (max + log2 l) ln 2.
 __device__ __forceinline__ void store(bf16* out_bh, float* lse_bh, uint8_t* sq, int tile_row, int row0, int T, int C,
                                       const float (&o)[8][4], const Rows& r, int lane) {
@@ -225,20 +234,10 @@ __global__ void __launch_bounds__(kCtaThreads, 2)
       if (grew) rescale(o, corr);
       pack_p(p, s);
     } else if (j == n_mine && j > 0) {  // this warpgroup's last P V (causal: its rows end a tile earlier)
-      wgmma::fence();
-      wgmma::tile_rs(o32, p, sVprev);
-      wgmma::commit();
-      wgmma::wait<0>();
-      wgmma::fence_operands(o32);
+      last_pv(o32, p, sVprev);
     }
   }
-  if (n_mine > 0 && n_mine == n_kv) {  // the last tile's P V
-    wgmma::fence();
-    wgmma::tile_rs(o32, p, sKV + (2 * ((n_kv - 1) % kSm90Stages) + 1) * kTileBytes);
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_operands(o32);
-  }
+  if (n_mine > 0 && n_mine == n_kv) last_pv(o32, p, sKV + (2 * ((n_kv - 1) % kSm90Stages) + 1) * kTileBytes);
   if (n_mine > 0)
     store(out + int64_t(b) * T * C + h * kHead, lse + int64_t(bh) * T, smem, 64 * wg + 16 * warp, row0, T, C, o, r,
           lane);

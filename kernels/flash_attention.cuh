@@ -82,6 +82,15 @@ __device__ __forceinline__ void load_rows(uint32_t tile, const bf16* g, int64_t 
   }
 }
 
+// Starts copying n floats from x[r0..] (zeros past T) into shared memory; threads [t0, t0 + n) take part.
+__device__ __forceinline__ void load_vec(uint32_t dst, const float* x, int r0, int T, int tid, int t0, int n) {
+  const int i = tid - t0;
+  if (i >= 0 && i < n) {
+    const bool ok = r0 + i < T;
+    cp_async4(dst + 4 * i, x + (ok ? r0 + i : 0), ok);
+  }
+}
+
 // Writes a warp's 16 x 64 accumulator tile (row half hf scaled by mul[hf]) as bf16 into rows row0.. of a
 // swizzled tile.
 __device__ __forceinline__ void stage_acc(uint8_t* tile, int row0, const float (&acc)[8][4], const float (&mul)[2],

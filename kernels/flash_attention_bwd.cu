@@ -20,15 +20,6 @@ namespace {
 // tiles, and kStages stages of two 64-float vectors (lse, D; dK/dV kernel only).
 constexpr int kBwdSmem = (2 + 2 * kStages) * kTileBytes + kStages * 2 * kTile * 4;
 
-// Starts copying n floats from x[r0..] (zeros past T) into shared memory; threads [t0, t0 + n) take part.
-__device__ __forceinline__ void load_vec(uint32_t dst, const float* x, int r0, int T, int tid, int t0, int n) {
-  const int i = tid - t0;
-  if (i >= 0 && i < n) {
-    const bool ok = r0 + i < T;
-    cp_async4(dst + 4 * i, x + (ok ? r0 + i : 0), ok);
-  }
-}
-
 // D[b, h, t] = sum_d dout * out over one head row; 8 lanes per row, 16 bytes each.
 __global__ void flash_bwd_dsum_k(float* D, const bf16* dout, const bf16* out, int B, int T, int NH) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;

@@ -21,18 +21,6 @@ constexpr int kVecOff = (2 + 2 * kStages) * kTileBytes;
 constexpr int kSmem90 = 1024 + kVecOff + kStages * 2 * kTile * 4;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint8_t* align1024(uint8_t* p) { return p + ((1024 - (smem_u32(p) & 1023)) & 1023); }
-
-__device__ __forceinline__ void load_vec(uint32_t dst, const float* x, int r0, int T, int tid, int t0, int n) {
-  const int i = tid - t0;
-  if (i >= 0 && i < n) {
-    const bool ok = r0 + i < T;
-    cp_async4(dst + 4 * i, x + (ok ? r0 + i : 0), ok);
-  }
-}
-
-__device__ __forceinline__ float (&flat(float (&x)[8][4]))[32] { return reinterpret_cast<float(&)[32]>(x); }
-
 // P^T = exp(S^T / 8 - lse[query]) as bf16 A fragments (k = query), keys kw + g (+ 8) of this thread.
 template <bool kCausal>
 __device__ __forceinline__ void p_transposed(uint32_t (&pa)[4][4], const float (&s)[8][4], const float* sL, int m0,
@@ -76,7 +64,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                           int NH, int group) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) uint8_t smem_raw[];
-  uint8_t* smem = align1024(smem_raw);
+  uint8_t* smem = wgmma::align1024(smem_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
   const int n_m = (T + kTile - 1) / kTile;
   int bh, key_tile;
@@ -117,25 +105,25 @@ __global__ void __launch_bounds__(kThreads, 2)
     const uint32_t sQ = sQ0 + 2 * st * kTileBytes, sdO = sQ + kTileBytes;
     const float* sL = vec + st * 128;
     wgmma::fence();
-    wgmma::tile_ss(flat(s), sK, sQ);  // S^T = K Q^T
+    wgmma::tile_ss(wgmma::flat(s), sK, sQ);  // S^T = K Q^T
     wgmma::commit();
     wgmma::wait<0>();
-    wgmma::fence_operands(flat(s));
+    wgmma::fence_operands(wgmma::flat(s));
     p_transposed<kCausal>(pa, s, sL, m0, kw, T, lane);
     wgmma::fence();
-    wgmma::tile_rs(flat(dv), pa, sdO);   // dV += P^T dO
-    wgmma::tile_ss(flat(dpt), sV, sdO);  // dP^T = V dO^T
+    wgmma::tile_rs(wgmma::flat(dv), pa, sdO);   // dV += P^T dO
+    wgmma::tile_ss(wgmma::flat(dpt), sV, sdO);  // dP^T = V dO^T
     wgmma::commit();
     wgmma::wait<0>();
-    wgmma::fence_operands(flat(dpt));
+    wgmma::fence_operands(wgmma::flat(dpt));
     ds_transposed(pa, dpt, sL + 64, lane);
     wgmma::fence();
-    wgmma::tile_rs(flat(dk), pa, sQ);  // dK += dS^T Q
+    wgmma::tile_rs(wgmma::flat(dk), pa, sQ);  // dK += dS^T Q
     wgmma::commit();
     wgmma::wait<0>();
   }
-  wgmma::fence_operands(flat(dk));
-  wgmma::fence_operands(flat(dv));
+  wgmma::fence_operands(wgmma::flat(dk));
+  wgmma::fence_operands(wgmma::flat(dv));
   // Stage through this warp's own rows of the K and V tiles (every product that read them is done), then
   // 16-byte stores.
   const float scale[2] = {0.125f, 0.125f}, one[2] = {1.0f, 1.0f};
@@ -155,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 3)
                         int NH, int group) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) uint8_t smem_raw[];
-  uint8_t* smem = align1024(smem_raw);
+  uint8_t* smem = wgmma::align1024(smem_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
   const int g = lane >> 2, t4 = lane & 3;
   const int n_qt = (T + kTile - 1) / kTile;
@@ -199,12 +187,12 @@ __global__ void __launch_bounds__(kThreads, 3)
     const int n0 = j * kTile;
     const uint32_t sK = sKV0 + 2 * st * kTileBytes, sV = sK + kTileBytes;
     wgmma::fence();
-    wgmma::tile_ss(flat(s), sQ, sK);    // S = Q K^T
-    wgmma::tile_ss(flat(dp), sdO, sV);  // dP = dO V^T
+    wgmma::tile_ss(wgmma::flat(s), sQ, sK);    // S = Q K^T
+    wgmma::tile_ss(wgmma::flat(dp), sdO, sV);  // dP = dO V^T
     wgmma::commit();
     wgmma::wait<0>();
-    wgmma::fence_operands(flat(s));
-    wgmma::fence_operands(flat(dp));
+    wgmma::fence_operands(wgmma::flat(s));
+    wgmma::fence_operands(wgmma::flat(dp));
     const bool mask = kCausal ? n0 + kTile - 1 > rw : n0 + kTile > T;  // the diagonal tile, or keys past T
 #pragma unroll
     for (int nt = 0; nt < 8; nt++)
@@ -223,11 +211,11 @@ __global__ void __launch_bounds__(kThreads, 3)
             pack_bf16(s[nt][2 * hf] * (dp[nt][2 * hf] - Drow[hf]), s[nt][2 * hf + 1] * (dp[nt][2 * hf + 1] - Drow[hf]));
       }
     wgmma::fence();
-    wgmma::tile_rs(flat(dq), da, sK);  // dQ += dS K
+    wgmma::tile_rs(wgmma::flat(dq), da, sK);  // dQ += dS K
     wgmma::commit();
     wgmma::wait<0>();
   }
-  wgmma::fence_operands(flat(dq));
+  wgmma::fence_operands(wgmma::flat(dq));
   const float scale[2] = {0.125f, 0.125f};
   stage_acc(smem, warp * 16, dq, scale, lane);  // this warp's own rows of the Q tile
   __syncwarp();

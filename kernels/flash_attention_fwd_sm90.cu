@@ -196,8 +196,8 @@ __global__ void __launch_bounds__(kCtaThreads, 2)
   cp_async_commit();
 
   float o[8][4] = {}, s[8][4];
-  float(&o32)[32] = reinterpret_cast<float(&)[32]>(o);
-  float(&s32)[32] = reinterpret_cast<float(&)[32]>(s);
+  float(&o32)[32] = wgmma::flat(o);
+  float(&s32)[32] = wgmma::flat(s);
   uint32_t p[4][4];
   Rows r;
   const int row0 = rg + 16 * warp;  // this thread's rows: row0 + g, row0 + g + 8

@@ -30,6 +30,13 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t smem_addr) {
 // The descriptor moved on by `bytes` (a multiple of 16).
 __device__ __forceinline__ uint64_t desc_add(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
+// p moved up to the next 1024-byte boundary of shared memory, where the 128-byte swizzle's pattern starts.
+__device__ __forceinline__ uint8_t* align1024(uint8_t* p) {
+  return p + ((1024 - (uint32_t(__cvta_generic_to_shared(p)) & 1023)) & 1023);
+}
+// An accumulator tile in mma.sync's [8][4] layout as the 32 registers a wgmma takes.
+__device__ __forceinline__ float (&flat(float (&x)[8][4]))[32] { return reinterpret_cast<float(&)[32]>(x); }
+
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>

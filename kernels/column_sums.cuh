@@ -7,8 +7,9 @@
 #include "kernels/bf16_vec.cuh"
 
 namespace {
-// The LayerNorm backward's fixed grid: its blocks write kLnBlocks partial rows of up to 3 vectors.
-constexpr int kLnBlocks = 512, kLnMaxChunks = 7;  // C <= 7 * 256 = 1792 (GPT-2 XL has 1600)
+// The LayerNorm backward's fixed grid: its blocks write kLnBlocks partial rows of up to 3 vectors. A block
+// has a thread per 8 columns (C <= 8 * kLnMaxThreads; GPT-2 XL has 1600) and loads kLnRows rows at a time.
+constexpr int kLnBlocks = 512, kLnMaxThreads = 256, kLnRows = 4;
 // Column sums in two fixed-order stages: block (x, y) sums rows of split y for 256 columns (two per
 // thread) into partial[y]; then one thread per column adds the splits in order.
 constexpr int kColsPerBlock = 256, kMaxSplits = 128;

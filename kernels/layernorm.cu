@@ -41,79 +41,88 @@ __global__ void layernorm_fwd_k(bf16* y, float* mean, float* rstd, const bf16* x
   }
 }
 
-// Fixed grid of kLnBlocks blocks, each a fixed range of rows; a warp per row at a time, lanes holding
-// 8-column vectors. Each lane keeps its columns' dw and db partials in registers across its rows; the
-// block's 8 warps are then summed in order into partial[block], and colsum_final_k adds the blocks.
-// (One warp per 256-column chunk with a barrier every 4 rows, fewer registers, measured slower:
-// 9.8 vs 6.3 ms of LayerNorm backward per 124M step.)
-// kChunks = ceil(C / 256) sets the registers a lane holds: 16 per chunk (24 with dsum). Up to 4 chunks
-// the kernel is held to 128 registers, two blocks per SM: at C = 1024 that costs 72 bytes of spills and
-// gains 27% (0.205 -> 0.149 ms per call at 355M on the H100); with more chunks the spills grow.
-// (A two-pass variant, row statistics then a column-tiled pass with 8 columns per thread, measured
-// slower: 0.305 vs 0.200 ms at 355M.)
-template <int kChunks, bool kSum>
-__global__ void __launch_bounds__(256, kChunks <= 4 ? 2 : 1)
+// Fixed grid of kLnBlocks blocks, each a fixed range of rows. Thread t holds columns [8t, 8t + 8) of every
+// row (blockDim: C / 8 rounded up to a warp), so its dw, db (and dsum) partials are 16 (24) registers at any
+// width. kRows rows are loaded at once (dy, x and dx together, so one memory latency per batch) and their
+// two row sums reduced over the block: each warp's lane sums, then the warps in order through shared
+// memory, one barrier per batch (double-buffered, so no second barrier guards its reuse). The block's
+// column partials go to partial[block] in row order, and colsum_final_k adds the blocks. Held to 128
+// registers (two blocks of 256 per SM), which it fits without spills; 8 rows at a time would spill.
+// (Before: a warp per row, lanes holding 8-column chunks across the whole row, which took 16 to 24
+// registers per 256 columns: spills and one block per SM at C = 1600, 0.111 ms per call at GPT-2 1558M
+// against a 0.035 ms bandwidth floor; measured slower still, a two-pass variant, row statistics then a
+// column-tiled pass.)
+template <int kRows, bool kSum>
+__global__ void __launch_bounds__(kLnMaxThreads, 2)
     layernorm_bwd_k(bf16* dx, float* partial, const bf16* dy, const bf16* x, const bf16* w, const float* mean,
                     const float* rstd, int N, int C, int rows_per_block) {
-  __shared__ float red[8][256];
-  const int wid = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float pw[kChunks][8] = {}, pb[kChunks][8] = {}, ps[kSum ? kChunks : 1][8] = {};
+  __shared__ float red[2][kLnMaxThreads / 32][2 * kRows];
+  const int wid = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32, c = threadIdx.x * 8;
+  const bool on = c < C;
+  float pw[8] = {}, pb[8] = {}, ps[kSum ? 8 : 1] = {};
+  Vec8 ww{};
+  if (on) ww.load(w + c);
   const int r0 = blockIdx.x * rows_per_block, r1 = min(N, r0 + rows_per_block);
-  // dx += rstd * (g w - mean_c(g w) - xhat mean_c(g w xhat)), xhat = (x - mean) rstd: the first pass over
-  // the row gathers the two row means (s1, s2) and the dw, db partials; the second writes dx.
-  for (int row = r0 + wid; row < r1; row += 8) {
-    const int64_t o = int64_t(row) * C;
-    const float m = mean[row], r = rstd[row];
-    float s1 = 0.0f, s2 = 0.0f;
+  // dx += rstd * (g w - mean_c(g w) - xhat mean_c(g w xhat)), xhat = (x - mean) rstd
+  for (int rb = r0, buf = 0; rb < r1; rb += kRows, buf ^= 1) {
+    Packed8 g[kRows], xx[kRows], d[kRows];
+    float m[kRows], r[kRows], s[2 * kRows];
 #pragma unroll
-    for (int k = 0; k < kChunks; k++) {
-      const int c = k * 256 + lane * 8;
-      if (c >= C) break;
-      Vec8 g, xx, ww;
-      g.load(dy + o + c);
-      xx.load(x + o + c);
-      ww.load(w + c);
-      for (int e = 0; e < 8; e++) {
-        const float xh = (xx.v[e] - m) * r, gw = g.v[e] * ww.v[e];
-        s1 += gw;
-        s2 += gw * xh;
-        pw[k][e] += g.v[e] * xh;
-        pb[k][e] += g.v[e];
+    for (int k = 0; k < kRows; k++) {
+      const bool row = rb + k < r1;
+      m[k] = row ? mean[rb + k] : 0.0f;
+      r[k] = row ? rstd[rb + k] : 0.0f;
+      g[k].u = xx[k].u = d[k].u = uint4{};
+      if (row && on) {
+        const int64_t o = int64_t(rb + k) * C + c;
+        g[k].load(dy + o);
+        xx[k].load(x + o);
+        d[k].load(dx + o);
       }
     }
-    s1 = warp_sum(s1) / float(C);
-    s2 = warp_sum(s2) / float(C);
 #pragma unroll
-    for (int k = 0; k < kChunks; k++) {
-      const int c = k * 256 + lane * 8;
-      if (c >= C) break;
-      Vec8 g, xx, ww, d;
-      g.load(dy + o + c);
-      xx.load(x + o + c);
-      ww.load(w + c);
-      d.load(dx + o + c);
-      for (int e = 0; e < 8; e++) d.v[e] += r * (g.v[e] * ww.v[e] - s1 - (xx.v[e] - m) * r * s2);
-      d.store(dx + o + c);
-      if (kSum)
-        for (int e = 0; e < 8; e++) ps[kSum ? k : 0][e] += d.v[e];
+    for (int k = 0; k < kRows; k++) {
+      float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        const float gw = g[k][e] * ww.v[e];
+        s1 += gw;
+        s2 += gw * ((xx[k][e] - m[k]) * r[k]);
+      }
+      s[2 * k] = warp_sum(s1);
+      s[2 * k + 1] = warp_sum(s2);
+    }
+    if (lane == 0)
+#pragma unroll
+      for (int j = 0; j < 2 * kRows; j++) red[buf][wid][j] = s[j];
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 2 * kRows; j++) {
+      float t = 0.0f;
+      for (int q = 0; q < warps; q++) t += red[buf][q][j];
+      s[j] = t / float(C);
+    }
+#pragma unroll
+    for (int k = 0; k < kRows; k++) {
+      if (!on || rb + k >= r1) continue;
+      Vec8 out;
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        const float xh = (xx[k][e] - m[k]) * r[k];
+        out.v[e] = d[k][e] + r[k] * (g[k][e] * ww.v[e] - s[2 * k] - xh * s[2 * k + 1]);
+        pw[e] += g[k][e] * xh;
+        pb[e] += g[k][e];
+        if (kSum) ps[kSum ? e : 0] += out.v[e];
+      }
+      out.store(dx + int64_t(rb + k) * C + c);
     }
   }
-  float* out = partial + int64_t(blockIdx.x) * (kSum ? 3 : 2) * C;  // [db | dw | dsum], as colsum_final_k reads
-#pragma unroll
-  for (int k = 0; k < kChunks; k++) {
-    if (k * 256 >= C) break;
-    for (int half = 0; half < (kSum ? 3 : 2); half++) {
-      for (int e = 0; e < 8; e++)
-        red[wid][lane * 8 + e] = half == 0 ? pb[k][e] : half == 1 ? pw[k][e] : ps[kSum ? k : 0][e];
-      __syncthreads();
-      const int c = k * 256 + threadIdx.x;
-      if (c < C) {
-        float t = 0.0f;
-        for (int q = 0; q < 8; q++) t += red[q][threadIdx.x];
-        out[half * C + c] = t;
-      }
-      __syncthreads();
-    }
+  if (!on) return;
+  float* out = partial + int64_t(blockIdx.x) * (kSum ? 3 : 2) * C + c;  // [db | dw | dsum], as colsum_final_k reads
+  for (int e = 0; e < 8; e++) {
+    out[e] = pb[e];
+    out[C + e] = pw[e];
+    if (kSum) out[2 * C + e] = ps[kSum ? e : 0];
   }
 }
 
@@ -127,18 +136,12 @@ void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const b
 
 void layernorm_backward(bf16* dx, float* dw, float* db, const bf16* dy, const bf16* x, const bf16* w, const float* mean,
                         const float* rstd, int N, int C, float* scratch, cudaStream_t s, float* dsum) {
-  if (C > 256 * kLnMaxChunks) user_error("LayerNorm width ", C, " is above the supported ", 256 * kLnMaxChunks, ".");
-  const int per = (N + kLnBlocks - 1) / kLnBlocks;
-  switch ((C + 255) / 256 * 2 + (dsum != nullptr)) {
-#define LN_BWD(k, sum)                                                                               \
-  case 2 * k + sum:                                                                                  \
-    layernorm_bwd_k<k, sum><<<kLnBlocks, 256, 0, s>>>(dx, scratch, dy, x, w, mean, rstd, N, C, per); \
-    break;
-#define LN_BWD2(k) LN_BWD(k, 0) LN_BWD(k, 1)
-    LN_BWD2(1) LN_BWD2(2) LN_BWD2(3) LN_BWD2(4) LN_BWD2(5) LN_BWD2(6) LN_BWD2(7)
-#undef LN_BWD2
-#undef LN_BWD
-  }
+  if (C > 8 * kLnMaxThreads) user_error("LayerNorm width ", C, " is above the supported ", 8 * kLnMaxThreads, ".");
+  const int per = (N + kLnBlocks - 1) / kLnBlocks, threads = (C / 8 + 31) / 32 * 32;
+  if (dsum)
+    layernorm_bwd_k<kLnRows, true><<<kLnBlocks, threads, 0, s>>>(dx, scratch, dy, x, w, mean, rstd, N, C, per);
+  else
+    layernorm_bwd_k<kLnRows, false><<<kLnBlocks, threads, 0, s>>>(dx, scratch, dy, x, w, mean, rstd, N, C, per);
   CUDA_CHECK_LAUNCH();
   colsum_final_k<<<blocks(C, 32), 32 * kFinalWarps, 0, s>>>(Outs{{db, dw, dsum}}, dsum ? 3 : 2, scratch, C, kLnBlocks);
   CUDA_CHECK_LAUNCH();

@@ -148,9 +148,11 @@ void check_layernorm(int N, int C) {
 
 }  // namespace
 
-// Shapes: one row per block; many rows per block and warp (and 512+ column-sum splits); C = 1024 as in 355M.
+// Shapes: one row per block; many rows per block (not a multiple of the rows loaded at once) and 512+
+// column-sum splits; a block of one partly used warp (C = 136); GPT-2's widths 1024 (355M) and 1600 (1558M).
 TEST_F(Gpt2Bf16Gpu, LayerNormAndColumnSums) {
-  for (const auto& shape : {std::make_pair(70, 136), std::make_pair(5000, 136), std::make_pair(3000, 1024)}) {
+  for (const auto& shape :
+       {std::make_pair(70, 136), std::make_pair(5000, 136), std::make_pair(3000, 1024), std::make_pair(2053, 1600)}) {
     SCOPED_TRACE(testing::Message() << "N=" << shape.first << " C=" << shape.second);
     check_layernorm(shape.first, shape.second);
   }

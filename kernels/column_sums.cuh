@@ -8,8 +8,8 @@
 
 namespace {
 // The LayerNorm backward's fixed grid: its blocks write kLnBlocks partial rows of up to 3 vectors. A block
-// has a thread per 8 columns (C <= 8 * kLnMaxThreads; GPT-2 XL has 1600) and loads kLnRows rows at a time.
-constexpr int kLnBlocks = 512, kLnMaxThreads = 256, kLnRows = 4;
+// has a thread per 8 columns and loads kLnRows rows at a time. The forward holds a row in 256-column chunks.
+constexpr int kLnBlocks = 512, kLnMaxThreads = 256, kLnRows = 4, kLnMaxChunks = 8;  // C <= 2048 (GPT-2 XL: 1600)
 // Column sums in two fixed-order stages: block (x, y) sums rows of split y for 256 columns (two per
 // thread) into partial[y]; then one thread per column adds the splits in order.
 constexpr int kColsPerBlock = 256, kMaxSplits = 128;

@@ -7,33 +7,40 @@
 #include "kernels/layernorm.h"
 
 namespace {
-// One warp per row; the row is read twice (mean, then variance about it) and once more to write.
+// One warp per row, held in registers (kChunks 256-column chunks, 8 columns a lane) from one read: the mean,
+// the variance about it, then the output. (Before, the row was read three times, which at GPT-2 1558M took
+// 0.027 ms per call against a 0.017 ms floor.)
+template <int kChunks>
 __global__ void layernorm_fwd_k(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N,
                                 int C, float eps) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;
   const bf16* xr = x + int64_t(row) * C;
+  Packed8 a[kChunks];
+#pragma unroll
+  for (int k = 0; k < kChunks; k++)
+    if (k * 256 + lane * 8 < C) a[k].load(xr + k * 256 + lane * 8);
   float s = 0.0f;
-  for (int c = lane * 8; c < C; c += 256) {
-    Vec8 a;
-    a.load(xr + c);
-    for (float v : a.v) s += v;
-  }
+#pragma unroll
+  for (int k = 0; k < kChunks; k++)
+    if (k * 256 + lane * 8 < C)
+      for (int e = 0; e < 8; e++) s += a[k][e];
   const float m = warp_sum(s) / float(C);
   float q = 0.0f;
-  for (int c = lane * 8; c < C; c += 256) {
-    Vec8 a;
-    a.load(xr + c);
-    for (float v : a.v) q += (v - m) * (v - m);
-  }
+#pragma unroll
+  for (int k = 0; k < kChunks; k++)
+    if (k * 256 + lane * 8 < C)
+      for (int e = 0; e < 8; e++) q += (a[k][e] - m) * (a[k][e] - m);
   const float r = rsqrtf(warp_sum(q) / float(C) + eps);
-  for (int c = lane * 8; c < C; c += 256) {
-    Vec8 a, ww, bb;
-    a.load(xr + c);
+#pragma unroll
+  for (int k = 0; k < kChunks; k++) {
+    const int c = k * 256 + lane * 8;
+    if (c >= C) break;
+    Vec8 o, ww, bb;
     ww.load(w + c);
     bb.load(b + c);
-    for (int k = 0; k < 8; k++) a.v[k] = (a.v[k] - m) * r * ww.v[k] + bb.v[k];
-    a.store(y + int64_t(row) * C + c);
+    for (int e = 0; e < 8; e++) o.v[e] = (a[k][e] - m) * r * ww.v[e] + bb.v[e];
+    o.store(y + int64_t(row) * C + c);
   }
   if (lane == 0) {
     mean[row] = m;
@@ -130,13 +137,21 @@ __global__ void __launch_bounds__(kLnMaxThreads, 2)
 
 void layernorm_forward(bf16* y, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N, int C,
                        float eps, cudaStream_t s) {
-  layernorm_fwd_k<<<blocks(N, 8), 256, 0, s>>>(y, mean, rstd, x, w, b, N, C, eps);
+  if (C > 256 * kLnMaxChunks) user_error("LayerNorm width ", C, " is above the supported ", 256 * kLnMaxChunks, ".");
+  switch ((C + 255) / 256) {
+#define LN_FWD(k)                                                                       \
+  case k:                                                                               \
+    layernorm_fwd_k<k><<<blocks(N, 8), 256, 0, s>>>(y, mean, rstd, x, w, b, N, C, eps); \
+    break;
+    LN_FWD(1) LN_FWD(2) LN_FWD(3) LN_FWD(4) LN_FWD(5) LN_FWD(6) LN_FWD(7) LN_FWD(8)
+#undef LN_FWD
+  }
   CUDA_CHECK_LAUNCH();
 }
 
 void layernorm_backward(bf16* dx, float* dw, float* db, const bf16* dy, const bf16* x, const bf16* w, const float* mean,
                         const float* rstd, int N, int C, float* scratch, cudaStream_t s, float* dsum) {
-  if (C > 8 * kLnMaxThreads) user_error("LayerNorm width ", C, " is above the supported ", 8 * kLnMaxThreads, ".");
+  if (C > 256 * kLnMaxChunks) user_error("LayerNorm width ", C, " is above the supported ", 256 * kLnMaxChunks, ".");
   const int per = (N + kLnBlocks - 1) / kLnBlocks, threads = (C / 8 + 31) / 32 * 32;
   if (dsum)
     layernorm_bwd_k<kLnRows, true><<<kLnBlocks, threads, 0, s>>>(dx, scratch, dy, x, w, mean, rstd, N, C, per);

@@ -62,6 +62,32 @@ __device__ __forceinline__ uint32_t addr_b_kn(uint32_t tile, int k0, int np, int
   return tile + swz(k0 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * np + (lane >> 4));
 }
 
+// The dQ pass's per-row inputs for this thread's two rows (row0 + 8 hf): the forward's log-sum-exp in log2
+// units and D = rowsum(dO * O); rows past T get 0.
+__device__ __forceinline__ void dq_row_stats(const float* lse, const float* Dsum, int bh, int T, int row0,
+                                             float (&lse2)[2], float (&D)[2]) {
+#pragma unroll
+  for (int hf = 0; hf < 2; hf++) {
+    const int row = row0 + 8 * hf;
+    lse2[hf] = row < T ? lse[int64_t(bh) * T + row] * kLog2e : 0.0f;
+    D[hf] = row < T ? Dsum[int64_t(bh) * T + row] : 0.0f;
+  }
+}
+
+// The largest of one row's 64 scores in a 16 x 64 tile (row half hf: 16 in this thread, then the quad's 4
+// lanes), as the same tree of fmaxf in both forward kernels, so that they give the same bits.
+__device__ __forceinline__ float quad_row_max(const float (&s)[8][4], int hf) {
+  float m[8];
+#pragma unroll
+  for (int nt = 0; nt < 8; nt++) m[nt] = fmaxf(s[nt][2 * hf], s[nt][2 * hf + 1]);
+#pragma unroll
+  for (int w = 4; w > 0; w >>= 1)
+#pragma unroll
+    for (int i = 0; i < w; i++) m[i] = fmaxf(m[i], m[i + w]);
+  const float mx = fmaxf(m[0], __shfl_xor_sync(0xffffffffu, m[0], 1));
+  return fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+}
+
 // d (16x8 fp32) += a (16x16 bf16, row) * b (16x8 bf16, col): every product here accumulates in place.
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   mma_bf16_16816(d, a, b0, b1);

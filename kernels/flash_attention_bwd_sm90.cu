@@ -170,12 +170,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 
   const int rw = m0 + warp * 16;  // this warp's first query row
   float lse2[2], Drow[2];         // per row half: lse in log2 units, D
-#pragma unroll
-  for (int hf = 0; hf < 2; hf++) {
-    const int row = rw + g + 8 * hf;
-    lse2[hf] = row < T ? lse[int64_t(bh) * T + row] * kLog2e : 0.0f;
-    Drow[hf] = row < T ? Dsum[int64_t(bh) * T + row] : 0.0f;
-  }
+  dq_row_stats(lse, Dsum, bh, T, rw + g, lse2, Drow);
   float dq[8][4] = {}, s[8][4], dp[8][4];
   uint32_t da[4][4];
   for (int j = 0, st = 0; j < n_kv; j++, st = st == kStages - 1 ? 0 : st + 1) {

@@ -71,16 +71,7 @@ __device__ __forceinline__ void fwd_softmax(float (&s)[2][8][4], float (&o)[2][8
   for (int mt = MT0; mt < 2; mt++)
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
-      float m[8];
-#pragma unroll
-      for (int nt = 0; nt < 8; nt++) m[nt] = fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]);
-#pragma unroll
-      for (int w = 4; w > 0; w >>= 1)
-#pragma unroll
-        for (int i = 0; i < w; i++) m[i] = fmaxf(m[i], m[i + w]);
-      float mx = fmaxf(m[0], __shfl_xor_sync(0xffffffffu, m[0], 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(row_max[mt][hf], mx * kScaleLog2);
+      const float m_new = fmaxf(row_max[mt][hf], quad_row_max(s[mt], hf) * kScaleLog2);
       grew |= m_new > row_max[mt][hf];
       corr[mt][hf] = ex2_approx(row_max[mt][hf] - (m_new == -INFINITY ? 0.0f : m_new));
       row_max[mt][hf] = m_new;

@@ -65,16 +65,7 @@ __device__ __forceinline__ bool softmax(float (&s)[8][4], Rows& r, float (&corr)
   bool grew = false;
 #pragma unroll
   for (int hf = 0; hf < 2; hf++) {
-    float m[8];
-#pragma unroll
-    for (int nt = 0; nt < 8; nt++) m[nt] = fmaxf(s[nt][2 * hf], s[nt][2 * hf + 1]);
-#pragma unroll
-    for (int w = 4; w > 0; w >>= 1)
-#pragma unroll
-      for (int i = 0; i < w; i++) m[i] = fmaxf(m[i], m[i + w]);
-    float mx = fmaxf(m[0], __shfl_xor_sync(0xffffffffu, m[0], 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(r.max[hf], mx * kScaleLog2);
+    const float m_new = fmaxf(r.max[hf], quad_row_max(s, hf) * kScaleLog2);
     grew |= m_new > r.max[hf];
     corr[hf] = ex2_approx(r.max[hf] - (m_new == -INFINITY ? 0.0f : m_new));
     r.max[hf] = m_new;

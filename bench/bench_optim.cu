@@ -49,11 +49,12 @@ double copy_bandwidth() {
   return 2.0 * double(n) / (median_event_ms(copy, 0, 20, 3) * 1e-3);
 }
 
-// Bytes one step must move through HBM and its Newton-Schulz FLOPs, summed over the tensors `owned`
+// Bytes one step must move through HBM and its Newton-Schulz FLOPs, summed over the parts `owned`
 // (optim/step_cost.h).
-double step_bytes(const std::string& opt, const ParamTable& t, const std::vector<int>& owned, const StepBytesFlags& f) {
+double step_bytes(const std::string& opt, const ParamTable& t, const std::vector<Part>& owned,
+                  const StepBytesFlags& f) {
   double b = 0;
-  for (int i : owned) b += step_bytes_per_elem(opt, t[i], f) * double(t[i].numel);
+  for (const Part& p : owned) b += step_bytes_per_elem(opt, t[p.tensor], f) * double(p.end - p.begin);
   return b;
 }
 
@@ -81,8 +82,8 @@ struct Measure {
   double bandwidth;
   int world, rank;  // rank's share of a sharded step over world ranks; world 1: the whole table
 };
-void measure(const Measure& m, const std::string& entry, const OptimOptions& oo, Arena& arena,
-             const std::vector<int>& owned, cudaStream_t stream) {
+void measure(const Measure& m, const std::string& entry, const OptimOptions& oo, Arena& arena, const Owned& owned,
+             cudaStream_t stream) {
   const ParamTable& table = arena.table();
   // "small_fc_lopt:fast", "elo:fast" and "celo2:fast" select the tensor-core MLP, "celo2:fp32" (tf32, bf16) the
   // Newton-Schulz precision for that measurement.
@@ -116,10 +117,11 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   bf.trainer_clip = m.clip > 0;
   bf.own_clip = name == "elo" && eo.elo.clip_grad;
   bf.dx_bf16 = c2.ns == "bf16" && c2.orthogonalize;
-  const std::vector<int> mine = owned_tensors(table, owned);
-  const double bytes = step_bytes(name, table, mine, bf), floor_ms = bytes / m.bandwidth * 1e3, med = median_ms(ms);
+  const std::vector<Part> parts = owned_parts(table, owned);
+  const std::vector<int> mine = part_tensors(parts);
+  const double bytes = step_bytes(name, table, parts, bf), floor_ms = bytes / m.bandwidth * 1e3, med = median_ms(ms);
   int64_t params = 0;
-  for (int i : mine) params += table[i].numel;
+  for (const Part& p : parts) params += p.end - p.begin;
   std::printf(
       "{\"bench\":\"optim_step\",\"gpu\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"optimizer\":\"%s\","
       "\"bf16_copy\":%d,\"clip\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,\"bytes_per_param\":%.2f,"
@@ -250,13 +252,15 @@ void run_benchmarks(const BenchArgs& a, const OptimOptions& oo) {
     const ParamTable table = bench::bench_table(model, kBenchModels);
     for (const auto& entry : split(a.opts)) {
       const std::string name = entry.substr(0, entry.find(':'));
-      const ShardPlan plan = plan_shards(table, a.world, [&](const TensorInfo& t) { return shard_step_cost(name, t); });
+      const ShardPlan plan = plan_shards(
+          table, a.world, [&](const TensorInfo& t) { return shard_step_cost(name, t); },
+          [&](const TensorInfo& t) { return shard_steps_elementwise(name, oo, t); });
       Arena arena(sharded_table(table, plan), a.bf16);  // world 1: the table's own layout
       fill_normal(arena.params(), arena.total(), 1, 0.02f);
       fill_normal(arena.grads(), arena.total(), 2, 1e-3f);
       for (int r = 0; r < a.world; r++) {
         const Measure m{prop.name, model, a.bf16, a.clip, a.steps, a.untimed, bw, a.world, r};
-        measure(m, entry, oo, arena, a.world > 1 ? plan.owned(r) : std::vector<int>{}, stream);
+        measure(m, entry, oo, arena, a.world > 1 ? plan.owned(r) : Owned(), stream);
       }
     }
   }

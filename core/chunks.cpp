@@ -10,6 +10,36 @@ std::vector<int> all_tensors(const ParamTable& t) {
   return v;
 }
 
+Owned::Owned(const std::vector<int>& tensors) {
+  for (int i : tensors) parts.push_back({i, 0, -1});
+}
+
+std::vector<Part> owned_parts(const ParamTable& t, const Owned& owned) {
+  std::vector<Part> v = owned.parts;
+  if (v.empty())
+    for (int i = 0; i < t.size(); i++) v.push_back({i, 0, -1});
+  std::sort(v.begin(), v.end(), [](const Part& a, const Part& b) { return a.tensor < b.tensor; });
+  for (size_t k = 0; k < v.size(); k++) {
+    Part& p = v[k];
+    CHECK(p.tensor >= 0 && p.tensor < t.size() && (k == 0 || p.tensor != v[k - 1].tensor));
+    if (p.end < 0) p.end = t[p.tensor].numel;
+    CHECK(p.begin >= 0 && p.begin < p.end && p.end <= t[p.tensor].numel);
+  }
+  return v;
+}
+
+std::vector<int> part_tensors(const std::vector<Part>& parts) {
+  std::vector<int> v;
+  for (const Part& p : parts) v.push_back(p.tensor);
+  return v;
+}
+
+bool all_whole(const ParamTable& t, const std::vector<Part>& parts) {
+  for (const Part& p : parts)
+    if (p.begin != 0 || (p.end >= 0 && p.end != t[p.tensor].numel)) return false;
+  return true;
+}
+
 int64_t plan_state_offsets(const ParamTable& t, const std::vector<int>& subset, std::vector<int64_t>* offsets) {
   offsets->assign(size_t(t.size()), -1);
   int64_t total = 0;
@@ -34,14 +64,35 @@ std::vector<Chunk> plan_chunks(const ParamTable& t, const std::vector<int>& subs
   return out;
 }
 
-std::vector<Chunk> plan_table_chunks(const ParamTable& t, const std::vector<int>& owned, int chunk_elems) {
+std::vector<Chunk> plan_part_chunks(const ParamTable& t, const std::vector<Part>& parts, int chunk_elems,
+                                    int64_t* state_elems) {
+  CHECK(chunk_elems > 0 && chunk_elems % 4 == 0);
+  std::vector<Chunk> out;
+  int64_t s_at = 0;
+  for (const Part& p : parts) {
+    const int64_t end = p.end < 0 ? t[p.tensor].numel : p.end;
+    for (int64_t e = p.begin; e < end; e += chunk_elems)
+      out.push_back(
+          {t[p.tensor].offset + e, s_at + e - p.begin, int32_t(std::min<int64_t>(chunk_elems, end - e)), p.tensor});
+    s_at += (end - p.begin + ParamTable::kAlignElems - 1) / ParamTable::kAlignElems * ParamTable::kAlignElems;
+  }
+  *state_elems = s_at;
+  return out;
+}
+
+std::vector<Chunk> plan_table_chunks(const ParamTable& t, const Owned& owned, int chunk_elems) {
   std::vector<int64_t> at;
   for (const auto& ti : t.tensors()) at.push_back(ti.offset);
   std::vector<Chunk> c = plan_chunks(t, all_tensors(t), at, chunk_elems);
-  std::vector<char> mine(size_t(t.size()), owned.empty());  // owned empty: every tensor
-  for (int i : owned) mine[size_t(i)] = 1;
-  for (Chunk& k : c)
-    if (!mine[size_t(k.tensor)]) k.n = 0;
+  std::vector<std::pair<int64_t, int64_t>> mine(size_t(t.size()), {0, 0});  // per tensor: the owned elements
+  for (const Part& p : owned_parts(t, owned)) {
+    CHECK(p.begin % chunk_elems == 0 && (p.end % chunk_elems == 0 || p.end == t[p.tensor].numel));
+    mine[size_t(p.tensor)] = {p.begin, p.end};
+  }
+  for (Chunk& k : c) {
+    const int64_t e = k.p_begin - t[k.tensor].offset;
+    if (e < mine[size_t(k.tensor)].first || e >= mine[size_t(k.tensor)].second) k.n = 0;
+  }
   return c;
 }
 

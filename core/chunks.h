@@ -6,9 +6,34 @@
 //           reduce along rows and columns (Adafactor's factored second moment).
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/param_table.h"
+
+// What one optimizer steps of tensor `tensor`: elements [begin, end). In the sharded data-parallel step a
+// rank may own part of an element-wise tensor (core/shard_plan.h); everywhere else parts are whole.
+struct Part {
+  int tensor;
+  int64_t begin, end;  // end < 0: to the tensor's numel
+  bool operator==(const Part& o) const { return tensor == o.tensor && begin == o.begin && end == o.end; }
+};
+
+// The tensors (or parts of them) an optimizer steps. Made from table indices, every part is whole; empty
+// means every tensor of the table.
+struct Owned {
+  std::vector<Part> parts;
+  Owned() = default;
+  Owned(const std::vector<int>& tensors);  // NOLINT(google-explicit-constructor): whole tensors
+  explicit Owned(std::vector<Part> p) : parts(std::move(p)) {}
+  bool empty() const { return parts.empty(); }
+};
+
+// The parts of `owned` checked (in range, each tensor once, begin < end <= numel), with their ends
+// filled in, sorted by tensor; empty = every tensor of the table, whole.
+std::vector<Part> owned_parts(const ParamTable& t, const Owned& owned);
+std::vector<int> part_tensors(const std::vector<Part>& parts);
+bool all_whole(const ParamTable& t, const std::vector<Part>& parts);
 
 struct Chunk {
   int64_t p_begin;  // first element in the arena
@@ -24,10 +49,16 @@ int64_t plan_state_offsets(const ParamTable& t, const std::vector<int>& subset, 
 // Chunks of at most chunk_elems (a multiple of 4) over the subset, in table order.
 std::vector<Chunk> plan_chunks(const ParamTable& t, const std::vector<int>& subset,
                                const std::vector<int64_t>& state_offsets, int chunk_elems);
+// Chunks over parts (owned_parts), each part's state compact and aligned as plan_state_offsets lays it
+// out; *state_elems gets the state's length. A part's chunks start at its first element, so where it begins
+// at a multiple of chunk_elems they are the whole tensor's chunks.
+std::vector<Chunk> plan_part_chunks(const ParamTable& t, const std::vector<Part>& parts, int chunk_elems,
+                                    int64_t* state_elems);
 // The chunks of every tensor of the table at arena offsets, those outside `owned` with n = 0: one partition
 // on every rank of a sharded step, so that each rank's partial sums (zero where it owns nothing) add up
-// across ranks to the whole table's, chunk by chunk and in the same order as on one GPU.
-std::vector<Chunk> plan_table_chunks(const ParamTable& t, const std::vector<int>& owned, int chunk_elems);
+// across ranks to the whole table's, chunk by chunk and in the same order as on one GPU. A part must
+// begin and end on chunk boundaries (or the tensor's end).
+std::vector<Chunk> plan_table_chunks(const ParamTable& t, const Owned& owned, int chunk_elems);
 
 struct Tile {
   int32_t slot;    // index into the optimizer's own per-tensor table

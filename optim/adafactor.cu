@@ -292,8 +292,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 }  // namespace
 
-Adafactor::Adafactor(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned)
-    : Optimizer(arena, opts, owned) {
+Adafactor::Adafactor(Arena& arena, const OptimOptions& opts, const Owned& owned) : Optimizer(arena, opts, owned) {
+  require_whole(owned_);
   const ParamTable& tab = arena.table();
   std::vector<AfTensor> ts;
   std::vector<Tile> tiles;

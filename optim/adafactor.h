@@ -35,7 +35,7 @@ struct AfScalars {
 
 class Adafactor : public Optimizer {
  public:
-  Adafactor(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned = {});
+  Adafactor(Arena& arena, const OptimOptions& opts, const Owned& owned = {});
   std::string name() const override { return "adafactor"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 

@@ -82,14 +82,13 @@ __global__ void adamw_begin_step(int64_t* step, AdamWOptions h, LrSchedule sched
 }
 }  // namespace
 
-AdamWCore::AdamWCore(const Arena& arena, const std::vector<int>& subset) : arena_(arena) {
-  std::vector<int64_t> offsets;
-  int64_t n = plan_state_offsets(arena.table(), subset, &offsets);
+AdamWCore::AdamWCore(const Arena& arena, const std::vector<Part>& parts) : arena_(arena) {
+  int64_t n = 0;
+  const std::vector<Chunk> c = plan_part_chunks(arena.table(), parts, kChunk, &n);
   m.alloc(size_t(n), "AdamW first moment");
   v.alloc(size_t(n), "AdamW second moment");
   m.zero();
   v.zero();
-  auto c = plan_chunks(arena.table(), subset, offsets, kChunk);
   chunks_.alloc(c.size(), "AdamW chunk map");
   chunks_.upload(c);
 }
@@ -101,8 +100,8 @@ void AdamWCore::run(const AdamWScalars* d_scalars, cudaStream_t s) const {
   CUDA_CHECK_LAUNCH();
 }
 
-AdamW::AdamW(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned)
-    : Optimizer(arena, opts, owned), core_(arena, owned_), scalars_(1, "AdamW scalars") {}
+AdamW::AdamW(Arena& arena, const OptimOptions& opts, const Owned& owned)
+    : Optimizer(arena, opts, owned), core_(arena, parts_), scalars_(1, "AdamW scalars") {}
 
 void AdamW::step(const StepInfo& info, cudaStream_t s) {
   adamw_begin_step<<<1, 1, 0, s>>>(d_step_.get(), opts_.adamw, opts_.schedule, info.d_grad_scale, scalars_.get());

@@ -7,11 +7,12 @@
 #include "optim/optimizer.h"
 #include "optim/step_scalars.cuh"
 
-// The AdamW pass over a subset of the arena, shared by the AdamW optimizer and by Muon (for the
-// tensors Muon must not take). m and v are compact buffers over the subset.
+// The AdamW pass over parts of the arena's tensors (whole, or a rank's part of a cut one), shared by the
+// AdamW optimizer and by Muon (for the tensors Muon must not take). m and v are compact buffers over the
+// parts, in their order.
 class AdamWCore {
  public:
-  AdamWCore(const Arena& arena, const std::vector<int>& subset);
+  AdamWCore(const Arena& arena, const std::vector<Part>& parts);
   void run(const AdamWScalars* d_scalars, cudaStream_t s) const;  // one launch
   bool empty() const { return chunks_.size() == 0; }
   DeviceBuffer<float> m, v;
@@ -23,7 +24,7 @@ class AdamWCore {
 
 class AdamW : public Optimizer {
  public:
-  AdamW(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned = {});
+  AdamW(Arena& arena, const OptimOptions& opts, const Owned& owned = {});
   std::string name() const override { return "adamw"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 

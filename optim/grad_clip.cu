@@ -45,12 +45,14 @@ __global__ void __launch_bounds__(kFinal)
 }
 }  // namespace
 
-GradClipper::GradClipper(const Arena& arena, float max_norm, const std::vector<int>& owned, CrossRank* cross)
+GradClipper::GradClipper(const Arena& arena, float max_norm, const Owned& owned, CrossRank* cross)
     : arena_(arena), max_norm_(max_norm), cross_(cross) {
+  const ParamTable& t = arena.table();
   std::vector<int64_t> same;
-  for (const auto& t : arena.table().tensors()) same.push_back(t.offset);
-  auto c = cross ? plan_table_chunks(arena.table(), owned, kChunk)
-                 : plan_chunks(arena.table(), owned.empty() ? all_tensors(arena.table()) : owned, same, kChunk);
+  for (const auto& ti : t.tensors()) same.push_back(ti.offset);
+  const std::vector<Part> parts = owned_parts(t, owned);
+  CHECK(cross || all_whole(t, parts));  // a part of a tensor only as one rank's share of a sharded step
+  auto c = cross ? plan_table_chunks(t, owned, kChunk) : plan_chunks(t, part_tensors(parts), same, kChunk);
   chunks_.alloc(c.size(), "grad-norm chunk map");
   chunks_.upload(c);
   partial_.alloc(c.size(), "grad-norm partials");

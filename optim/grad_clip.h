@@ -13,7 +13,7 @@ class GradClipper {
   // The norm over the tensors `owned` (table indices; empty = all). max_norm <= 0: measure only, scale 1.
   // With `cross` (the sharded data-parallel step) `owned` is this rank's share and the norm is over the
   // whole table: the per-chunk sums are added across ranks before the final sum (core/chunks.h).
-  GradClipper(const Arena& arena, float max_norm, const std::vector<int>& owned = {}, CrossRank* cross = nullptr);
+  GradClipper(const Arena& arena, float max_norm, const Owned& owned = {}, CrossRank* cross = nullptr);
   void run(cudaStream_t s);  // two launches (and the cross-rank sum)
   const float* d_scale() const { return out_.get(); }
   const float* d_norm() const { return out_.get() + 1; }

@@ -96,18 +96,19 @@ double adjust_ratio(const std::string& rule, int64_t rows, int64_t cols) {
 }
 }  // namespace
 
-std::vector<int> muon_owned(const ParamTable& t, const std::vector<int>& owned, bool muon) {
-  std::vector<int> v;
-  for (int i : owned)
-    if ((t[i].resolved_owner() == Owner::Muon) == muon) v.push_back(i);
+std::vector<Part> muon_owned(const ParamTable& t, const std::vector<Part>& owned, bool muon) {
+  std::vector<Part> v;
+  for (const Part& p : owned)
+    if ((t[p.tensor].resolved_owner() == Owner::Muon) == muon) v.push_back(p);
   return v;
 }
 
-Muon::Muon(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned)
+Muon::Muon(Arena& arena, const OptimOptions& opts, const Owned& owned)
     : Optimizer(arena, opts, owned),
-      muon_(muon_owned(arena.table(), owned_, true)),
-      adamw_(muon_owned(arena.table(), owned_, false)),
-      aux_(arena, adamw_) {
+      muon_(part_tensors(muon_owned(arena.table(), parts_, true))),
+      adamw_(part_tensors(muon_owned(arena.table(), parts_, false))),
+      aux_(arena, muon_owned(arena.table(), parts_, false)) {
+  require_whole(muon_);
   const ParamTable& tab = arena.table();
   // Group the Muon tensors by their 2-D shape so each group sits back to back at a fixed stride.
   std::map<std::pair<int64_t, int64_t>, std::vector<int>> by_shape;

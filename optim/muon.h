@@ -25,7 +25,7 @@ struct MuonScalars {
 
 class Muon : public Optimizer {
  public:
-  Muon(Arena& arena, const OptimOptions& opts, const std::vector<int>& owned = {});
+  Muon(Arena& arena, const OptimOptions& opts, const Owned& owned = {});
   std::string name() const override { return "muon"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 
@@ -44,5 +44,5 @@ class Muon : public Optimizer {
   std::unique_ptr<NewtonSchulz> ns_;
 };
 
-// Of the tensors `owned`, those Muon orthogonalises (muon = true) or leaves to its AdamW.
-std::vector<int> muon_owned(const ParamTable& t, const std::vector<int>& owned, bool muon);
+// Of the parts `owned`, those Muon orthogonalises (muon = true) or leaves to its AdamW.
+std::vector<Part> muon_owned(const ParamTable& t, const std::vector<Part>& owned, bool muon);

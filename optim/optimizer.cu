@@ -8,19 +8,30 @@
 #include "optim/muon.h"
 #include "optim/optimizer.h"
 
-std::vector<int> owned_tensors(const ParamTable& t, std::vector<int> owned) {
-  if (owned.empty()) return all_tensors(t);
-  std::sort(owned.begin(), owned.end());
-  for (size_t k = 0; k < owned.size(); k++)
-    CHECK(owned[k] >= 0 && owned[k] < t.size() && (k == 0 || owned[k] != owned[k - 1]));
-  return owned;
-}
+std::vector<int> owned_tensors(const ParamTable& t, const Owned& owned) { return part_tensors(owned_parts(t, owned)); }
 
-Optimizer::Optimizer(Arena& arena, const OptimOptions& opts, std::vector<int> owned, CrossRank* cross)
-    : arena_(arena), opts_(opts), owned_(owned_tensors(arena.table(), std::move(owned))), cross_(cross) {
+Optimizer::Optimizer(Arena& arena, const OptimOptions& opts, const Owned& owned, CrossRank* cross)
+    : arena_(arena), opts_(opts), parts_(owned_parts(arena.table(), owned)), cross_(cross) {
+  owned_ = part_tensors(parts_);
   d_step_.alloc(1, "step counter");
   d_step_.zero();
 }
+
+void Optimizer::require_whole(const std::vector<int>& tensors) const {
+  const ParamTable& t = arena_.table();
+  for (const Part& p : parts_)  // the shard plan cuts only what shard_steps_elementwise allows
+    if (std::binary_search(tensors.begin(), tensors.end(), p.tensor)) CHECK(p.begin == 0 && p.end == t[p.tensor].numel);
+}
+
+namespace {
+// The owned parts that are not whole, as (tensor, begin, end) triples: what a checkpoint records of them.
+std::vector<int64_t> partial_parts(const ParamTable& t, const std::vector<Part>& parts) {
+  std::vector<int64_t> v;
+  for (const Part& p : parts)
+    if (p.begin != 0 || p.end != t[p.tensor].numel) v.insert(v.end(), {p.tensor, p.begin, p.end});
+  return v;
+}
+}  // namespace
 
 size_t Optimizer::state_bytes() const {
   size_t n = 0;
@@ -42,6 +53,8 @@ void Optimizer::save_state(SectionWriter& w) const {
   uint64_t fp = arena_.table().fingerprint();
   w.put("optim.fingerprint", &fp, sizeof fp);
   w.put_vector("optim.owned", owned_);
+  const std::vector<int64_t> partial = partial_parts(arena_.table(), parts_);
+  if (!partial.empty()) w.put_vector("optim.parts", partial);  // absent: every owned tensor whole
   if (groups() > 1) w.put_i64("optim.groups", groups());  // absent: one group, as in files written before
   const size_t piece = size_t(64) << 20;
   std::vector<char> host(piece);
@@ -72,6 +85,11 @@ void Optimizer::load_state(const SectionReader& r) {
   if (saved_owned != owned_)
     user_error("'", r.path(), "' holds optimizer state for ", saved_owned.size(), " tensors, not the ", owned_.size(),
                " this run steps; resume with the same number of GPUs and sharding.");
+  const std::vector<int64_t> saved_parts =
+      r.has("optim.parts") ? r.get_vector<int64_t>("optim.parts") : std::vector<int64_t>{};
+  if (saved_parts != partial_parts(arena_.table(), parts_))
+    user_error("'", r.path(), "' holds optimizer state for other parts of the tensors than this run steps; resume ",
+               "with the same number of GPUs and sharding.");
   const int64_t saved_groups = r.has("optim.groups") ? r.get_i64("optim.groups") : 1;
   if (saved_groups != groups())
     user_error("'", r.path(), "' holds optimizer state stepped ",
@@ -92,7 +110,7 @@ void Optimizer::load_state(const SectionReader& r) {
 
 // AdamW, Adafactor and Muon step each tensor on its own: they need nothing from other ranks.
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena,
-                                          const std::vector<int>& owned, CrossRank* cross) {
+                                          const Owned& owned, CrossRank* cross) {
   validate_options(name, opts);
   if (name == "adamw") return std::make_unique<AdamW>(arena, opts, owned);
   if (name == "adafactor") return std::make_unique<Adafactor>(arena, opts, owned);

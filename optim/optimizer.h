@@ -14,6 +14,7 @@
 #include "common/device_buffer.h"
 #include "common/sections.h"
 #include "core/arena.h"
+#include "core/chunks.h"
 #include "optim/cross_rank.h"
 #include "optim/options.h"
 
@@ -24,12 +25,14 @@ struct StepInfo {
 
 // Every optimizer steps the tensors it owns: all of them (the default), or a subset - a rank's shard
 // when the step is split across GPUs. It keeps state for those tensors only and leaves the others alone.
+// AdamW, and the AdamW side paths of Muon, CELO2 and ELO_CELO2, may own part of a tensor (core/chunks.h's
+// Part: the shard plan cuts an element-wise tensor between two ranks); the others need whole tensors.
 // Given a CrossRank (optim/cross_rank.h), the owned tensors are this rank's share of a sharded
 // data-parallel step: what a step computes over all tensors (a global norm, VeLO's pooling) is then
 // combined across the ranks.
 class Optimizer {
  public:
-  Optimizer(Arena& arena, const OptimOptions& opts, std::vector<int> owned, CrossRank* cross = nullptr);
+  Optimizer(Arena& arena, const OptimOptions& opts, const Owned& owned, CrossRank* cross = nullptr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -47,6 +50,7 @@ class Optimizer {
 
   const OptimOptions& options() const { return opts_; }
   const std::vector<int>& owned() const { return owned_; }  // table indices, ascending
+  const std::vector<Part>& parts() const { return parts_; }  // the same, with the elements of each
   Arena& arena() const { return arena_; }
 
   struct StateBuffer {
@@ -62,7 +66,11 @@ class Optimizer {
 
   Arena& arena_;
   OptimOptions opts_;
+  // Checks that each of `tensors` (ascending) that this optimizer owns is owned whole: those it computes over.
+  void require_whole(const std::vector<int>& tensors) const;
+
   std::vector<int> owned_;
+  std::vector<Part> parts_;
   DeviceBuffer<int64_t> d_step_;  // updates applied so far; advanced on the device by each step
   CrossRank* cross_ = nullptr;    // the sharded step's other ranks; null: the owned tensors are all there is
 };
@@ -71,6 +79,6 @@ class Optimizer {
 // empty = all), as one rank's share of a sharded step when `cross` is given. Validates the name and the
 // hyperparameters first (UserError).
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const OptimOptions& opts, Arena& arena,
-                                          const std::vector<int>& owned = {}, CrossRank* cross = nullptr);
+                                          const Owned& owned = {}, CrossRank* cross = nullptr);
 // The tensors of `owned`, checked (in range, no repeats) and sorted; empty = every tensor of the table.
-std::vector<int> owned_tensors(const ParamTable& t, std::vector<int> owned);
+std::vector<int> owned_tensors(const ParamTable& t, const Owned& owned);

@@ -50,3 +50,11 @@ double shard_step_cost(const std::string& optimizer, const TensorInfo& t) {
   return step_bytes_per_elem(optimizer, t) * double(t.numel) / kBandwidth +
          ns_step_flops(optimizer, t, kNsSteps) / kNsRate;
 }
+
+bool shard_steps_elementwise(const std::string& optimizer, const OptimOptions& o, const TensorInfo& t) {
+  if (optimizer == "adamw") return true;
+  if (optimizer == "muon") return t.resolved_owner() == Owner::AdamW;
+  if (optimizer == "celo2") return celo2_uses_adamw(t, o.celo2);
+  if (optimizer == "elo_celo2") return celo2_uses_adamw(t, o.elo_celo2);
+  return false;
+}

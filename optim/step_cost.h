@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/param_table.h"
+#include "optim/options.h"
 
 struct StepBytesFlags {
   bool bf16_copy = false;     // the step also refreshes the bf16 copy of the parameters (+2)
@@ -26,3 +27,9 @@ double ns_step_flops(const std::string& optimizer, const TensorInfo& t, int step
 // at the ~500 TFLOP/s our batched bf16 GEMMs reach. The shard plan (core/shard_plan.h) balances ranks by
 // it; only the ratios matter there.
 double shard_step_cost(const std::string& optimizer, const TensorInfo& t);
+
+// Whether `optimizer` steps t element by element, with nothing computed over the tensor, so that the shard
+// plan may cut it between two ranks (core/shard_plan.h): every tensor under AdamW, Muon's AdamW tensors,
+// CELO2's and ELO_CELO2's AdamW side path. Their steps read one per-tensor flag (weight decay) and
+// per-step scalars only.
+bool shard_steps_elementwise(const std::string& optimizer, const OptimOptions& o, const TensorInfo& t);

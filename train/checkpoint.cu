@@ -17,6 +17,7 @@ void put_identity(SectionWriter& w, const ParamTable& t, const DpRecord& dp) {
   if (dp.world == 1 && dp.owner.empty()) return;  // as files written before there was data parallelism
   w.put_i64("dp.world", dp.world);
   if (!dp.owner.empty()) w.put_vector("dp.owner", dp.owner);
+  if (!dp.cut.empty()) w.put_vector("dp.cut", dp.cut);
 }
 }  // namespace
 

@@ -23,10 +23,12 @@ struct TrainState {
 };
 
 // How the run that wrote a checkpoint was spread over processes (train/data_parallel.h): the world size,
-// and in the sharded mode each tensor's owner. Every file of a checkpoint records it.
+// and in the sharded mode each tensor's owner and where the plan cut a tensor between two owners. Every
+// file of a checkpoint records it.
 struct DpRecord {
   int world = 1;
   std::vector<int> owner;  // empty: one process, or the all-reduce mode
+  std::vector<int64_t> cut;  // per tensor (ShardPlan::cut); empty: no tensor cut
 };
 
 // Writes path, the model described by its parameter table's fingerprint (names, shapes, roles), which the
@@ -40,7 +42,7 @@ void save_checkpoint(const std::string& path, const Arena& arena, const Model& m
 std::string rank_checkpoint_path(const std::string& main, int rank);
 void save_rank_checkpoint(const std::string& path, const Arena& arena, const Optimizer* opt, const TrainState& state,
                           const DpRecord& dp);
-// UserError unless the file was written with the same world size and, sharded, the same owners.
+// UserError unless the file was written with the same world size and, sharded, the same owners and cuts.
 void check_checkpoint_dp(const SectionReader& r, const DpRecord& dp);
 // A rank file's data position, after checking its model, set-up and step against rank 0's state.
 std::vector<int64_t> read_rank_position(const SectionReader& r, const ParamTable& table, const DpRecord& dp,

@@ -67,6 +67,7 @@ std::string rank_checkpoint_path(const std::string& main, int rank) { return mai
 void check_checkpoint_dp(const SectionReader& r, const DpRecord& dp) {
   const int64_t world = r.has("dp.world") ? r.get_i64("dp.world") : 1;
   const std::vector<int> owner = r.has("dp.owner") ? r.get_vector<int>("dp.owner") : std::vector<int>{};
+  const std::vector<int64_t> cut = r.has("dp.cut") ? r.get_vector<int64_t>("dp.cut") : std::vector<int64_t>{};
   if (world != dp.world)
     user_error("'", r.path(), "' was written by ", world, world == 1 ? " process" : " processes", ", this run has ",
                dp.world, "; resume it with ", world,
@@ -74,7 +75,7 @@ void check_checkpoint_dp(const SectionReader& r, const DpRecord& dp) {
   if (owner.empty() != dp.owner.empty())
     user_error("'", r.path(), "' was written ", owner.empty() ? "without" : "with", " --shard 1; resume it ",
                owner.empty() ? "without" : "with", " --shard 1.");
-  if (owner != dp.owner)
+  if (owner != dp.owner || cut != dp.cut)
     user_error("'", r.path(), "' shares the tensors among the processes differently (another optimizer?); resume it ",
                "with the flags that wrote it.");
 }

@@ -5,7 +5,7 @@
 #include "train/data_parallel.h"
 #include "train/peer_sum.h"
 
-void DataParallel::set_up(const TrainFlags& f, const ParamTable& table) {
+void DataParallel::set_up(const TrainFlags& f, const OptimOptions& o, const ParamTable& table) {
   sharded_ = f.shard;
   timeout_s_ = f.nccl_timeout;
   bf16_sums_ = f.grad_comm == "bf16";
@@ -29,7 +29,9 @@ void DataParallel::set_up(const TrainFlags& f, const ParamTable& table) {
     user_error("--shard 1 gives every process whole tensors, and this model has ", pieces,
                " (q, k and v count as one) for ", group_.world,
                " processes; use fewer processes or leave out --shard.");
-  plan_ = plan_shards(table, group_.world, [&](const TensorInfo& t) { return shard_step_cost(f.optimizer, t); });
+  plan_ = plan_shards(
+      table, group_.world, [&](const TensorInfo& t) { return shard_step_cost(f.optimizer, t); },
+      [&](const TensorInfo& t) { return shard_steps_elementwise(f.optimizer, o, t); });
 }
 
 void DataParallel::connect(const std::string& id_file) {
@@ -55,12 +57,13 @@ void DataParallel::choose_grad_sum() {
 
 ParamTable DataParallel::layout(const ParamTable& t) const { return sharded_ ? sharded_table(t, plan_) : t; }
 
-std::vector<int> DataParallel::owned() const { return sharded_ ? plan_.owned(group_.rank) : std::vector<int>{}; }
+Owned DataParallel::owned() const { return sharded_ ? plan_.owned(group_.rank) : Owned(); }
 
 DpRecord DataParallel::record() const {
   DpRecord r;
   r.world = group_.world;
   if (sharded_) r.owner = plan_.owner;
+  if (sharded_ && plan_.any_cut()) r.cut = plan_.cut;
   return r;
 }
 
@@ -86,9 +89,12 @@ std::string DataParallel::describe() const {
     total += l;
   }
   std::snprintf(load, sizeof load, "%.3f", total > 0 ? most * plan_.world / total : 1.0);
+  int cuts = 0;
+  for (int64_t c : plan_.cut) cuts += c > 0;
   return s + "sharded: gradients reduced onto each tensor's owner " + by + " during backward, each process steps its " +
-         std::to_string(plan_.owned(group_.rank).size()) + " of " + std::to_string(plan_.owner.size()) +
-         " tensors (busiest process at " + load + "x the mean cost), their bf16 copy all-gathered";
+         std::to_string(plan_.owned(group_.rank).parts.size()) + " of " + std::to_string(plan_.owner.size()) +
+         " tensors (" + std::to_string(cuts) + " cut between two processes; busiest process at " + load +
+         "x the mean cost), their bf16 copy all-gathered";
 }
 
 void DataParallel::gather_params(Arena& arena) {

@@ -2,8 +2,9 @@
 // NCCL between them, in one of two modes.
 //  - all-reduce: every rank holds every tensor's optimizer state and steps every tensor (the baseline
 //    of the PyLO paper's Table 3);
-//  - sharded (--shard 1): a shard plan (core/shard_plan.h) gives each rank whole tensors, balanced by
-//    their step cost for this optimizer; the arena is laid out rank by rank; gradients are reduced onto
+//  - sharded (--shard 1): a shard plan (core/shard_plan.h) gives each rank tensors, balanced by their
+//    step cost for this optimizer (an element-wise tensor may be cut between two ranks); the arena is
+//    laid out rank by rank; gradients are reduced onto
 //    their owners during backward, each rank steps its tensors (the optimizer's owned subset, with the
 //    communicator as its CrossRank) and the bf16 copy of the weights is all-gathered (the fp32 weights
 //    for checkpoints only). Optimizer state lives on its owner only.
@@ -27,7 +28,7 @@ class DataParallel {
   explicit DataParallel(const ProcessGroup& g) : group_(g) {}
   // The mode of the flags over the model's table (the shard plan), before any GPU work; UserError on a
   // combination that cannot run.
-  void set_up(const TrainFlags& f, const ParamTable& table);
+  void set_up(const TrainFlags& f, const OptimOptions& o, const ParamTable& table);
   // Picks this process's GPU and joins the others (before anything makes a context); from here on rank 0
   // alone prints. Nothing to do unless on().
   void connect(const std::string& id_file);
@@ -44,7 +45,7 @@ class DataParallel {
   CrossRank* cross() const { return sharded_ ? comm_.get() : nullptr; }  // a sharded step's other ranks
 
   ParamTable layout(const ParamTable& t) const;  // the arena's table: laid out by the plan when sharded
-  std::vector<int> owned() const;                // the tensors this rank steps (empty: all)
+  Owned owned() const;                           // the tensors (or parts) this rank steps (empty: all)
   DpRecord record() const;                       // what checkpoints record of the set-up
   // Resuming from `main` (rank 0's file; `state` read from it): UserError unless it was written with this
   // set-up. Ranks > 0 open their own file, take its data position into `state` and return it (the sharded

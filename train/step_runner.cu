@@ -92,17 +92,23 @@ void StepRunner::plan_sums(Model& model, const std::vector<std::vector<int>>& ho
 }
 
 // The tensors (ascending table indices) as runs of the arena to sum: those that lie back to back (and have
-// one owner) are one run, the padding between them holding zeros on every rank.
+// one owner) are one run, the padding between them holding zeros on every rank. A tensor the shard plan
+// cut is two runs, one onto each owner.
 std::vector<StepRunner::Range> StepRunner::runs(const std::vector<int>& tensors) const {
   const ParamTable& t = opt_.arena().table();
   std::vector<Range> rs;
+  auto add = [&](int64_t begin, int64_t n, int root, bool joins) {
+    if (joins && !rs.empty() && rs.back().root == root)
+      rs.back().n = begin + n - rs.back().begin;
+    else
+      rs.push_back({begin, n, root});
+  };
   int64_t end = -1;  // where the previous tensor's slot ends
   for (int i : tensors) {
     const int root = plan_ ? plan_->owner[size_t(i)] : -1;
-    if (!rs.empty() && t[i].offset == end && rs.back().root == root)
-      rs.back().n = t[i].offset + t[i].numel - rs.back().begin;
-    else
-      rs.push_back({t[i].offset, t[i].numel, root});
+    const int64_t cut = plan_ ? plan_->cut[size_t(i)] : 0;
+    add(t[i].offset, cut > 0 ? cut : t[i].numel, root, t[i].offset == end);
+    if (cut > 0) add(t[i].offset + cut, t[i].numel - cut, root + 1, true);
     end = t[i].offset + shard_slot_elems(t[i]);
   }
   return rs;

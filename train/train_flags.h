@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "core/chunks.h"
 #include "optim/options.h"
 #include "train/flags.h"
 
@@ -79,4 +80,4 @@ class Optimizer;
 class CrossRank;
 std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& o, Arena& arena,
                                                 const std::vector<std::vector<int>>& hook_groups,
-                                                const std::vector<int>& owned = {}, CrossRank* cross = nullptr);
+                                                const Owned& owned = {}, CrossRank* cross = nullptr);

@@ -5,8 +5,8 @@
 #include "train/train_flags.h"
 
 std::unique_ptr<Optimizer> make_train_optimizer(const TrainFlags& f, const OptimOptions& oo, Arena& arena,
-                                                const std::vector<std::vector<int>>& hook_groups,
-                                                const std::vector<int>& owned, CrossRank* cross) {
+                                                const std::vector<std::vector<int>>& hook_groups, const Owned& owned,
+                                                CrossRank* cross) {
   OptimOptions o = oo;
   std::unique_ptr<TempDir> random_weights;
   if (f.lopt_random && is_learned(f.optimizer))

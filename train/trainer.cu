@@ -44,7 +44,7 @@ void TrainPlan::set_model(const TrainFlags& f, ParamTable model_table) {
   options = train_optimizer_options(f);
   check_train_optimizer(f, options);
   table = std::move(model_table);
-  dp->set_up(f, table);
+  dp->set_up(f, options, table);
 }
 
 bool TrainPlan::open_resume(const TrainFlags& f, const std::string& model_flags) {

@@ -91,17 +91,19 @@ __global__ void __launch_bounds__(kThreads) c2_adamw(const C2Adam a) {
 }
 }  // namespace
 
-Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, Celo2Mode mode,
-             const std::vector<int>& owned, CrossRank* cross)
+Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, Celo2Mode mode, const Owned& owned,
+             CrossRank* cross)
     : Optimizer(arena, opts, owned, cross),
       elo_(mode == Celo2Mode::kEloCelo2),
       h_(elo_ ? opts.elo_celo2 : opts.celo2),
       dec_(celo2_decays()) {
   const ParamTable& tab = arena.table();
-  std::vector<int> learned, adam;
-  for (int i : owned_) {
+  std::vector<int> learned;
+  std::vector<Part> adam;
+  for (const Part& p : parts_) {
+    const int i = p.tensor;
     if (celo2_uses_adamw(tab[i], h_)) {
-      adam.push_back(i);
+      adam.push_back(p);
       continue;
     }
     if (tab[i].ndim() < 2)
@@ -123,6 +125,7 @@ Celo2::Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, Celo
   weights_.alloc(pw.size(), "celo2 weights");
   weights_.upload(pw);
   scalars_.alloc(1, "celo2 scalars");
+  require_whole(learned);
   plan_learned(learned);
   plan_adam(adam);
   if (h_.clip_grad) plan_clip();
@@ -135,7 +138,7 @@ void Celo2::plan_clip() {
   std::vector<int64_t> soff;
   plan_state_offsets(tab, owned_, &soff);
   const std::vector<Chunk> c =
-      cross_ ? plan_table_chunks(tab, owned_, kClipChunk) : plan_chunks(tab, owned_, soff, kClipChunk);
+      cross_ ? plan_table_chunks(tab, Owned(parts_), kClipChunk) : plan_chunks(tab, owned_, soff, kClipChunk);
   clip_chunks_.alloc(c.size(), "celo2 clip chunks");
   clip_chunks_.upload(c);
   clip_partial_.alloc(std::max<size_t>(c.size(), 1), "celo2 clip partials");
@@ -225,16 +228,14 @@ void Celo2::plan_learned(const std::vector<int>& learned) {
     ns_ = std::make_unique<NewtonSchulz>(groups, h_.ns_steps, h_.ns_a, h_.ns_b, h_.ns_c, size_t(1) << 30, prec);
 }
 
-void Celo2::plan_adam(const std::vector<int>& adam) {
+void Celo2::plan_adam(const std::vector<Part>& adam) {
   const ParamTable& tab = arena_.table();
   std::vector<float> wd(size_t(tab.size()), 0.0f);
-  for (int i : adam) wd[size_t(i)] = tab[i].decay ? float(h_.adam_wd()) : 0.0f;
+  for (const Part& p : adam) wd[size_t(p.tensor)] = tab[p.tensor].decay ? float(h_.adam_wd()) : 0.0f;
   adam_wd_.alloc(wd.size(), "celo2 AdamW weight decay");
   adam_wd_.upload(wd);
   if (adam.empty()) return;
-  std::vector<int64_t> soff;
-  adam_elems_ = plan_state_offsets(tab, adam, &soff);
-  const std::vector<Chunk> c = plan_chunks(tab, adam, soff, kRun);
+  const std::vector<Chunk> c = plan_part_chunks(tab, adam, kRun, &adam_elems_);
   adam_chunks_.alloc(c.size(), "celo2 AdamW chunks");
   adam_chunks_.upload(c);
   adam_m_.alloc(size_t(adam_elems_), "celo2 AdamW m");

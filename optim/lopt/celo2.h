@@ -53,8 +53,8 @@ enum class Celo2Mode {
 class Celo2 : public Optimizer {
  public:
   // cross (optimizer.h): the global clip is then over the whole table.
-  Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, Celo2Mode mode,
-        const std::vector<int>& owned = {}, CrossRank* cross = nullptr);
+  Celo2(Arena& arena, const OptimOptions& opts, const Celo2Weights& w, Celo2Mode mode, const Owned& owned = {},
+        CrossRank* cross = nullptr);
   std::string name() const override { return elo_ ? "elo_celo2" : "celo2"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 
@@ -63,7 +63,7 @@ class Celo2 : public Optimizer {
 
  private:
   void plan_learned(const std::vector<int>& learned);
-  void plan_adam(const std::vector<int>& adam);
+  void plan_adam(const std::vector<Part>& adam);
   void plan_clip();
   void learned_step(cudaStream_t s);  // celo2_learned.cu
   template <typename T>

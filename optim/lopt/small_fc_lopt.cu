@@ -169,13 +169,14 @@ SmallFcLopt::Rule SmallFcLopt::rule_of(const OptimOptions& o, SmallFcMode mode) 
 }
 
 SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, SmallFcMode mode,
-                         const std::vector<int>& owned, CrossRank* cross)
+                         const Owned& owned, CrossRank* cross)
     : Optimizer(arena, opts, owned, cross),
       mode_(mode),
       rule_(rule_of(opts, mode)),
       core_(arena, owned_, rule_.tie, rule_.mup, kChunk),
       // small_fc_lopt: the meta-learned decays; ELO: the nominal ones as they are (celo2.md 8, E1)
       dec_(mode == SmallFcMode::kElo ? nominal_decays() : small_fc_decays()) {
+  require_whole(owned_);
   const char* what = mode == SmallFcMode::kElo ? "elo" : "small_fc_lopt";
   std::vector<float> all;
   for (const auto* v : {&w.w0, &w.b0, &w.w1, &w.b1, &w.w2, &w.b2}) all.insert(all.end(), v->begin(), v->end());

@@ -35,7 +35,7 @@ class SmallFcLopt : public Optimizer {
  public:
   // w: the MetaMLP weights. cross (optimizer.h): ELO's global clip is then over the whole table.
   SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWeights& w, SmallFcMode mode,
-              const std::vector<int>& owned = {}, CrossRank* cross = nullptr);
+              const Owned& owned = {}, CrossRank* cross = nullptr);
   std::string name() const override { return mode_ == SmallFcMode::kElo ? "elo" : "small_fc_lopt"; }
   void step(const StepInfo& info, cudaStream_t s) override;
 

@@ -196,12 +196,12 @@ std::vector<float> with_bias_cols(const std::vector<float>& w, const std::vector
 }
 }  // namespace
 
-Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned,
-           CrossRank* cross)
+Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const Owned& owned, CrossRank* cross)
     : Optimizer(arena, opts, owned, cross),
       core_(arena, owned_, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk),
       dec_(nominal_decays()),
       n_(core_.n_tensors) {
+  require_whole(owned_);
   CUBLAS_CHECK(cublasCreate(&blas_));
   CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH));  // full FP32, never TF32
   std::vector<float> mix = with_bias_cols(w.mix2_w, w.mix2_b, 512, 30, kLdX);

@@ -24,7 +24,7 @@ struct VeloLossState {
 class Velo : public Optimizer {
  public:
   // cross (optimizer.h): the LSTM's pooling is then over every tensor of the table.
-  Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const std::vector<int>& owned = {},
+  Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const Owned& owned = {},
        CrossRank* cross = nullptr);
   ~Velo() override;
   std::string name() const override { return "velo"; }

@@ -81,29 +81,42 @@ TEST(ShardLayout, OverlappingOrMisalignedLayoutsAreRefused) {
   EXPECT_EQ(t.total_elems(), t.natural_total() + 64);
 }
 
-// Each rank's chunks cover exactly its tensors, at the same indices on every rank, so that adding the
-// ranks' per-chunk sums gives each chunk's sum once; together they are the single-GPU partition.
+// Each rank's chunks cover exactly its parts, at the same indices on every rank, so that adding the
+// ranks' per-chunk sums gives each chunk's sum once; together they are the single-GPU partition. Also where
+// the plan cut a tensor (GPT-2 124M's table under AdamW at 4 ranks, in the grad-norm's 16384-element chunks).
 TEST(ShardLayout, TableChunksPartitionTheTableAcrossRanks) {
-  const ParamTable t = sharded_table(small_gpt2(), plan_of(small_gpt2(), 3));
-  const ShardPlan p = plan_of(small_gpt2(), 3);
-  std::vector<int64_t> at;
-  for (const auto& ti : t.tensors()) at.push_back(ti.offset);
-  const std::vector<Chunk> whole = plan_chunks(t, all_tensors(t), at, 64);
-  std::vector<int> covered(whole.size(), 0);
-  for (int r = 0; r < 3; r++) {
-    const std::vector<Chunk> c = plan_table_chunks(t, p.owned(r), 64);
-    ASSERT_EQ(c.size(), whole.size());
-    for (size_t k = 0; k < c.size(); k++) {
-      EXPECT_EQ(c[k].p_begin, whole[k].p_begin);
-      EXPECT_EQ(c[k].tensor, whole[k].tensor);
-      const bool mine = p.owner[size_t(c[k].tensor)] == r;
-      EXPECT_EQ(c[k].n, mine ? whole[k].n : 0);
-      covered[k] += c[k].n > 0;
+  struct Case {
+    ParamTable table;
+    ShardPlan plan;
+    int chunk;
+  };
+  const ParamTable big = gpt2_param_table(gpt2_shape("d12"));
+  const ShardPlan cut = plan_shards(
+      big, 4, [](const TensorInfo& ti) { return shard_step_cost("adamw", ti); },
+      [](const TensorInfo&) { return true; });
+  ASSERT_TRUE(cut.any_cut());
+  for (const Case& cs : {Case{small_gpt2(), plan_of(small_gpt2(), 3), 64}, Case{big, cut, 16384}}) {
+    const ParamTable t = sharded_table(cs.table, cs.plan);
+    std::vector<int64_t> at;
+    for (const auto& ti : t.tensors()) at.push_back(ti.offset);
+    const std::vector<Chunk> whole = plan_chunks(t, all_tensors(t), at, cs.chunk);
+    std::vector<int> covered(whole.size(), 0);
+    for (int r = 0; r < cs.plan.world; r++) {
+      const std::vector<Chunk> c = plan_table_chunks(t, cs.plan.owned(r), cs.chunk);
+      ASSERT_EQ(c.size(), whole.size());
+      for (size_t k = 0; k < c.size(); k++) {
+        EXPECT_EQ(c[k].p_begin, whole[k].p_begin);
+        EXPECT_EQ(c[k].tensor, whole[k].tensor);
+        const int64_t e = c[k].p_begin - t[c[k].tensor].offset, cut_at = cs.plan.cut[size_t(c[k].tensor)];
+        const int owner = cs.plan.owner[size_t(c[k].tensor)] + (cut_at > 0 && e >= cut_at ? 1 : 0);
+        EXPECT_EQ(c[k].n, owner == r ? whole[k].n : 0);
+        covered[k] += c[k].n > 0;
+      }
     }
+    for (size_t k = 0; k < covered.size(); k++) EXPECT_EQ(covered[k], 1) << "chunk " << k;
+    EXPECT_EQ(plan_table_chunks(t, {}, cs.chunk).size(), whole.size());  // empty = every tensor
+    for (const Chunk& c : plan_table_chunks(t, {}, cs.chunk)) EXPECT_GT(c.n, 0);
   }
-  for (size_t k = 0; k < covered.size(); k++) EXPECT_EQ(covered[k], 1) << "chunk " << k;
-  EXPECT_EQ(plan_table_chunks(t, {}, 64).size(), whole.size());  // empty = every tensor
-  for (const Chunk& c : plan_table_chunks(t, {}, 64)) EXPECT_GT(c.n, 0);
 }
 
 // A checkpoint records the world size and the sharded mode's owners; a run with another world size or
@@ -118,6 +131,9 @@ TEST(ShardLayout, CheckpointsRecordTheDataParallelSetUp) {
   sh2b.owner = p2.owner;
   sh2b.owner.front() = 1 - sh2b.owner.front();  // another plan
   ASSERT_NE(sh2b.owner, sh2.owner);
+  DpRecord sh2c = sh2;  // the same owners, a tensor cut between the two
+  sh2c.cut.assign(size_t(t.size()), 0);
+  sh2c.cut.front() = 64;
   auto write = [&](const std::string& name, const DpRecord* dp, int64_t step) {
     SectionWriter w(dir.path() + "/" + name);
     const uint64_t f = t.fingerprint();
@@ -125,6 +141,7 @@ TEST(ShardLayout, CheckpointsRecordTheDataParallelSetUp) {
     if (dp) {
       w.put_i64("dp.world", dp->world);
       if (!dp->owner.empty()) w.put_vector("dp.owner", dp->owner);
+      if (!dp->cut.empty()) w.put_vector("dp.cut", dp->cut);
     }
     w.put_i64("train.step", step);
     w.put_vector("train.loader", std::vector<int64_t>{1, 2, step});
@@ -132,7 +149,7 @@ TEST(ShardLayout, CheckpointsRecordTheDataParallelSetUp) {
     return dir.path() + "/" + name;
   };
   const std::string old = write("old.bin", nullptr, 5), sharded = write("sharded.bin", &sh2, 5),
-                    allred = write("allreduce.bin", &ar2, 5);
+                    allred = write("allreduce.bin", &ar2, 5), cut = write("cut.bin", &sh2c, 5);
   check_checkpoint_dp(SectionReader(old), one);  // files from before record nothing: one process
   check_checkpoint_dp(SectionReader(sharded), sh2);
   check_checkpoint_dp(SectionReader(allred), ar2);
@@ -142,6 +159,11 @@ TEST(ShardLayout, CheckpointsRecordTheDataParallelSetUp) {
                     "was written without --shard 1; resume it without --shard 1.");
   expect_user_error([&] { check_checkpoint_dp(SectionReader(sharded), ar2); }, "was written with --shard 1");
   expect_user_error([&] { check_checkpoint_dp(SectionReader(sharded), sh2b); },
+                    "shares the tensors among the processes differently");
+  check_checkpoint_dp(SectionReader(cut), sh2c);
+  expect_user_error([&] { check_checkpoint_dp(SectionReader(cut), sh2); },
+                    "shares the tensors among the processes differently");
+  expect_user_error([&] { check_checkpoint_dp(SectionReader(sharded), sh2c); },
                     "shares the tensors among the processes differently");
   EXPECT_EQ(read_rank_position(SectionReader(sharded), t, sh2, 5), (std::vector<int64_t>{1, 2, 5}));
   expect_user_error([&] { read_rank_position(SectionReader(sharded), t, sh2, 6); },

@@ -49,7 +49,7 @@ HOST_SRC := common/crc32.cpp common/atomic_file.cpp common/sections.cpp common/c
             optim/ref/ref_celo2.cpp optim/ref/ref_celo2_parts.cpp optim/ref/ref_elo_celo2.cpp optim/ref/ref_elo.cpp \
             models/model_tables.cpp models/block_table.cpp models/ref_ops.cpp models/ref_block.cpp models/gpt2_ref.cpp models/vit_ref.cpp data/token_shards.cpp data/gpt2_tokenizer.cpp \
             data/shard_writer.cpp data/tar_reader.cpp data/tar_writer.cpp data/wds_samples.cpp data/wds_stream.cpp \
-            train/train_flags.cpp train/checkpoint_read.cpp train/process_group.cpp
+            train/train_flags.cpp train/checkpoint_read.cpp train/process_group.cpp kernels/matmul_choices.cpp
 # Images (train_vit): decoding (stb_image, implementation compiled once here), augmentations, Mixup/CutMix.
 HOST_SRC += data/stb_image_impl.cpp data/stb_write_impl.cpp data/image_decode.cpp data/image_encode.cpp \
             data/rng.cpp data/resample.cpp data/augment.cpp data/randaugment.cpp data/mixup.cpp data/image_loader.cpp

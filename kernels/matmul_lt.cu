@@ -1,8 +1,12 @@
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <tuple>
 #include <vector>
 
 #include "common/cuda_check.h"
 #include "common/event_timer.h"
+#include "kernels/matmul_choices.h"
 #include "kernels/matmul_lt.h"
 
 namespace {
@@ -27,7 +31,21 @@ struct LtMatmul::Plan {
   }
 };
 
-LtMatmul::LtMatmul(int tune_candidates) : tune_candidates_(std::max(1, tune_candidates)) {
+LtMatmul::LtMatmul(int tune_candidates) {
+  const char* env = std::getenv("MATMUL_TUNE");
+  if (tune_candidates == 0 && env && std::atoi(env) > 1) {
+    tune_candidates = std::atoi(env);
+    print_tuned_ = true;
+    std::fprintf(stderr,
+                 "MATMUL_TUNE=%d: the first call of each matmul times its algorithms on its own buffers, "
+                 "which it overwrites or adds to several times: a run to discover choices, not to train.\n",
+                 tune_candidates);
+  }
+  tune_candidates_ = std::max(1, tune_candidates);
+  int dev = 0;
+  cudaDeviceProp prop;
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess) gpu_ = prop.name;
+  if (print_tuned_) std::fprintf(stderr, "  {\"%s\", %zu, ...}\n", gpu_.c_str(), cublasLtGetVersion());
   CUBLAS_CHECK(cublasLtCreate(&lt_));
   workspace_.alloc(kWorkspace, "cuBLASLt workspace");
 }
@@ -51,11 +69,16 @@ void LtMatmul::gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int ld
   if (!p) {
     p = new Plan;
     describe(p, ta, tb, m, n, k, lda, ldb, d_fp32, ldd, epi, ldaux);
-    const std::vector<cublasLtMatmulHeuristicResult_t> res = candidates(p, m, n, k, epi, al_a, al_b, al_d);
-    p->algo = res[0].algo;
-    if (res.size() > 1) {
+    const int64_t k8[8] = {std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key),
+                           std::get<4>(key), std::get<5>(key), std::get<6>(key), std::get<7>(key)};
+    // A measured choice is an index into the heuristic's list of kMatmulChoiceCandidates.
+    const int chosen = tune_candidates_ > 1 ? 0 : matmul_choice(gpu_, cublasLtGetVersion(), k8);
+    const int count = chosen > 0 ? kMatmulChoiceCandidates : tune_candidates_;
+    const std::vector<cublasLtMatmulHeuristicResult_t> res = candidates(p, m, n, k, epi, al_a, al_b, al_d, count);
+    p->algo = res[size_t(chosen) < res.size() ? size_t(chosen) : 0].algo;
+    if (tune_candidates_ > 1 && res.size() > 1) {
       set_pointers(p, epi, bias, aux);
-      tune(p, res, m, n, k, A, B, D, C, s);
+      tune(p, res, m, n, k, A, B, D, C, s, k8);
     }
   }
   set_pointers(p, epi, bias, aux);
@@ -95,7 +118,7 @@ void LtMatmul::describe(Plan* p, bool ta, bool tb, int m, int n, int k, int lda,
 // The heuristic's best algorithms for the plan (up to tune_candidates_, at least one), given the workspace
 // and the pointers' alignments (al_*, bytes).
 std::vector<cublasLtMatmulHeuristicResult_t> LtMatmul::candidates(Plan* p, int m, int n, int k, Epi epi, int al_a,
-                                                                  int al_b, int al_d) {
+                                                                  int al_b, int al_d, int count) {
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = kWorkspace;
@@ -105,10 +128,10 @@ std::vector<cublasLtMatmulHeuristicResult_t> LtMatmul::candidates(Plan* p, int m
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof ad));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad));
-  std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(tune_candidates_));
+  std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(count));
   int found = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->c, p->d, pref, tune_candidates_, res.data(), &found);
+      cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->c, p->d, pref, count, res.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw CudaError(
@@ -119,7 +142,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> LtMatmul::candidates(Plan* p, int m
 
 // Times each candidate on the call's own buffers (median of 5) and keeps the fastest; logs it against the first.
 void LtMatmul::tune(Plan* p, const std::vector<cublasLtMatmulHeuristicResult_t>& res, int m, int n, int k,
-                    const bf16* A, const bf16* B, void* D, const void* C, cudaStream_t s) {
+                    const bf16* A, const bf16* B, void* D, const void* C, cudaStream_t s, const int64_t (&key)[8]) {
   const int found = int(res.size());
   int best = 0;
   std::vector<float> ms(static_cast<size_t>(found));
@@ -132,6 +155,11 @@ void LtMatmul::tune(Plan* p, const std::vector<cublasLtMatmulHeuristicResult_t>&
   }
   p->algo = res[size_t(best)].algo;
   tune_log_.push_back({m, n, k, best, found, ms[0], ms[size_t(best)]});
+  if (print_tuned_)  // kernels/matmul_choices.cpp's form, then what was measured
+    std::fprintf(
+        stderr, "    {{%lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld}, %d},  // %dx%dx%d %.4f -> %.4f ms of %d\n",
+        (long long)key[0], (long long)key[1], (long long)key[2], (long long)key[3], (long long)key[4],
+        (long long)key[5], (long long)key[6], (long long)key[7], best, m, n, k, ms[0], ms[size_t(best)], found);
 }
 
 void LtMatmul::set_pointers(Plan* p, Epi epi, const bf16* bias, const bf16* aux) {

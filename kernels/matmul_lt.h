@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -20,7 +21,9 @@ class LtMatmul {
   // tune_candidates > 1: each new plan times up to that many of the heuristic's algorithms on the call's
   // own buffers and keeps the fastest. The tuning calls overwrite (or accumulate into) the outputs, so
   // tune only in a throw-away step; and the choice depends on timing, so runs that must be bit for bit
-  // reproducible keep the default (the heuristic's first algorithm).
+  // reproducible keep the default: the algorithm kernels/matmul_choices.cpp names for the plan on this GPU
+  // and cuBLASLt version (measured choices), else the heuristic's first. 0 reads MATMUL_TUNE from the
+  // environment (a discovery run: each tuned plan is printed to stderr in that table's form).
   explicit LtMatmul(int tune_candidates = 0);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
@@ -52,14 +55,16 @@ class LtMatmul {
   void gemm(bool ta, bool tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb, void* D, bool d_fp32,
             int ldd, const void* C, Epi epi, const bf16* bias, const bf16* aux, int ldaux, cudaStream_t s);
   int tune_candidates_;
+  bool print_tuned_ = false;  // MATMUL_TUNE: print each tuned plan's key and choice
+  std::string gpu_;           // the device's name, for the table of measured choices
   std::vector<TuneRecord> tune_log_;
   // gemm's steps on a new plan
   void describe(Plan* p, bool ta, bool tb, int m, int n, int k, int lda, int ldb, bool d_fp32, int ldd, Epi epi,
                 int ldaux);
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(Plan* p, int m, int n, int k, Epi epi, int al_a, int al_b,
-                                                          int al_d);
+                                                          int al_d, int count);
   void tune(Plan* p, const std::vector<cublasLtMatmulHeuristicResult_t>& res, int m, int n, int k, const bf16* A,
-            const bf16* B, void* D, const void* C, cudaStream_t s);
+            const bf16* B, void* D, const void* C, cudaStream_t s, const int64_t (&key)[8]);
   static void set_pointers(Plan* p, Epi epi, const bf16* bias, const bf16* aux);
   void run(Plan* p, const bf16* A, const bf16* B, void* D, const void* C, cudaStream_t s);
   cublasLtHandle_t lt_ = nullptr;

@@ -116,8 +116,9 @@ std::vector<int> assign(const std::vector<PieceGeometry>& geo, const std::vector
   for (size_t k = 0; k < n; k++) rank_of[k] = rank_of_bin[size_t(bin[k])];
   *cut = {0, 0};
   if (a == b) return rank_of;
-  const double below_a = bin_load[size_t(b)] - bin_load[size_t(a)] + c[split] / 2 + c[split] / 2;
-  const int64_t at = geo[split].best_cut(below_a / 2);
+  // Rank a's part is x of the piece's cost, b's the rest: their loads are equal where
+  // (load_a - c/2) + x = (load_b - c/2) + (c - x).
+  const int64_t at = geo[split].best_cut((bin_load[size_t(b)] - bin_load[size_t(a)] + c[split]) / 2);
   if (at == 0)
     rank_of[split] = rank_of_bin[size_t(b)];  // all of it on the second rank, whole
   else

@@ -106,7 +106,6 @@ std::vector<Part> muon_owned(const ParamTable& t, const std::vector<Part>& owned
 Muon::Muon(Arena& arena, const OptimOptions& opts, const Owned& owned)
     : Optimizer(arena, opts, owned),
       muon_(part_tensors(muon_owned(arena.table(), parts_, true))),
-      adamw_(part_tensors(muon_owned(arena.table(), parts_, false))),
       aux_(arena, muon_owned(arena.table(), parts_, false)) {
   require_whole(muon_);
   const ParamTable& tab = arena.table();

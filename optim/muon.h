@@ -33,7 +33,7 @@ class Muon : public Optimizer {
   std::vector<StateBuffer> state_buffers() const override;
 
  private:
-  std::vector<int> muon_, adamw_;  // table indices by owner
+  std::vector<int> muon_;  // table indices Muon orthogonalises; aux_ steps the rest
   AdamWCore aux_;
   DeviceBuffer<float> buf_;        // momentum, compact over the Muon tensors (grouped by shape)
   DeviceBuffer<__nv_bfloat16> x_;  // Newton-Schulz input/output, same offsets as buf_

@@ -254,7 +254,7 @@ void run_benchmarks(const BenchArgs& a, const OptimOptions& oo) {
       const std::string name = entry.substr(0, entry.find(':'));
       const ShardPlan plan = plan_shards(
           table, a.world, [&](const TensorInfo& t) { return shard_step_cost(name, t); },
-          [&](const TensorInfo& t) { return shard_steps_elementwise(name, oo, t); });
+          [&](const TensorInfo& t) { return shard_cut_unit(name, oo, t); });
       Arena arena(sharded_table(table, plan), a.bf16);  // world 1: the table's own layout
       fill_normal(arena.params(), arena.total(), 1, 0.02f);
       fill_normal(arena.grads(), arena.total(), 2, 1e-3f);

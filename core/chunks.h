@@ -23,6 +23,9 @@ struct Part {
 // means every tensor of the table.
 struct Owned {
   std::vector<Part> parts;
+  // The tensors the shard plan cuts between two ranks, on every rank, held or not: an optimizer that sums a
+  // cut tensor's statistics over its two ranks (LoCore) makes the same cross-rank calls on every rank.
+  std::vector<int> cut;
   Owned() = default;
   Owned(const std::vector<int>& tensors);  // NOLINT(google-explicit-constructor): whole tensors
   explicit Owned(std::vector<Part> p) : parts(std::move(p)) {}

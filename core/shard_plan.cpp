@@ -16,6 +16,7 @@ struct PieceGeometry {
   const ParamTable& t;
   ParamTable::Piece pc;
   std::function<double(const TensorInfo&)> cost;
+  std::vector<int64_t> unit;  // per tensor of the piece: its cut unit (0 where the piece is not cut)
 
   int64_t rel(int i) const {  // where tensor i starts within the piece
     int64_t r = 0;
@@ -31,7 +32,7 @@ struct PieceGeometry {
     }
     return c;
   }
-  // The place to cut (a tensor boundary inside the piece, or a multiple of kCutElems inside a tensor) whose
+  // The place to cut (a tensor boundary inside the piece, or a multiple of its unit inside a tensor) whose
   // cost below is closest to `level`; 0 when none beats leaving the whole piece to the next rank.
   int64_t best_cut(double level) const {
     int64_t best = 0;
@@ -42,7 +43,8 @@ struct PieceGeometry {
     };
     for (int i = pc.first; i < pc.first + pc.count; i++) {
       if (i > pc.first) consider(rel(i));
-      for (int64_t e = ShardPlan::kCutElems; e < t[i].numel; e += ShardPlan::kCutElems) consider(rel(i) + e);
+      const int64_t u = unit[size_t(i - pc.first)];
+      for (int64_t e = u; u > 0 && e < t[i].numel; e += u) consider(rel(i) + e);
     }
     return best;
   }
@@ -63,23 +65,24 @@ std::vector<int> place(const std::vector<double>& c, std::vector<double>* load) 
   return rank_of;
 }
 
-// The costliest element-wise piece; c.size() if none.
-size_t costliest_elementwise(const std::vector<double>& c, const std::vector<bool>& elementwise) {
+// The costliest piece that may be cut; c.size() if none.
+size_t costliest_cuttable(const std::vector<double>& c, const std::vector<bool>& cuttable) {
   size_t best = c.size();
   for (size_t k = 0; k < c.size(); k++)
-    if (elementwise[k] && (best == c.size() || c[k] > c[best])) best = k;
+    if (cuttable[k] && (best == c.size() || c[k] > c[best])) best = k;
   return best;
 }
 }  // namespace
 
 Owned ShardPlan::owned(int rank) const {
-  std::vector<Part> v;
+  Owned o;
   for (int i = 0; i < int(owner.size()); i++) {
     const int64_t c = cut[size_t(i)];
-    if (owner[size_t(i)] == rank) v.push_back({i, 0, c > 0 ? c : -1});
-    if (c > 0 && owner[size_t(i)] + 1 == rank) v.push_back({i, c, -1});
+    if (owner[size_t(i)] == rank) o.parts.push_back({i, 0, c > 0 ? c : -1});
+    if (c > 0 && owner[size_t(i)] + 1 == rank) o.parts.push_back({i, c, -1});
+    if (c > 0) o.cut.push_back(i);
   }
-  return Owned(v);
+  return o;
 }
 
 bool ShardPlan::any_cut() const {
@@ -139,12 +142,12 @@ std::vector<double> loads(const std::vector<PieceGeometry>& geo, const std::vect
 
 double most(const std::vector<double>& l) { return *std::max_element(l.begin(), l.end()); }
 
-// The whole pieces' plan, or the one that cuts the costliest element-wise piece where that makes the
+// The whole pieces' plan, or the one that cuts the costliest piece that may be cut where that makes the
 // busiest rank's load at least 1% lighter: a cut only where a large tensor bounds a rank's share.
 std::vector<int> choose(const std::vector<PieceGeometry>& geo, const std::vector<double>& c,
-                        const std::vector<bool>& elementwise, int world, Cut* cut) {
+                        const std::vector<bool>& cuttable, int world, Cut* cut) {
   std::vector<int> rank_of = assign(geo, c, c.size(), world, cut);
-  const size_t split = costliest_elementwise(c, elementwise);
+  const size_t split = costliest_cuttable(c, cuttable);
   if (world == 1 || split == c.size()) return rank_of;
   Cut cut2;
   std::vector<int> rank_of2 = assign(geo, c, split, world, &cut2);
@@ -157,25 +160,29 @@ std::vector<int> choose(const std::vector<PieceGeometry>& geo, const std::vector
 }  // namespace
 
 ShardPlan plan_shards(const ParamTable& table, int world, const std::function<double(const TensorInfo&)>& cost,
-                      const std::function<bool(const TensorInfo&)>& elementwise) {
+                      const std::function<int64_t(const TensorInfo&)>& cut_unit) {
   if (world < 1) user_error("the number of ranks must be at least 1 (got ", world, ").");
   const std::vector<ParamTable::Piece> pieces = table.pieces();
   std::vector<PieceGeometry> geo;
   std::vector<double> c(pieces.size(), 0.0);
-  std::vector<bool> ew(pieces.size(), false);
+  std::vector<bool> cuttable(pieces.size(), false);
   for (size_t k = 0; k < pieces.size(); k++) {
-    geo.push_back({table, pieces[k], cost});
-    bool all = bool(elementwise);
+    PieceGeometry g{table, pieces[k], cost, {}};
+    bool all = bool(cut_unit);
     for (int i = pieces[k].first; i < pieces[k].first + pieces[k].count; i++) {
       const double ci = cost(table[i]);
       CHECK(ci >= 0);
       c[k] += ci;
-      all = all && elementwise(table[i]);
+      g.unit.push_back(cut_unit ? cut_unit(table[i]) : 0);
+      CHECK(g.unit.back() % ShardPlan::kCutElems == 0);
+      all = all && g.unit.back() > 0;
     }
-    ew[k] = all;
+    cuttable[k] = all;
+    if (!all) std::fill(g.unit.begin(), g.unit.end(), 0);
+    geo.push_back(g);
   }
   Cut cut;
-  const std::vector<int> rank_of = choose(geo, c, ew, world, &cut);
+  const std::vector<int> rank_of = choose(geo, c, cuttable, world, &cut);
   const int cut_rank = cut.at > 0 ? rank_of[cut.piece] : -1;  // the piece continues on cut_rank + 1
 
   // Each rank's range: the rest of the piece cut at the end of the previous rank's, its whole pieces in

@@ -4,15 +4,15 @@
 // reads as one piece (ParamTable::pieces: separate q, k, v) stay back to back.
 //
 // Pieces go to ranks by their cost (the optimizer's), longest first, each to the least loaded rank. One
-// piece may be cut between two ranks: the costliest that the optimizer steps element by element (any
-// tensor under AdamW; the AdamW side paths of Muon and CELO2), where that makes the busiest rank's load at
-// least 1% lighter. It is placed as two halves; the two ranks that get them are numbered one after the
-// other, and the cut falls where their loads come out closest: its first part ends the one's range, the rest begins
-// the next one's, so it stays one run of the arena. Whole, such a tensor bounded its rank's share (GPT-2
-// 124M's tied token table is 31% of the parameters: at 4 ranks its owner stepped 31% instead of 25%).
-// The cut is at a multiple of kCutElems elements of a tensor, or between two tensors of the piece. Only
-// one piece is cut, once: a tensor larger than two ranks' shares (124M's table at 7 or more ranks) still
-// makes its ranks the busiest.
+// piece may be cut between two ranks: the costliest that the optimizer can step in parts (any tensor under
+// AdamW; the AdamW side paths of Muon and CELO2; the matrices of the learned optimizers on LoCore, which sum
+// their statistics over the two ranks), where that makes the busiest rank's load at least 1% lighter. It is placed as
+// two halves; the two ranks that get them are numbered one after the other, and the cut falls where their loads come
+// out closest: its first part ends the one's range, the rest begins the next one's, so it stays one run of the arena.
+// Whole, such a tensor bounded its rank's share (GPT-2 124M's tied token table is 31% of the parameters: at 4 ranks its
+// owner stepped 31% instead of 25%). The cut is at a multiple of the tensor's cut unit (the optimizer's), or between
+// two tensors of the piece. Only one piece is cut, once: a tensor larger than two ranks' shares (124M's table at 7 or
+// more ranks) still makes its ranks the busiest.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -23,9 +23,9 @@
 #include "core/param_table.h"
 
 struct ShardPlan {
-  // Cuts fall on multiples of this many elements of a tensor: a multiple of every chunk length of the
-  // element-wise steps and of the grad-norm partition (core/chunks.h), so each chunk lies in one part and
-  // a cut changes no bits.
+  // The cut unit of the element-wise steps: a multiple of every chunk length of those steps and of the
+  // grad-norm partition (core/chunks.h), so each chunk lies in one part and a cut changes no bits. Every
+  // cut unit is a multiple of it.
   static constexpr int64_t kCutElems = 16384;
 
   int world = 1;
@@ -50,7 +50,8 @@ ParamTable sharded_table(const ParamTable& table, const ShardPlan& plan);
 int64_t shard_slot_elems(const TensorInfo& t);
 
 // The plan for `world` ranks; cost(t) >= 0 is the work of stepping tensor t (optim/step_cost.h's
-// shard_step_cost), proportional to its elements where elementwise(t) is true. elementwise(t): whether the
-// optimizer steps t element by element, so that any part of it steps alone to the same bits (null: none).
+// shard_step_cost), proportional to its elements where cut_unit(t) > 0. cut_unit(t) (optim/step_cost.h's
+// shard_cut_unit): 0 where the optimizer needs t whole, else the elements (a multiple of kCutElems) at
+// whose multiples two ranks may step its parts to the same bits as the whole (null: nothing is cut).
 ShardPlan plan_shards(const ParamTable& table, int world, const std::function<double(const TensorInfo&)>& cost,
-                      const std::function<bool(const TensorInfo&)>& elementwise = nullptr);
+                      const std::function<int64_t(const TensorInfo&)>& cut_unit = nullptr);

@@ -11,7 +11,7 @@
 std::vector<int> owned_tensors(const ParamTable& t, const Owned& owned) { return part_tensors(owned_parts(t, owned)); }
 
 Optimizer::Optimizer(Arena& arena, const OptimOptions& opts, const Owned& owned, CrossRank* cross)
-    : arena_(arena), opts_(opts), parts_(owned_parts(arena.table(), owned)), cross_(cross) {
+    : arena_(arena), opts_(opts), parts_(owned_parts(arena.table(), owned)), cut_(owned.cut), cross_(cross) {
   owned_ = part_tensors(parts_);
   d_step_.alloc(1, "step counter");
   d_step_.zero();
@@ -19,7 +19,7 @@ Optimizer::Optimizer(Arena& arena, const OptimOptions& opts, const Owned& owned,
 
 void Optimizer::require_whole(const std::vector<int>& tensors) const {
   const ParamTable& t = arena_.table();
-  for (const Part& p : parts_)  // the shard plan cuts only what shard_steps_elementwise allows
+  for (const Part& p : parts_)  // the shard plan cuts only where shard_cut_unit allows
     if (std::binary_search(tensors.begin(), tensors.end(), p.tensor)) CHECK(p.begin == 0 && p.end == t[p.tensor].numel);
 }
 

@@ -25,8 +25,9 @@ struct StepInfo {
 
 // Every optimizer steps the tensors it owns: all of them (the default), or a subset - a rank's shard
 // when the step is split across GPUs. It keeps state for those tensors only and leaves the others alone.
-// AdamW, and the AdamW side paths of Muon, CELO2 and ELO_CELO2, may own part of a tensor (core/chunks.h's
-// Part: the shard plan cuts an element-wise tensor between two ranks); the others need whole tensors.
+// AdamW, the AdamW side paths of Muon, CELO2 and ELO_CELO2, and VeLO, small_fc_lopt and ELO may own part of
+// a tensor (core/chunks.h's Part: the shard plan cuts a tensor between two ranks where shard_cut_unit allows;
+// the learned optimizers sum its statistics over the ranks); the others need whole tensors.
 // Given a CrossRank (optim/cross_rank.h), the owned tensors are this rank's share of a sharded
 // data-parallel step: what a step computes over all tensors (a global norm, VeLO's pooling) is then
 // combined across the ranks.
@@ -71,6 +72,7 @@ class Optimizer {
 
   std::vector<int> owned_;
   std::vector<Part> parts_;
+  std::vector<int> cut_;          // Owned::cut: the plan's cut tensors, held here or not
   DeviceBuffer<int64_t> d_step_;  // updates applied so far; advanced on the device by each step
   CrossRank* cross_ = nullptr;    // the sharded step's other ranks; null: the owned tensors are all there is
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "core/shard_plan.h"
+#include "optim/lopt/lopt_common.h"
 
 namespace {
 bool celo2_family(const std::string& o) { return o == "celo2" || o == "elo_celo2"; }
@@ -51,10 +53,12 @@ double shard_step_cost(const std::string& optimizer, const TensorInfo& t) {
          ns_step_flops(optimizer, t, kNsSteps) / kNsRate;
 }
 
-bool shard_steps_elementwise(const std::string& optimizer, const OptimOptions& o, const TensorInfo& t) {
-  if (optimizer == "adamw") return true;
-  if (optimizer == "muon") return t.resolved_owner() == Owner::AdamW;
-  if (optimizer == "celo2") return celo2_uses_adamw(t, o.celo2);
-  if (optimizer == "elo_celo2") return celo2_uses_adamw(t, o.elo_celo2);
-  return false;
+int64_t shard_cut_unit(const std::string& optimizer, const OptimOptions& o, const TensorInfo& t) {
+  bool elementwise = optimizer == "adamw";
+  if (optimizer == "muon") elementwise = t.resolved_owner() == Owner::AdamW;
+  if (optimizer == "celo2") elementwise = celo2_uses_adamw(t, o.celo2);
+  if (optimizer == "elo_celo2") elementwise = celo2_uses_adamw(t, o.elo_celo2);
+  if (elementwise) return ShardPlan::kCutElems;
+  if (optimizer == "velo" || optimizer == "small_fc_lopt" || optimizer == "elo") return lo_cut_unit(t);
+  return 0;
 }

@@ -28,8 +28,9 @@ double ns_step_flops(const std::string& optimizer, const TensorInfo& t, int step
 // it; only the ratios matter there.
 double shard_step_cost(const std::string& optimizer, const TensorInfo& t);
 
-// Whether `optimizer` steps t element by element, with nothing computed over the tensor, so that the shard
-// plan may cut it between two ranks (core/shard_plan.h): every tensor under AdamW, Muon's AdamW tensors,
-// CELO2's and ELO_CELO2's AdamW side path. Their steps read one per-tensor flag (weight decay) and
-// per-step scalars only.
-bool shard_steps_elementwise(const std::string& optimizer, const OptimOptions& o, const TensorInfo& t);
+// Where the shard plan may cut t between two ranks (core/shard_plan.h), in elements; 0: `optimizer` needs t
+// whole. Element-wise steps (every tensor under AdamW, Muon's AdamW tensors, CELO2's and ELO_CELO2's AdamW
+// side path: one per-tensor flag and per-step scalars) cut at ShardPlan::kCutElems. VeLO, small_fc_lopt and
+// ELO cut a matrix at lo_cut_unit(t) rows, and sum its statistics over the two ranks (optim/lopt/lo_core.h).
+// Adafactor, Newton-Schulz and CELO2's learned matrices take their tensors whole.
+int64_t shard_cut_unit(const std::string& optimizer, const OptimOptions& o, const TensorInfo& t);

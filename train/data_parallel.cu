@@ -31,7 +31,7 @@ void DataParallel::set_up(const TrainFlags& f, const OptimOptions& o, const Para
                " processes; use fewer processes or leave out --shard.");
   plan_ = plan_shards(
       table, group_.world, [&](const TensorInfo& t) { return shard_step_cost(f.optimizer, t); },
-      [&](const TensorInfo& t) { return shard_steps_elementwise(f.optimizer, o, t); });
+      [&](const TensorInfo& t) { return shard_cut_unit(f.optimizer, o, t); });
 }
 
 void DataParallel::connect(const std::string& id_file) {

@@ -7,7 +7,8 @@
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kPassACols = 1024, kTileElems = 32768;  // pass A tiles: Adafactor's (a lane owns 32 columns)
+constexpr int kPassACols = kLoPassACols;  // pass A tiles: Adafactor's (a lane owns 32 columns)
+constexpr int64_t kTileElems = kLoPassATileElems;
 constexpr int kFlatChunk = 256;  // fast pass C's exact blocks: short chunks (few elements, a long MLP each)
 
 // The gradient passes A and F1 see: g * scale clamped to +-clip where clip > 0 (small_fc_lopt, VeLO,
@@ -248,17 +249,6 @@ __global__ void __launch_bounds__(kThreads) lo_f1b(const int2* __restrict__ grou
 }
 }  // namespace
 
-// Chunks over `tensors` (table indices) whose .tensor names the slot (position in `owned`) instead.
-static std::vector<Chunk> slot_chunks(const ParamTable& tab, const std::vector<int>& owned,
-                                      const std::vector<int>& tensors, const std::vector<int64_t>& soff,
-                                      int chunk_elems) {
-  std::vector<int> slot_of(size_t(tab.size()), -1);
-  for (size_t k = 0; k < owned.size(); k++) slot_of[size_t(owned[k])] = int(k);
-  std::vector<Chunk> c = plan_chunks(tab, tensors, soff, chunk_elems);
-  for (auto& x : c) x.tensor = slot_of[size_t(x.tensor)];
-  return c;
-}
-
 // One tensor's LoTensor before any offset into the shared buffers: its view [outer, nA, mid, nB, inner]
 // around the factored axes A < B (factored_dims), the lengths of its R and C entries, and its flags.
 static LoTensor describe_tensor(const TensorInfo& ti, int64_t s_off, TieRule tie, bool mup) {
@@ -293,89 +283,182 @@ static LoTensor describe_tensor(const TensorInfo& ti, int64_t s_off, TieRule tie
   t.r_len = ti.numel / ti.shape[size_t(fd.d0)];
   t.c_len = ti.numel / ti.shape[size_t(fd.d1)];
   t.g_len = t.outer * t.mid * t.inner;
+  if (t.is2d) {
+    const TileGrid gr = plan_tile_grid(t.na, t.nb, kPassACols, kTileElems);
+    t.row_tiles = gr.row_tiles;
+    t.col_tiles = gr.col_tiles;
+  }
   return t;
 }
 
-LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool mup, int chunk_elems) : arena(a) {
-  const ParamTable& tab = a.table();
-  std::vector<int64_t> soff;
-  state_elems = plan_state_offsets(tab, owned, &soff);
-  // The factor passes' work (pass A tiles, F1 items, F1b groups) and each tensor's offsets into R, C, the
-  // vectors' V and pass A's partials.
+static std::vector<Part> whole_parts(const ParamTable& tab, const std::vector<int>& owned) {
+  std::vector<Part> v;
+  for (int i : owned) v.push_back({i, 0, tab[i].numel});
+  return v;
+}
+
+LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool mup, int chunk_elems)
+    : LoCore(a, whole_parts(a.table(), owned), {}, nullptr, tie, mup, chunk_elems) {}
+
+// What the constructor builds on the host before uploading it.
+struct LoCore::HostPlan {
   std::vector<Tile> tiles;
   std::vector<LoItem> items;
   std::vector<int2> groups;
-  int64_t nr = 0, nc = 0, nv = 0, nrp = 0, ncp = 0;
-  auto chunk_list = slot_chunks(tab, owned, owned, soff, chunk_elems);
-  for (int idx : owned) {
-    const TensorInfo& ti = tab[idx];
-    const int slot = int(host_tensors.size());
-    LoTensor t = describe_tensor(ti, soff[size_t(ti.index)], tie, mup);
-    if (t.factored) {
-      t.r_off = nr;
-      nr += t.r_len;
-      t.c_off = nc;
-      nc += t.c_len;
-      if (t.is2d) {
-        TileGrid gr = plan_tile_grid(t.na, t.nb, kPassACols, kTileElems);
-        t.row_tiles = gr.row_tiles;
-        t.col_tiles = gr.col_tiles;
-        t.rowpart_off = nrp;
-        nrp += int64_t(gr.col_tiles) * t.na;
-        t.colpart_off = ncp;
-        ncp += int64_t(gr.row_tiles) * t.nb;
-        append_tiles(&tiles, slot, 1, t.na, t.nb, gr);
-        for (int64_t r = 0; r < t.na; r += kThreads) items.push_back({slot, LoItem::kRows, r});
-        for (int64_t c = 0; c < t.nb; c += 32) items.push_back({slot, LoItem::kCols, c});
-      } else {
-        for (int64_t e = 0; e < t.r_len; e += kThreads) items.push_back({slot, LoItem::kNdR, e});
-        for (int64_t e = 0; e < t.c_len; e += kThreads) items.push_back({slot, LoItem::kNdC, e});
-      }
-      for (int64_t gi = 0; gi < t.g_len; gi++) groups.push_back({slot, int(gi)});
-    } else {
-      t.v_off = nv;
-      nv += ti.numel;
-    }
-    host_tensors.push_back(t);
+  std::vector<Chunk> chunks, flat;
+  std::vector<std::pair<int64_t, int64_t>> rows;  // per slot: the rows of its part (2-D tensors)
+  int64_t nr = 0, nc = 0, nv = 0, nrp = 0, ncp = 0, state = 0;
+};
+
+LoCore::LoCore(const Arena& a, const std::vector<Part>& parts, const std::vector<int>& cut, CrossRank* cross,
+               TieRule tie, bool mup, int chunk_elems)
+    : arena(a), cross_(cross) {
+  const ParamTable& tab = a.table();
+  CHECK(cut.size() <= 1 && (cut.empty() || cross));  // the plan cuts one tensor at most
+  const int cut_tensor = cut.empty() ? -1 : cut[0];
+  const bool held = std::any_of(parts.begin(), parts.end(), [&](const Part& p) { return p.tensor == cut_tensor; });
+  HostPlan h;
+  // Pass A's partials: the cut tensor's column partials first and its row partials last, so that they are
+  // one run of part_ (the run it shares).
+  int64_t cut_rows = 0;
+  if (cut_tensor >= 0) {
+    const LoTensor c = describe_tensor(tab[cut_tensor], 0, tie, mup);
+    CHECK(c.tile2d);
+    shared_.on = true;
+    shared_.items = int((c.na + kTileRows - 1) / kTileRows * ((c.nb + kTileCols - 1) / kTileCols));
+    cut_rows = int64_t(c.col_tiles) * c.na;
+    shared_.len = cut_rows + int64_t(c.row_tiles) * c.nb;
+    if (held) h.ncp = shared_.len - cut_rows;
   }
-  // Vectors and N-D tensors in short chunks: few elements, but per element the exact MLP is long, and
-  // in fast mode they are all that the exact kernel runs.
-  std::vector<int> flat_tensors;
-  for (int i = 0; i < int(host_tensors.size()); i++)
-    if (!host_tensors[size_t(i)].tile2d) flat_tensors.push_back(owned[size_t(i)]);
-  const std::vector<Chunk> flat_list = slot_chunks(tab, owned, flat_tensors, soff, kFlatChunk);
+  for (const Part& part : parts) place_part(part, part.tensor == cut_tensor, tie, mup, chunk_elems, &h);
+  if (held) {  // the cut tensor's row partials end the row part: [its rows | its columns] is one run
+    host_tensors[size_t(shared_.slot)].rowpart_off = h.nrp;
+    shared_.off = h.nrp;
+    h.nrp += cut_rows;
+  }
   std::vector<LoWork> host_work;
   std::vector<LoSideItem> side;
   plan_element_work(&host_work, &side);
+  for (LoWork& w : host_work)  // items outside a part's rows: nothing to step (pass B sums zeros)
+    if (w.tile && (w.row0 < h.rows[size_t(w.tensor)].first || w.row0 >= h.rows[size_t(w.tensor)].second)) w.n = 0;
+  if (held) {
+    const LoTensor& t = host_tensors[size_t(shared_.slot)];
+    shared_.work = t.work_begin;
+    CHECK(t.work_end - t.work_begin == shared_.items);
+  } else if (shared_.on) {
+    zeros_f_.alloc(size_t(shared_.len), "cut tensor's stand-in partials");
+  }
+  upload(h, host_work, side);
+}
+
+// One part's LoTensor (slot: the next), its pass-A tiles (those of its rows), F1 items and F1b groups (the
+// whole tensor's), its chunks, and its offsets into R, C, the vectors' V, pass A's partials and the state
+// (which covers the part: s_off + element index).
+void LoCore::place_part(const Part& part, bool is_cut, TieRule tie, bool mup, int chunk_elems, HostPlan* h) {
+  const TensorInfo& ti = arena.table()[part.tensor];
+  const int slot = int(host_tensors.size());
+  if (part.begin != 0 || part.end != ti.numel)
+    CHECK(is_cut && part.begin % lo_cut_unit(ti) == 0 && (part.end == ti.numel || part.end % lo_cut_unit(ti) == 0));
+  LoTensor t = describe_tensor(ti, h->state - part.begin, tie, mup);
+  h->state += (part.end - part.begin + ParamTable::kAlignElems - 1) / ParamTable::kAlignElems * ParamTable::kAlignElems;
+  for (int64_t e = part.begin; e < part.end; e += chunk_elems)
+    h->chunks.push_back({ti.offset + e, t.s_off + e, int32_t(std::min<int64_t>(chunk_elems, part.end - e)), slot});
+  // Vectors and N-D tensors also in short chunks: few elements, but per element the exact MLP is long, and
+  // in fast mode they are all that the exact kernel runs.
+  for (int64_t e = 0; !t.tile2d && e < ti.numel; e += kFlatChunk)
+    h->flat.push_back({ti.offset + e, t.s_off + e, int32_t(std::min<int64_t>(kFlatChunk, ti.numel - e)), slot});
+  h->rows.push_back({t.is2d ? part.begin / t.nb : 0, t.is2d ? part.end / t.nb : 0});
+  if (t.factored) {
+    t.r_off = h->nr;
+    h->nr += t.r_len;
+    t.c_off = h->nc;
+    h->nc += t.c_len;
+    if (t.is2d) {
+      const TileGrid gr = plan_tile_grid(t.na, t.nb, kPassACols, kTileElems);
+      if (is_cut) {
+        shared_.slot = slot;
+        t.colpart_off = 0;
+      } else {
+        t.colpart_off = h->ncp;
+        h->ncp += int64_t(gr.row_tiles) * t.nb;
+        t.rowpart_off = h->nrp;
+        h->nrp += int64_t(gr.col_tiles) * t.na;
+      }
+      std::vector<Tile> all;
+      append_tiles(&all, slot, 1, t.na, t.nb, gr);
+      for (const Tile& tl : all)  // the part's own tiles (a cut falls where tiles end)
+        if (tl.r0 >= h->rows.back().first && tl.r0 < h->rows.back().second) h->tiles.push_back(tl);
+      for (int64_t r = 0; r < t.na; r += kThreads) h->items.push_back({slot, LoItem::kRows, r});
+      for (int64_t c = 0; c < t.nb; c += 32) h->items.push_back({slot, LoItem::kCols, c});
+    } else {
+      for (int64_t e = 0; e < t.r_len; e += kThreads) h->items.push_back({slot, LoItem::kNdR, e});
+      for (int64_t e = 0; e < t.c_len; e += kThreads) h->items.push_back({slot, LoItem::kNdC, e});
+    }
+    for (int64_t gi = 0; gi < t.g_len; gi++) h->groups.push_back({slot, int(gi)});
+  } else {
+    t.v_off = h->nv;
+    h->nv += ti.numel;
+  }
+  host_tensors.push_back(t);
+}
+
+void LoCore::upload(const HostPlan& h, const std::vector<LoWork>& host_work, const std::vector<LoSideItem>& side) {
   n_tensors = int(host_tensors.size());
+  state_elems = h.state;
   tensors.alloc(host_tensors.size(), "learned-optimizer tensor table");
   tensors.upload(host_tensors);
-  chunks.alloc(chunk_list.size(), "learned-optimizer chunk map");
-  chunks.upload(chunk_list);
-  flat_chunks.alloc(flat_list.size(), "learned-optimizer flat chunk map");
-  flat_chunks.upload(flat_list);
+  chunks.alloc(h.chunks.size(), "learned-optimizer chunk map");
+  chunks.upload(h.chunks);
+  flat_chunks.alloc(h.flat.size(), "learned-optimizer flat chunk map");
+  flat_chunks.upload(h.flat);
   work.alloc(host_work.size(), "learned-optimizer work map");
   work.upload(host_work);
   side_items.alloc(side.size(), "learned-optimizer side items");
   side_items.upload(side);
   state.alloc(size_t(state_elems), "learned-optimizer moments");
   state.zero();
-  diag.alloc(size_t(std::max<int64_t>(nv, 1)), "learned-optimizer vector factors");
+  diag.alloc(size_t(std::max<int64_t>(h.nv, 1)), "learned-optimizer vector factors");
   diag.zero();
-  rrec.alloc(size_t(std::max<int64_t>(nr, 1)), "factored R");
+  rrec.alloc(size_t(std::max<int64_t>(h.nr, 1)), "factored R");
   rrec.zero();
-  crec.alloc(size_t(std::max<int64_t>(nc, 1)), "factored C");
+  crec.alloc(size_t(std::max<int64_t>(h.nc, 1)), "factored C");
   crec.zero();
   rfac.alloc(rrec.size(), "R factors");
   cfac.alloc(crec.size(), "C factors");
-  tiles_.alloc(tiles.size(), "pass-A tiles");
-  tiles_.upload(tiles);
-  items_.alloc(items.size(), "F1 items");
-  items_.upload(items);
-  groups_.alloc(groups.size(), "F1b groups");
-  groups_.upload(groups);
-  rowpart_.alloc(size_t(nrp), "row partials");
-  colpart_.alloc(size_t(ncp), "column partials");
+  tiles_.alloc(h.tiles.size(), "pass-A tiles");
+  tiles_.upload(h.tiles);
+  items_.alloc(h.items.size(), "F1 items");
+  items_.upload(h.items);
+  groups_.alloc(h.groups.size(), "F1b groups");
+  groups_.upload(h.groups);
+  nrp_ = h.nrp;
+  part_.alloc(size_t(h.nrp + h.ncp), "pass-A partials");
+  part_.zero();
+}
+
+void LoCore::reserve_item_sums(int per_item) {
+  shared_.per_item = per_item;
+  if (shared_.on && shared_.slot < 0)
+    zeros_d_.alloc(size_t(shared_.items) * size_t(per_item), "cut tensor's stand-in sums");
+}
+
+// The cut tensor's pass-A partials summed over the ranks: each tile's partial is its holder's, zeros
+// elsewhere (zeroed before pass A, which writes this rank's tiles only).
+void LoCore::share_tile_partials(cudaStream_t s) {
+  float* d = shared_.slot >= 0 ? part_.get() + shared_.off : zeros_f_.get();
+  cross_->sum(d, size_t(shared_.len), s);
+}
+
+void LoCore::share_item_sums(double* partial, cudaStream_t s) {
+  if (!shared_.on) return;
+  CHECK(shared_.per_item > 0);  // reserve_item_sums first
+  const size_t n = size_t(shared_.items) * size_t(shared_.per_item);
+  if (shared_.slot >= 0) {
+    cross_->sum(partial + size_t(shared_.work) * size_t(shared_.per_item), n, s);
+  } else {
+    CUDA_CHECK(cudaMemsetAsync(zeros_d_.get(), 0, n * sizeof(double), s));
+    cross_->sum(zeros_d_.get(), n, s);
+  }
 }
 
 // Work of passes B and C, in table order; tiles row-major so neighbouring blocks read neighbouring bytes.
@@ -416,25 +499,19 @@ void LoCore::factor_passes_nan_to_num(const float* grad_scale, const float* clip
 template <bool kNanToNum>
 void LoCore::launch_factor_passes(const float* grad_scale, const float* scale2, float clip, const LoDecays& d,
                                   cudaStream_t s) {
+  float* const rowpart = part_.get();
+  float* const colpart = part_.get() + nrp_;
+  float* const shared = shared_.slot >= 0 ? rowpart + shared_.off : zeros_f_.get();
+  if (shared_.on) CUDA_CHECK(cudaMemsetAsync(shared, 0, size_t(shared_.len) * sizeof(float), s));
   if (tiles_.size()) {
-    const LoPassA a{tiles_.get(),   tensors.get(), arena.grads(), rowpart_.get(),
-                    colpart_.get(), grad_scale,    clip,          scale2};
+    const LoPassA a{tiles_.get(), tensors.get(), arena.grads(), rowpart, colpart, grad_scale, clip, scale2};
     lo_pass_a<kNanToNum><<<unsigned(tiles_.size()), kThreads, 0, s>>>(a);
     CUDA_CHECK_LAUNCH();
   }
+  if (shared_.on) share_tile_partials(s);
   if (items_.size()) {
-    const LoF1 a{items_.get(),
-                 tensors.get(),
-                 arena.grads(),
-                 rowpart_.get(),
-                 colpart_.get(),
-                 rrec.get(),
-                 crec.get(),
-                 cfac.get(),
-                 grad_scale,
-                 clip,
-                 d,
-                 scale2};
+    const LoF1 a{items_.get(), tensors.get(), arena.grads(), rowpart, colpart, rrec.get(),
+                 crec.get(),   cfac.get(),    grad_scale,    clip,    d,       scale2};
     lo_f1<kNanToNum><<<unsigned(items_.size()), kThreads, 0, s>>>(a);
     CUDA_CHECK_LAUNCH();
   }

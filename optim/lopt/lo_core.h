@@ -16,6 +16,14 @@
 // stands for the elements it is broadcast to), and their share of the MLP's first layer is computed
 // once per entry and step ("side" tables) instead of once per element.
 //
+// In a sharded data-parallel step (core/shard_plan.h) the plan may cut one 2-D tensor between two ranks at
+// rows where every tile of passes A, B and C ends (lo_cut_unit). Each of its ranks then runs pass A on the
+// tiles of its rows and passes B and C on their items (the others' items have no rows), and the tensor's
+// tile partials (after pass A) and item sums (after pass B) are summed over every rank: a tile's partial
+// is its rank's value plus zeros, so each holder then reduces the one-GPU partials in the one-GPU order
+// and keeps the whole tensor's R, C and per-tensor sums, bit for bit. Ranks that hold no part of it join
+// those sums with zeros.
+//
 // Kernel arguments: passes A, F1, B and the side tables each take one struct, built once on the host.
 // nvcc ignores __restrict__ on struct members, so such a kernel first copies the pointers into
 // __restrict__ locals (what its parameters were), and compiles to the instructions it had with
@@ -31,6 +39,7 @@
 #include "common/device_buffer.h"
 #include "core/arena.h"
 #include "core/chunks.h"
+#include "optim/cross_rank.h"
 #include "optim/lopt/lopt_common.h"
 
 struct LoTensor {
@@ -53,7 +62,7 @@ struct LoTensor {
 __host__ __device__ inline bool lo_b_is_r(const LoTensor& t) { return t.d0_is_a != 0; }
 
 // One block's share of passes B and C (blockDim = kLoThreads).
-constexpr int kLoThreads = 256, kTileCols = kLoThreads, kTileRows = 64, kFlatRun = kTileCols * kTileRows;
+constexpr int kLoThreads = 256, kTileCols = kLoThreads, kTileRows = kLoTileRows, kFlatRun = kTileCols * kTileRows;
 struct LoWork {
   int32_t tensor, tile;  // tile: rows [row0, row0 + n) x columns [col0, col0 + kTileCols) of a tile2d tensor
   int32_t col0, n;       // flat: elements [row0, row0 + n) of any other tensor
@@ -101,14 +110,23 @@ struct LoItem {
 
 class LoCore {
  public:
-  // Over the tensors `owned` (table indices, ascending); slot k of every device table is owned[k].
+  // Over the tensors `owned` (table indices, ascending), whole; slot k of every device table is owned[k].
   LoCore(const Arena& arena, const std::vector<int>& owned, TieRule tie, bool mup, int chunk_elems);
+  // Over `parts` (owned_parts: sorted, ends filled in) as one rank's share of a sharded step: `cut` is the
+  // plan's cut tensor (Owned::cut: at most one, held here or not), whose statistics are summed over the
+  // ranks through `cross` (lo_core.h's top).
+  LoCore(const Arena& arena, const std::vector<Part>& parts, const std::vector<int>& cut, CrossRank* cross, TieRule tie,
+         bool mup, int chunk_elems);
 
   // Launches pass A, F1 and F1b. grad_scale: device pointer or null; clip > 0 clamps g to [-clip, clip].
   void factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);
   // The same with ELO's gradient: nan_to_num((g * *grad_scale) * *clip_factor), NaN to 0 and +-inf to
   // +-FLT_MAX, no clamp (celo2.md 8, E2). Both pointers on the device, non-null.
   void factor_passes_nan_to_num(const float* grad_scale, const float* clip_factor, const LoDecays& d, cudaStream_t s);
+  // A cut tensor's pass-B sums, `per_item` doubles per work item in `partial` (item k at k * per_item):
+  // reserve_item_sums in the optimizer's constructor, share_item_sums after pass B. No-ops without a cut.
+  void reserve_item_sums(int per_item);
+  void share_item_sums(double* partial, cudaStream_t s);
   // Pass B's arguments over this core's buffers, the arena's gradients and parameters, the optimizer's
   // partial sums, scalars and decays.
   template <class Scalars>
@@ -136,7 +154,23 @@ class LoCore {
   DeviceBuffer<Tile> tiles_;
   DeviceBuffer<LoItem> items_;
   DeviceBuffer<int2> groups_;  // F1b: (slot, group)
-  DeviceBuffer<float> rowpart_, colpart_;
+  DeviceBuffer<float> part_;   // pass A's partials: per row (nrp_ floats), then per column
+  int64_t nrp_ = 0;
+  // The plan's cut tensor: its slot here (-1: not held), its pass-A partials part_[off, off + len) and its
+  // work items [work, work + items); ranks without it sum zeros in their place.
+  struct Shared {
+    bool on = false;
+    int slot = -1;
+    int64_t off = 0, len = 0;
+    int work = 0, items = 0, per_item = 0;
+  } shared_;
+  CrossRank* cross_ = nullptr;
+  DeviceBuffer<float> zeros_f_;   // a rank without the cut tensor: its stand-in partials
+  DeviceBuffer<double> zeros_d_;  // and item sums
+  void share_tile_partials(cudaStream_t s);
+  struct HostPlan;
+  void place_part(const Part& part, bool is_cut, TieRule tie, bool mup, int chunk_elems, HostPlan* h);
+  void upload(const HostPlan& h, const std::vector<LoWork>& work, const std::vector<LoSideItem>& side);
   void plan_element_work(std::vector<LoWork>* work, std::vector<LoSideItem>* side);
   template <bool kNanToNum>
   void launch_factor_passes(const float* grad_scale, const float* scale2, float clip, const LoDecays& d,

@@ -54,12 +54,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 }  // namespace
 
-LoGlobalClip::LoGlobalClip(const Arena& arena, const std::vector<int>& owned, double clip_norm, CrossRank* cross)
+LoGlobalClip::LoGlobalClip(const Arena& arena, const Owned& owned, double clip_norm, CrossRank* cross)
     : arena_(arena), clip_norm_(clip_norm), cross_(cross) {
   std::vector<int64_t> same;  // the chunks index the gradients only: arena offsets
   for (const auto& t : arena.table().tensors()) same.push_back(t.offset);
-  const std::vector<Chunk> c =
-      cross ? plan_table_chunks(arena.table(), owned, kChunk) : plan_chunks(arena.table(), owned, same, kChunk);
+  const std::vector<Chunk> c = cross ? plan_table_chunks(arena.table(), owned, kChunk)
+                                     : plan_chunks(arena.table(), part_tensors(owned.parts), same, kChunk);
   chunks_.alloc(c.size(), "global-clip chunk map");
   chunks_.upload(c);
   partial_.alloc(std::max<size_t>(c.size(), 1), "global-clip partial sums");

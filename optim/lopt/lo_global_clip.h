@@ -15,9 +15,9 @@
 
 class LoGlobalClip {
  public:
-  // With `cross`, `owned` is one rank's share of a sharded step and N is over the whole table (the
-  // per-chunk sums added across ranks, core/chunks.h's plan_table_chunks).
-  LoGlobalClip(const Arena& arena, const std::vector<int>& owned, double clip_norm, CrossRank* cross = nullptr);
+  // With `cross`, `owned` is one rank's share of a sharded step (a tensor may be cut) and N is over the
+  // whole table (the per-chunk sums added across ranks, core/chunks.h's plan_table_chunks).
+  LoGlobalClip(const Arena& arena, const Owned& owned, double clip_norm, CrossRank* cross = nullptr);
   // Two launches: per-chunk sums of squares, then the factor into *out (device). grad_scale may be null.
   void run(const float* grad_scale, float* out, cudaStream_t s);
 

@@ -5,6 +5,8 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "core/chunks.h"
+#include "core/shard_plan.h"
 
 FactoredDims factored_dims(const std::vector<int64_t>& shape, TieRule rule) {
   FactoredDims f;
@@ -32,6 +34,14 @@ TieRule parse_tie_rule(const std::string& s, TieRule pylo_rule) {
         "tie rule 'jax' was ambiguous and is gone: use argsort (numpy's order, what the JAX code does on its own "
         "layout) or swapped (square torch matrices get JAX's roles).");
   user_error("tie rule must be pylo, argsort or swapped (got '", s, "').");
+}
+
+int64_t lo_cut_unit(const TensorInfo& t) {
+  if (t.ndim() != 2 || t.shape[0] < 2 || t.shape[1] < 2) return 0;
+  const int64_t cols = t.shape[1];
+  const int64_t chunk_rows = ShardPlan::kCutElems / std::gcd(ShardPlan::kCutElems, cols);
+  const int64_t pass_a_rows = plan_tile_grid(t.shape[0], cols, kLoPassACols, kLoPassATileElems).rows_per_tile;
+  return std::lcm(std::lcm(int64_t(kLoTileRows), pass_a_rows), chunk_rows) * cols;
 }
 
 float learned_decay(float nominal, float theta) {

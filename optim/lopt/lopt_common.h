@@ -38,6 +38,17 @@ constexpr TieRule kEloPyloTie = TieRule::Argsort;      // PyLO ELO_naive (Adafac
 // 1 - (1 - b0) * exp(10 * theta), in float32 as in every implementation, clipped to [0, 1].
 float learned_decay(float nominal, float theta);
 
+// The tiles of LoCore's passes over a 2-D tensor (optim/lopt/lo_core.h): pass A sums g^2 over tiles of at
+// most kLoPassACols columns and about kLoPassATileElems elements; passes B and C work in tiles of
+// kLoTileRows rows.
+constexpr int kLoTileRows = 64, kLoPassACols = 1024;
+constexpr int64_t kLoPassATileElems = 32768;
+// Where the shard plan may cut a 2-D tensor between two ranks of a sharded step of VeLO, small_fc_lopt or
+// ELO (core/shard_plan.h): at the rows where a pass-A tile, a pass-B/C tile and a grad-norm chunk
+// (ShardPlan::kCutElems) all end, so each rank's partial sums are those one GPU computes; in elements
+// (rows x columns). 0 for every other tensor: its statistics are not taken in tiles.
+int64_t lo_cut_unit(const TensorInfo& t);
+
 // The decays of a learned optimizer's accumulators: the three momenta m_k, the second moment v, and the
 // three factored (Adafactor-style) second moments f_k.
 struct LoDecays {

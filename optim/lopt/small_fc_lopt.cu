@@ -173,10 +173,9 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
     : Optimizer(arena, opts, owned, cross),
       mode_(mode),
       rule_(rule_of(opts, mode)),
-      core_(arena, owned_, rule_.tie, rule_.mup, kChunk),
+      core_(arena, parts_, cut_, cross, rule_.tie, rule_.mup, kChunk),
       // small_fc_lopt: the meta-learned decays; ELO: the nominal ones as they are (celo2.md 8, E1)
       dec_(mode == SmallFcMode::kElo ? nominal_decays() : small_fc_decays()) {
-  require_whole(owned_);
   const char* what = mode == SmallFcMode::kElo ? "elo" : "small_fc_lopt";
   std::vector<float> all;
   for (const auto* v : {&w.w0, &w.b0, &w.w1, &w.b1, &w.w2, &w.b2}) all.insert(all.end(), v->begin(), v->end());
@@ -185,6 +184,7 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
   weights_.upload(all);
   mlp_.alloc(kMlpFloats, str_cat(what, " folded weights").c_str());
   partial_.alloc(core_.work.size() * kF, str_cat(what, " partial sums").c_str());
+  core_.reserve_item_sums(kF);
   norm_.alloc(size_t(core_.n_tensors) * kNormLd, str_cat(what, " normalisers").c_str());
   scalars_.alloc(1, str_cat(what, " scalars").c_str());
   const SfScalars one{1.0f, 1.0f, 1.0f};  // clip stays 1 unless ELO's global clip writes it
@@ -194,7 +194,7 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
     side_b_.alloc(size_t(core_.side_b_len), str_cat(what, " column-side features").c_str());
   }
   if (mode == SmallFcMode::kElo && opts.elo.clip_grad)  // with `cross`: the norm over the whole table
-    clip_ = std::make_unique<LoGlobalClip>(arena, owned_, opts.elo.clip_norm, cross);
+    clip_ = std::make_unique<LoGlobalClip>(arena, Owned(parts_), opts.elo.clip_norm, cross);
   pass_b_ = core_.pass_b(partial_.get(), scalars_.get(), dec_);
 }
 
@@ -220,6 +220,7 @@ void SmallFcLopt::passes(cudaStream_t s) {
   const unsigned nw = unsigned(core_.work.size());
   sf_pass_b<kElo><<<nw, kLoThreads, 0, s>>>(pass_b_);
   CUDA_CHECK_LAUNCH();
+  core_.share_item_sums(partial_.get(), s);  // a cut tensor's sums over its ranks
   sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(),
                                                       core_.crec.get(), norm_.get());
   CUDA_CHECK_LAUNCH();

@@ -198,10 +198,9 @@ std::vector<float> with_bias_cols(const std::vector<float>& w, const std::vector
 
 Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const Owned& owned, CrossRank* cross)
     : Optimizer(arena, opts, owned, cross),
-      core_(arena, owned_, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk),
+      core_(arena, parts_, cut_, cross, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk),
       dec_(nominal_decays()),
       n_(core_.n_tensors) {
-  require_whole(owned_);
   CUBLAS_CHECK(cublasCreate(&blas_));
   CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH));  // full FP32, never TF32
   std::vector<float> mix = with_bias_cols(w.mix2_w, w.mix2_b, 512, 30, kLdX);
@@ -242,6 +241,7 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const O
   alloc_rows(cross ? std::max(n_, arena_.table().size()) : n_);
   pooled_.alloc(512, "VeLO pooled mixing");
   partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
+  core_.reserve_item_sums(kS);
   side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
   side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
   norm_.alloc(size_t(n_) * kNormLd, "VeLO normalisers");
@@ -275,6 +275,7 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   const unsigned nw = unsigned(core_.work.size());
   velo_pass_b<<<nw, kLoThreads, 0, s>>>(pass_b_);
   CUDA_CHECK_LAUNCH();
+  core_.share_item_sums(partial_.get(), s);  // a cut tensor's sums over its ranks
   velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
                                            scalars_.get(), norm_.get(), x_.get());
   CUDA_CHECK_LAUNCH();

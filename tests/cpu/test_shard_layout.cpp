@@ -93,7 +93,7 @@ TEST(ShardLayout, TableChunksPartitionTheTableAcrossRanks) {
   const ParamTable big = gpt2_param_table(gpt2_shape("d12"));
   const ShardPlan cut = plan_shards(
       big, 4, [](const TensorInfo& ti) { return shard_step_cost("adamw", ti); },
-      [](const TensorInfo&) { return true; });
+      [](const TensorInfo&) { return ShardPlan::kCutElems; });
   ASSERT_TRUE(cut.any_cut());
   for (const Case& cs : {Case{small_gpt2(), plan_of(small_gpt2(), 3), 64}, Case{big, cut, 16384}}) {
     const ParamTable t = sharded_table(cs.table, cs.plan);

@@ -17,10 +17,11 @@ std::function<double(const TensorInfo&)> cost_of(const std::string& opt) {
   return [opt](const TensorInfo& t) { return shard_step_cost(opt, t); };
 }
 
-// The plan DataParallel makes for `opt` with its default options: element-wise tensors may be cut.
+int64_t unit_of(const std::string& opt, const TensorInfo& t) { return shard_cut_unit(opt, OptimOptions{}, t); }
+
+// The plan DataParallel makes for `opt` with its default options: a tensor may be cut where its unit allows.
 ShardPlan plan_for(const ParamTable& t, int world, const std::string& opt) {
-  return plan_shards(t, world, cost_of(opt),
-                     [opt](const TensorInfo& ti) { return shard_steps_elementwise(opt, OptimOptions{}, ti); });
+  return plan_shards(t, world, cost_of(opt), [opt](const TensorInfo& ti) { return unit_of(opt, ti); });
 }
 
 // The invariants every plan must hold, whatever the cost: each tensor's elements owned once, every rank's
@@ -106,14 +107,14 @@ TEST(ShardPlan, EveryOptimizerEveryWorldIsValidAndBalanced) {
 }
 
 // GPT-2 124M's tied token table is 31% of its parameters. Whole, it bounded its owner's share under AdamW
-// (31% at 4 ranks, not 25%); cut from 4 ranks on (at 2 and 3 it fits one rank's share and stays whole),
-// AdamW's ranks are within 1% of the mean cost up to 6 ranks (where the table still fits in two ranks'
-// shares). Under Muon and CELO2 the table is a small part of the cost (their
+// and the learned optimizers (31% at 4 ranks, not 25%); cut from 4 ranks on (at 2 and 3 it fits one rank's
+// share and stays whole), their ranks are within 1% (AdamW) and 2.5% of the mean cost up to 6 ranks (where
+// the table still fits in two ranks' shares). Under Muon and CELO2 the table is a small part of the cost (their
 // Newton-Schulz dominates) and stays whole, within 3% (whole matrices). Each rank's load is the cost of its parts.
 TEST(ShardPlan, ALargeElementwiseTensorIsCutBetweenRanks) {
   const ParamTable t = gpt2_124m();
   const int wte = t.find("wte");
-  for (const std::string opt : {"adamw", "muon", "celo2", "elo_celo2"})
+  for (const std::string opt : {"adamw", "muon", "celo2", "elo_celo2", "velo", "small_fc_lopt", "elo"})
     for (int world = 2; world <= 6; world++) {
       SCOPED_TRACE(opt + " x" + std::to_string(world));
       const ShardPlan p = plan_for(t, world, opt);
@@ -125,14 +126,45 @@ TEST(ShardPlan, ALargeElementwiseTensorIsCutBetweenRanks) {
           load[size_t(r)] +=
               shard_step_cost(opt, t[part.tensor]) * double(part.end - part.begin) / double(t[part.tensor].numel);
       for (int r = 0; r < world; r++) EXPECT_NEAR(load[size_t(r)], p.load[size_t(r)], 1e-9 * total) << r;
-      EXPECT_LE(*std::max_element(load.begin(), load.end()), (opt == "adamw" ? 1.01 : 1.03) * total / world);
-      if (opt == "adamw") {  // cut where it is more than a rank's share: from 4 ranks on
+      const bool learned = opt == "velo" || opt == "small_fc_lopt" || opt == "elo";
+      // The learned optimizers cut the table at multiples of 1344 rows (0.8% of the cost; 4% of a rank's
+      // share at 5 ranks), AdamW at multiples of 16384 elements.
+      EXPECT_LE(*std::max_element(load.begin(), load.end()), (opt == "adamw" ? 1.01
+                                                              : learned      ? 1.025
+                                                                             : 1.03) *
+                                                                 total / world);
+      if (opt == "adamw" || learned) {  // cut where it is more than a rank's share: from 4 ranks on
         EXPECT_EQ(p.cut[size_t(wte)] > 0, world >= 4) << "the table cut where it need not be, or left whole";
+        if (p.cut[size_t(wte)] > 0) {
+          EXPECT_EQ(p.cut[size_t(wte)] % unit_of(opt, t[wte]), 0);
+        }
       }
     }
-  // The other optimizers need whole tensors: nothing is cut.
-  for (const std::string opt : {"adafactor", "small_fc_lopt", "velo", "elo"})
-    for (int world : {2, 4, 8}) EXPECT_FALSE(plan_for(t, world, opt).any_cut()) << opt << " x" << world;
+  // Adafactor needs whole tensors: nothing is cut.
+  for (int world : {2, 4, 8}) EXPECT_FALSE(plan_for(t, world, "adafactor").any_cut()) << world;
+}
+
+// The learned optimizers' cut unit: where a pass-A tile (about 32,768 elements, at most 1,024 columns), a
+// 64-row pass-B/C tile and a 16,384-element chunk all end; nothing but a matrix is cut.
+TEST(ShardPlan, TheLearnedCutFallsWhereEveryTileEnds) {
+  const ParamTable t = gpt2_124m();
+  const TensorInfo& wte = t[t.find("wte")];     // 50257 (padded) x 768: pass-A tiles of 42 rows
+  EXPECT_EQ(unit_of("velo", wte), 1344 * 768);  // lcm(42, 64, 64) rows
+  for (const TensorInfo& ti : t.tensors()) {
+    const int64_t u = unit_of("velo", ti);
+    if (ti.ndim() != 2) {
+      EXPECT_EQ(u, 0) << ti.name;
+      continue;
+    }
+    const int64_t cols = ti.shape[1], rows = u / cols, a_rows = 32768 / std::min<int64_t>(cols, 1024);
+    EXPECT_EQ(u % cols, 0) << ti.name;
+    EXPECT_EQ(u % ShardPlan::kCutElems, 0) << ti.name;
+    EXPECT_EQ(rows % 64, 0) << ti.name;
+    EXPECT_EQ(rows % std::min(a_rows, ti.shape[0]), 0) << ti.name;
+    EXPECT_EQ(unit_of("small_fc_lopt", ti), u);
+    EXPECT_EQ(unit_of("elo", ti), u);
+    EXPECT_EQ(unit_of("adafactor", ti), 0);
+  }
 }
 
 // At 8 ranks the table is more than two ranks' shares, and a tensor is cut once: its second part makes
@@ -226,8 +258,8 @@ TEST(ShardPlan, EveryPlanKeepsWhatTheKernelsReadAsOnePiece) {
         ASSERT_NO_THROW(laid = sharded_table(m.table, p));  // set_layout refuses a split piece
         for (const BlockTensors& b : m.blocks) {
           ASSERT_TRUE(qkv_is_one_piece(laid, b)) << "block tensors " << b.qkvw[0];
-          // An element-wise optimizer's plan may cut the piece between two ranks; the others keep it whole.
-          if (b.qkvw[1] < 0 || shard_steps_elementwise(opt, OptimOptions{}, m.table[b.qkvw[0]])) continue;
+          // A plan may cut the piece between two ranks where the optimizer allows it; else it stays whole.
+          if (b.qkvw[1] < 0 || unit_of(opt, m.table[b.qkvw[0]]) > 0) continue;
           for (int k = 1; k < 3; k++) {
             EXPECT_EQ(p.owner[size_t(b.qkvw[k])], p.owner[size_t(b.qkvw[0])]);
             EXPECT_EQ(p.owner[size_t(b.qkvb[k])], p.owner[size_t(b.qkvb[0])]);

@@ -129,10 +129,8 @@ TEST(ShardPlan, ALargeElementwiseTensorIsCutBetweenRanks) {
       const bool learned = opt == "velo" || opt == "small_fc_lopt" || opt == "elo";
       // The learned optimizers cut the table at multiples of 1344 rows (0.8% of the cost; 4% of a rank's
       // share at 5 ranks), AdamW at multiples of 16384 elements.
-      EXPECT_LE(*std::max_element(load.begin(), load.end()), (opt == "adamw" ? 1.01
-                                                              : learned      ? 1.025
-                                                                             : 1.03) *
-                                                                 total / world);
+      const double bound = opt == "adamw" ? 1.01 : learned ? 1.025 : 1.03;
+      EXPECT_LE(*std::max_element(load.begin(), load.end()), bound * total / world);
       if (opt == "adamw" || learned) {  // cut where it is more than a rank's share: from 4 ranks on
         EXPECT_EQ(p.cut[size_t(wte)] > 0, world >= 4) << "the table cut where it need not be, or left whole";
         if (p.cut[size_t(wte)] > 0) {
@@ -148,7 +146,7 @@ TEST(ShardPlan, ALargeElementwiseTensorIsCutBetweenRanks) {
 // 64-row pass-B/C tile and a 16,384-element chunk all end; nothing but a matrix is cut.
 TEST(ShardPlan, TheLearnedCutFallsWhereEveryTileEnds) {
   const ParamTable t = gpt2_124m();
-  const TensorInfo& wte = t[t.find("wte")];     // 50257 (padded) x 768: pass-A tiles of 42 rows
+  const TensorInfo& wte = t[t.find("wte")];     // 50257 x 768: pass-A tiles of 42 rows
   EXPECT_EQ(unit_of("velo", wte), 1344 * 768);  // lcm(42, 64, 64) rows
   for (const TensorInfo& ti : t.tensors()) {
     const int64_t u = unit_of("velo", ti);

@@ -10,8 +10,7 @@
 # Usage: scripts/device_check.sh [--build] [tests|crosscheck|gpt2crosscheck|vitcrosscheck|pylo|pylorefs|bench|ops]...
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-.out}
-mkdir -p "$OUT"
+source scripts/device_preamble.sh
 if [ "${1:-}" = "--build" ]; then
   shift
   make -j"$(nproc)" all > "$OUT/build.log" 2>&1 || { tail -n 20 "$OUT/build.log"; echo "build failed"; exit 1; }

@@ -11,8 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 SHARDS=${SHARDS:-".bench/inet/imagenet1k-train-{0000..0003}.tar"}
 THREADS=${THREADS:-16}
-OUT=${OUT:-.out}
-mkdir -p "$OUT"
+source scripts/device_preamble.sh
 fail() {
   echo "$*"
   exit 1

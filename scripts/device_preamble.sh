@@ -4,8 +4,9 @@
 # has it (some of the lent machines, where the Makefile would otherwise stop and ask for CUDNN_HOME).
 OUT=${OUT:-.out}
 mkdir -p "$OUT" data
-[ -d data/kjv ] || cp -r .deps/data/kjv data/
-[ -f tokenizer/r50k_base.tiktoken ] || { mkdir -p tokenizer && cp .deps/tokenizer/r50k_base.tiktoken tokenizer/; }
+[ -d data/kjv ] || [ ! -d .deps/data/kjv ] || cp -r .deps/data/kjv data/
+[ -f tokenizer/r50k_base.tiktoken ] || [ ! -f .deps/tokenizer/r50k_base.tiktoken ] ||
+  { mkdir -p tokenizer && cp .deps/tokenizer/r50k_base.tiktoken tokenizer/; }
 if [ -z "${CUDNN_HOME:-}" ] && [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cudnn.h" ]; then
   cudnn=$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0])' 2>/dev/null)
   if [ -n "$cudnn" ] && [ -f "$cudnn/include/cudnn.h" ]; then export CUDNN_HOME=$cudnn; fi

@@ -6,8 +6,7 @@
 # cross-check. Any failure stops the script with status 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-.out}
-mkdir -p "$OUT"
+source scripts/device_preamble.sh
 [ -f data/fashion_mnist/fashion-mnist-validation-0000.tar ] || scripts/prepare_fashion_mnist.sh > /dev/null ||
   { echo "no Fashion-MNIST shards"; exit 1; }
 source scripts/device_check_lib.sh

@@ -16,7 +16,8 @@
 # side on disjoint GPUs of the machine (each run still has its GPUs to itself; the host and its links are
 # shared) to save time. The learned optimizers run on random meta-weights (--lopt-random 1; the time does
 # not depend on their values) with the lr multiplier 0.01 (-l), which keeps such weights from diverging; an
-# entry NAME:fast sets NAME.fast=1. Weak-scaling efficiency at N = tokens/s(N) / (N x tokens/s(1)).
+# entry NAME:fast sets NAME.fast=1. Weak-scaling efficiency at N = tokens/s(N) / (N x tokens/s(1)); `./report dp
+# -i OUTFILE` writes both tables (PARTS="table3 weak", in that order: tools/report/dp_tables.h).
 #
 # Environment: OUTFILE (required), PARTS, WORLD (every GPU), WORLDS ("1 2 WORLD"), QKV ("fused separate"),
 # OPTIMIZERS ("adamw muon small_fc_lopt:fast velo"), CONFIGS ("d12:4 d12:16 d24:8"), VIT ("vit-b16:32"),

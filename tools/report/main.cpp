@@ -6,6 +6,7 @@
 //   ./report compare -i .out/compare/gpt2 --out docs/compare_gpt2 [--title TEXT] [--task gpt2|vit] [--no-plot 1]
 //   ./report pylo -i .out/pylo_single --out .out/pylo_single [--paper tools/report/pylo_paper.jsonl]
 //   ./report trace -i run_a.txt -i run_b.txt [--rank 0] [--from 4]
+//   ./report dp -i results/.../h100x4_dp.jsonl [--paper tools/report/pylo_paper.jsonl]
 //
 // `./report SUBCOMMAND --help` lists each one's flags.
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "common/error.h"
 #include "tools/report/bench_line.h"
 #include "tools/report/compare.h"
+#include "tools/report/dp_tables.h"
 #include "tools/report/jsonl.h"
 #include "tools/report/loss_plot.h"
 #include "tools/report/pylo_report.h"
@@ -36,7 +38,8 @@ const char* kUsage =
     "  plot-log  the loss curves of a train_gpt2 / train_vit log as an SVG\n"
     "  compare   an optimizer comparison (compare_optimizers.sh logs): markdown table and SVG\n"
     "  pylo      the PyLO paper's tables and figures from scripts/reproduce_pylo.sh's experiment files\n"
-    "  trace     where a data-parallel step's time goes: STEP_TRACE=1's lines, one summary line per file\n";
+    "  trace     where a data-parallel step's time goes: STEP_TRACE=1's lines, one summary line per file\n"
+    "  dp        the data-parallel tables (Table 3, weak scaling) of one bench_data_parallel.sh run, as markdown\n";
 
 int cmd_median(int argc, char** argv) {
   report::BenchRun r;
@@ -153,6 +156,20 @@ int cmd_trace(int argc, char** argv) {
   return 0;
 }
 
+int cmd_dp(int argc, char** argv) {
+  std::string in, paper = "tools/report/pylo_paper.jsonl";
+  Cli cli("report dp",
+          "The README's data-parallel tables from the JSON lines of one scripts/bench_data_parallel.sh run "
+          "(PARTS=\"table3 weak\"), as markdown on stdout: the PyLO paper's Table 3 and weak scaling "
+          "(tools/report/dp_tables.h says which line feeds which cell).");
+  cli.add('i', "input", &in, "the run's JSON lines (its OUTFILE)");
+  cli.add(0, "paper", &paper, "the paper's figures (JSON lines)");
+  if (!cli.parse(argc, argv)) return 0;
+  if (in.empty()) user_error("-i FILE is needed (the JSON lines of scripts/bench_data_parallel.sh).");
+  std::fputs(report::dp_tables(report::read_json_lines(in), report::Paper::read(paper)).c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,6 +184,7 @@ int main(int argc, char** argv) {
     if (sub == "compare") return cmd_compare(argc - 1, argv + 1);
     if (sub == "pylo") return report::cmd_pylo(argc - 1, argv + 1);
     if (sub == "trace") return cmd_trace(argc - 1, argv + 1);
+    if (sub == "dp") return cmd_dp(argc - 1, argv + 1);
     std::fprintf(stderr, "report: unknown subcommand '%s'.\n%s", sub.c_str(), kUsage);
     return 2;
   } catch (const UserError& e) {

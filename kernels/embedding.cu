@@ -1,12 +1,8 @@
 // Token + position embedding (kernels/embedding.h). Forward: one thread per element of x (N, C), two
 // gathers and a store. Backward: wpe's gradient sums the B rows of each position in batch order; wte's
-// gradient sums the rows of each token, the rows found by grouping positions by token (cub: a stable radix
-// sort of (token, position), run-length encoding, a prefix sum for each run's start), so every sum has
-// one fixed order and no float atomics.
-#include <algorithm>
+// gradient sums the rows of each token, found by sorting (token, position) by token (cub's stable radix
+// sort), in windows of sorted positions (below), so every sum has one fixed order and no float atomics.
 #include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_run_length_encode.cuh>
-#include <cub/device/device_scan.cuh>
 
 #include "common/cuda_check.h"
 #include "kernels/device_utils.cuh"
@@ -51,74 +47,102 @@ __global__ void encoder_bwd_wpe_k(float* dwpe, const X* dx, int B, int T, int C)
   dwpe[i] += s;
 }
 
-// One block per run of equal tokens (blocks past the number of runs exit at once). Its 8 warps take
-// the run's rows round-robin, each lane a 16-byte vector of columns; the 8 warp sums are then added
-// in a fixed order, so the result does not depend on scheduling.
-constexpr int kWarps = 8;
+// wte's gradient in two launches. wte_pieces_k: one block per window of sorted positions, whose positions
+// fall into pieces of equal tokens, one warp per piece (round-robin), its rows summed in position order, 4
+// rows' loads in flight. A piece that is its token's whole run adds its sum to the row at once; one that
+// continues a run from the window before (slot 0) or only starts one (slot 1) leaves its sum in
+// `partial`, and wte_finish_k, in the window where such a run ends, adds its windows' sums in window
+// order to the row. Each token's row is written by one warp or one finish block, so no atomics; and a
+// frequent token (" the": 5,000 of 64K tokens of English) is spread over many blocks instead of one.
+constexpr int kPieceWarps = 8;
 template <class X>
-__global__ void __launch_bounds__(32 * kWarps)
-    encoder_bwd_wte_k(float* dwte, const X* dx, const int* pos, const int* run_token, const int* run_start,
-                      const int* run_len, const int* num_runs, int C) {
-  constexpr int kVec = 16 / sizeof(X);
-  __shared__ float part[kWarps][32 * kVec];
-  const int u = blockIdx.x;
-  if (u >= *num_runs) return;
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, start = run_start[u], len = run_len[u];
-  float* row = dwte + int64_t(run_token[u]) * C;
-  for (int c0 = 0; c0 < C; c0 += 32 * kVec) {
-    const int c = c0 + lane * kVec;
-    float acc[kVec] = {};
-    if (c < C)
-      for (int j = w; j < len; j += kWarps) {
-        const X* src = dx + int64_t(pos[start + j]) * C + c;
-        X v[kVec];
-        *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(src);
-        for (int e = 0; e < kVec; e++) acc[e] += to_f(v[e]);
+__global__ void __launch_bounds__(32 * kPieceWarps)
+    wte_pieces_k(float* dwte, float* partial, const X* dx, const int* key, const int* pos, int N, int C) {
+  constexpr int kVec = 16 / sizeof(X), kRows = 4;
+  const int lo = blockIdx.x * kEmbeddingWindow, n = min(kEmbeddingWindow, N - lo);
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const int my_pos = lane < n ? pos[lo + lane] : 0;  // lane j holds the window's j-th row
+  const bool head = lane < n && (lane == 0 || key[lo + lane] != key[lo + lane - 1]);
+  const unsigned heads = __ballot_sync(0xffffffffu, head);
+  int k = 0;
+  for (unsigned m = heads; m != 0; m &= m - 1, k++) {
+    if (k % kPieceWarps != w) continue;
+    const int begin = __ffs(int(m)) - 1, rest = int(m & (m - 1)), end = rest ? __ffs(rest) - 1 : n;
+    const int tok = key[lo + begin];
+    const bool left = begin == 0 && lo > 0 && key[lo - 1] == tok;
+    const bool right = end == n && lo + n < N && key[lo + n] == tok;
+    for (int c0 = 0; c0 < C; c0 += 32 * kVec) {
+      const int c = c0 + lane * kVec;
+      float acc[kVec] = {};
+      for (int r = begin; r < end; r += kRows) {
+        X v[kRows][kVec] = {};
+#pragma unroll
+        for (int i = 0; i < kRows; i++) {
+          const int p = __shfl_sync(0xffffffffu, my_pos, min(r + i, end - 1));
+          if (r + i < end && c < C)
+            *reinterpret_cast<uint4*>(v[i]) = *reinterpret_cast<const uint4*>(dx + int64_t(p) * C + c);
+        }
+#pragma unroll
+        for (int i = 0; i < kRows; i++)
+          if (r + i < end)
+            for (int e = 0; e < kVec; e++) acc[e] += to_f(v[i][e]);
       }
-    for (int e = 0; e < kVec; e++) part[w][lane * kVec + e] = acc[e];
-    __syncthreads();
-    for (int i = threadIdx.x; i < 32 * kVec && c0 + i < C; i += blockDim.x) {
-      float s = 0.0f;
-      for (int k = 0; k < kWarps; k++) s += part[k][i];
-      row[c0 + i] += s;
+      if (c >= C) continue;
+      if (left || right) {  // a part of a run over several windows: wte_finish_k adds it
+        float* out = partial + (int64_t(blockIdx.x) * 2 + (left ? 0 : 1)) * C + c;
+        for (int e = 0; e < kVec; e++) out[e] = acc[e];
+      } else {
+        float* row = dwte + int64_t(tok) * C + c;
+        for (int e = 0; e < kVec; e++) row[e] += acc[e];
+      }
     }
-    __syncthreads();
+  }
+}
+
+// One block per window: if a run that began in an earlier window ends in this one, its windows' sums (slot
+// 1 in its first window, slot 0 after) added in window order, then to its row.
+__global__ void wte_finish_k(float* dwte, const float* partial, const int* key, int N, int C) {
+  const int lo = blockIdx.x * kEmbeddingWindow, n = min(kEmbeddingWindow, N - lo);
+  if (lo == 0 || key[lo - 1] != key[lo]) return;
+  const int tok = key[lo];
+  if (key[lo + n - 1] == tok && lo + n < N && key[lo + n] == tok) return;  // it goes on past this window
+  int a = 0, b = lo;  // its first position: the first key equal to tok (the keys are sorted)
+  while (a < b) {
+    const int mid = (a + b) / 2;
+    if (key[mid] < tok)
+      a = mid + 1;
+    else
+      b = mid;
+  }
+  const int first = a / kEmbeddingWindow, last = int(blockIdx.x);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float s = 0.0f;
+#pragma unroll 8
+    for (int win = first; win <= last; win++) s += partial[(int64_t(win) * 2 + (win == first ? 1 : 0)) * C + c];
+    dwte[int64_t(tok) * C + c] += s;
   }
 }
 }  // namespace
 
 // bits_: the sort looks at the token's low bits only, enough for ids < vocab. The constructor asks cub how
-// much scratch each step needs (calls with null pointers) and allocates the largest once.
-TokenGroups::TokenGroups(int N, int vocab) : N_(N), bits_(1) {
+// much scratch the sort needs (a call with null pointers) and allocates it once.
+TokenGroups::TokenGroups(int N, int vocab, int channels) : N_(N), C_(channels), bits_(1) {
   while ((1 << bits_) < vocab) bits_++;
-  for (auto* b : {&vals_in_, &keys_out_, &vals_out_, &run_token_, &run_start_, &run_len_})
-    b->alloc(size_t(N), "token groups");
-  num_runs_.alloc(1, "token groups");
+  for (auto* b : {&vals_in_, &keys_out_, &vals_out_}) b->alloc(size_t(N), "token groups");
+  partial_.alloc(size_t(blocks(N, kEmbeddingWindow)) * 2 * size_t(channels), "embedding backward sums");
   iota_k<<<blocks(N, 256), 256>>>(vals_in_.get(), N);
   CUDA_CHECK_LAUNCH();
-  size_t a = 0, b = 0, c = 0;
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, a, static_cast<const int*>(nullptr), static_cast<int*>(nullptr),
-                                             static_cast<const int*>(nullptr), static_cast<int*>(nullptr), N, 0,
-                                             bits_));
-  CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, b, static_cast<const int*>(nullptr),
-                                                static_cast<int*>(nullptr), static_cast<int*>(nullptr),
-                                                static_cast<int*>(nullptr), N));
-  CUDA_CHECK(
-      cub::DeviceScan::ExclusiveSum(nullptr, c, static_cast<const int*>(nullptr), static_cast<int*>(nullptr), N));
-  temp_bytes_ = std::max(a, std::max(b, c));
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes_, static_cast<const int*>(nullptr),
+                                             static_cast<int*>(nullptr), static_cast<const int*>(nullptr),
+                                             static_cast<int*>(nullptr), N, 0, bits_));
   temp_.alloc(temp_bytes_, "token groups");
 }
 
-// sort (token, position) by token, stably -> runs of equal tokens (token, length) -> each run's start.
+// (token, position) sorted by token, stably.
 void TokenGroups::build(const int* d_tokens, cudaStream_t s) {
   size_t bytes = temp_bytes_;
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.get(), bytes, d_tokens, keys_out_.get(), vals_in_.get(),
                                              vals_out_.get(), N_, 0, bits_, s));
-  bytes = temp_bytes_;
-  CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp_.get(), bytes, keys_out_.get(), run_token_.get(), run_len_.get(),
-                                                num_runs_.get(), N_, s));
-  bytes = temp_bytes_;
-  CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.get(), bytes, run_len_.get(), run_start_.get(), N_, s));
 }
 
 template <class X, class P>
@@ -132,9 +156,11 @@ void encoder_backward(float* dwte, float* dwpe, const X* dx, const TokenGroups& 
                       cudaStream_t s) {
   encoder_bwd_wpe_k<<<blocks(int64_t(T) * C, 256), 256, 0, s>>>(dwpe, dx, B, T, C);
   CUDA_CHECK_LAUNCH();
-  CHECK(C % (16 / int(sizeof(X))) == 0);
-  encoder_bwd_wte_k<<<unsigned(g.N()), 32 * kWarps, 0, s>>>(dwte, dx, g.sorted_pos(), g.run_token(), g.run_start(),
-                                                            g.run_len(), g.num_runs(), C);
+  CHECK(C % (16 / int(sizeof(X))) == 0 && C == g.channels() && g.N() == B * T);
+  const unsigned windows = blocks(g.N(), kEmbeddingWindow);
+  wte_pieces_k<<<windows, 32 * kPieceWarps, 0, s>>>(dwte, g.partial(), dx, g.sorted_tokens(), g.sorted_pos(), g.N(), C);
+  CUDA_CHECK_LAUNCH();
+  wte_finish_k<<<windows, 256, 0, s>>>(dwte, g.partial(), g.sorted_tokens(), g.N(), C);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -144,7 +170,7 @@ template void encoder_forward(__nv_bfloat16*, const int*, const __nv_bfloat16*, 
 template void encoder_backward(float*, float*, const float*, const TokenGroups&, int, int, int, cudaStream_t);
 template void encoder_backward(float*, float*, const __nv_bfloat16*, const TokenGroups&, int, int, int, cudaStream_t);
 
-TokenBatch::TokenBatch(int N, int vocab) : N_(N), groups_(N, vocab) {
+TokenBatch::TokenBatch(int N, int vocab, int channels) : N_(N), groups_(N, vocab, channels) {
   tokens_.alloc(size_t(N), "tokens");
   targets_.alloc(size_t(N), "targets");
 }

@@ -7,22 +7,23 @@
 
 #include "common/device_buffer.h"
 
-// Positions of a (B, T) batch grouped by token id.
+// Positions of a (B, T) batch sorted by token id (stably: equal tokens keep their position order), and the
+// backward's scratch for the sums of tokens whose positions cross a window of kEmbeddingWindow (embedding.cu).
+constexpr int kEmbeddingWindow = 32;
 class TokenGroups {
  public:
-  TokenGroups(int N, int vocab);
-  void build(const int* d_tokens, cudaStream_t s);  // stable: equal tokens keep their position order
+  TokenGroups(int N, int vocab, int channels);
+  void build(const int* d_tokens, cudaStream_t s);
   int N() const { return N_; }
-  const int* sorted_pos() const { return vals_out_.get(); }  // positions, grouped by token
-  // Run u (u < *num_runs()) holds token run_token[u] at sorted positions [run_start[u], +run_len[u]).
-  const int* run_token() const { return run_token_.get(); }
-  const int* run_start() const { return run_start_.get(); }
-  const int* run_len() const { return run_len_.get(); }
-  const int* num_runs() const { return num_runs_.get(); }  // device scalar
+  int channels() const { return C_; }
+  const int* sorted_tokens() const { return keys_out_.get(); }
+  const int* sorted_pos() const { return vals_out_.get(); }
+  float* partial() const { return partial_.get(); }  // 2 rows of `channels` per window
 
  private:
-  int N_, bits_;
-  DeviceBuffer<int> vals_in_, keys_out_, vals_out_, run_token_, run_start_, run_len_, num_runs_;
+  int N_, C_, bits_;
+  DeviceBuffer<int> vals_in_, keys_out_, vals_out_;
+  DeviceBuffer<float> partial_;
   DeviceBuffer<char> temp_;
   size_t temp_bytes_ = 0;
 };
@@ -31,7 +32,7 @@ class TokenGroups {
 // embedding backward. Both GPT-2 models take their batches through it.
 class TokenBatch {
  public:
-  TokenBatch(int N, int vocab);
+  TokenBatch(int N, int vocab, int channels);
   // Starts the copies (host arrays of N ints; targets may be null) and the grouping on stream s.
   void set(const int* tokens, const int* targets, cudaStream_t s);
   const int* tokens() const { return tokens_.get(); }
@@ -47,6 +48,9 @@ class TokenBatch {
 // x (N, C) = wte[tok] + wpe[n % T], summed in fp32. P: parameter type (fp32 master or bf16 copy).
 template <class X, class P>
 void encoder_forward(X* x, const int* tok, const P* wte, const P* wpe, int N, int T, int C, cudaStream_t s);
-// dwpe[t] += sum_b dx[b, t]; dwte[v] += sum of dx over the positions holding token v.
+// dwpe[t] += sum_b dx[b, t]; dwte[v] += sum of dx over the positions holding token v, in this order: the
+// sorted positions are cut into windows of kEmbeddingWindow; within a window a token's rows are summed in
+// position order from 0; a token whose rows lie in several windows adds those windows' sums in window order
+// (from 0) before adding the total to its row. g must be built from these tokens, with C channels.
 template <class X>
 void encoder_backward(float* dwte, float* dwpe, const X* dx, const TokenGroups& g, int B, int T, int C, cudaStream_t s);

@@ -14,7 +14,7 @@ Gpt2Bf16::Gpt2Bf16(const Gpt2Shape& shape, Arena& arena, int B, int T, Attention
       N_(B * T),
       Vp_(gpt2_padded_vocab(shape.vocab)),
       ctx_(shape.block(), arena, dropout_, B, T, attention),
-      batch_(B * T, shape.vocab) {
+      batch_(B * T, shape.vocab, shape.channels) {
   if (T > s_.max_seq)
     user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq,
                " or less.");
@@ -155,7 +155,7 @@ Model::EmbeddingParts Gpt2Bf16::sum_embedding_in_parts(const EmbeddingSum& e) {
   const size_t all = size_t(e.world) * size_t(N_);
   tokens_all_.alloc(all, "every process's tokens");
   dres_all_.alloc(all * size_t(s_.channels), "every process's residual gradients");
-  groups_all_ = std::make_unique<TokenGroups>(int(all), s_.vocab);
+  groups_all_ = std::make_unique<TokenGroups>(int(all), s_.vocab, s_.channels);
   EmbeddingParts parts;
   parts.early = {wte_index_, lnfw_index_, lnfb_index_};
   parts.gathered = {wte_index_, wpe_index_};

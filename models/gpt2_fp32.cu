@@ -6,7 +6,7 @@
 #include "models/gpt2_sites.h"
 
 Gpt2Fp32::Gpt2Fp32(const Gpt2Shape& shape, Arena& arena, int B, int T)
-    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), batch_(B * T, shape.vocab) {
+    : s_(shape), arena_(arena), B_(B), T_(T), N_(B * T), batch_(B * T, shape.vocab, shape.channels) {
   if (T > s_.max_seq)
     user_error("sequence length ", T, " exceeds the model's context of ", s_.max_seq, "; use -t ", s_.max_seq,
                " or less.");

@@ -1,0 +1,129 @@
+// The embedding backward (kernels/embedding.h) against a CPU reference that adds in the order the header
+// promises, bit for bit: windows of sorted positions, each token's rows summed in position order within a
+// window, the windows' sums added in window order. The inputs hold a frequent token whose rows cross many
+// windows, tokens that cross one window edge, singletons, a short last window and column counts that leave
+// lanes idle; each case first checks that the order matters for its input (else equality would not show it).
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "kernels/embedding.h"
+#include "tests/gpu/bf16_test_util.h"
+#include "tests/test_util.h"
+
+namespace {
+class EmbeddingGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  }
+};
+
+// dwpe and dwte += the backward of dx (N = B*T rows of C) in encoder_backward's order, windows of `window`
+// sorted positions (window >= N: one running sum per token, the order before windows).
+void ref_backward(std::vector<float>& dwte, std::vector<float>& dwpe, const std::vector<float>& dx,
+                  const std::vector<int>& tok, int B, int T, int C, int window) {
+  const int N = B * T;
+  for (int t = 0; t < T; t++)
+    for (int c = 0; c < C; c++) {
+      float s = 0.0f;
+      for (int b = 0; b < B; b++) s += dx[(size_t(b) * T + t) * C + c];
+      dwpe[size_t(t) * C + c] += s;
+    }
+  std::vector<int> order(static_cast<size_t>(N));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return tok[size_t(a)] < tok[size_t(b)]; });
+  for (int a = 0, e; a < N; a = e) {
+    const int v = tok[size_t(order[size_t(a)])];
+    for (e = a; e < N && tok[size_t(order[size_t(e)])] == v; e++) {
+    }
+    const int first = a / window, last = (e - 1) / window;
+    for (int c = 0; c < C; c++) {
+      float total = 0.0f;
+      for (int w = first; w <= last; w++) {
+        float acc = 0.0f;
+        for (int p = std::max(a, w * window); p < std::min(e, (w + 1) * window); p++)
+          acc += dx[size_t(order[size_t(p)]) * C + c];
+        total = first == last ? acc : total + acc;
+      }
+      dwte[size_t(v) * C + c] += total;
+    }
+  }
+}
+
+// Tokens of a (B, T) batch: `frequent` of them token 7, then token 3 with 10%, the rest uniform in [0, vocab).
+std::vector<int> tokens(int N, int vocab, double frequent, uint32_t seed) {
+  std::mt19937 r(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::uniform_int_distribution<int> any(0, vocab - 1);
+  std::vector<int> t(static_cast<size_t>(N));
+  for (auto& x : t) {
+    const double q = u(r);
+    x = q < frequent ? 7 : q < frequent + 0.1 ? 3 : any(r);
+  }
+  return t;
+}
+
+struct Case {
+  const char* name;
+  int B, T, C, vocab;
+  double frequent;
+};
+
+template <class X>
+void check(const Case& k) {
+  SCOPED_TRACE(k.name);
+  const int N = k.B * k.T;
+  const std::vector<int> tok = tokens(N, k.vocab, k.frequent, 11);
+  // bf16 values for bf16 activations; for fp32 ones full floats, whose sums round (bf16 values of one
+  // magnitude add exactly in fp32 for thousands of terms, and no order would show)
+  std::vector<float> dx = randv(size_t(N) * k.C, 1.0f, 12);
+  if constexpr (sizeof(X) == 4)
+    for (size_t i = 0; i < dx.size(); i++) dx[i] *= 1.0f + 1e-3f * float(i % 997) / 997.0f;
+  const std::vector<float> wte0 = randv(size_t(k.vocab) * k.C, 0.5f, 13), wpe0 = randv(size_t(k.T) * k.C, 0.5f, 14);
+  std::vector<float> want_wte = wte0, want_wpe = wpe0, flat_wte = wte0, flat_wpe = wpe0;
+  ref_backward(want_wte, want_wpe, dx, tok, k.B, k.T, k.C, kEmbeddingWindow);
+  ref_backward(flat_wte, flat_wpe, dx, tok, k.B, k.T, k.C, N + 1);
+  if (N > kEmbeddingWindow) ASSERT_NE(want_wte, flat_wte) << "the windows' order should matter for this input";
+
+  DeviceBuffer<int> d_tok(static_cast<size_t>(N));
+  d_tok.upload(tok);
+  DeviceBuffer<float> d_wte(wte0.size()), d_wpe(wpe0.size());
+  d_wte.upload(wte0);
+  d_wpe.upload(wpe0);
+  TokenGroups g(N, k.vocab, k.C);
+  g.build(d_tok.get(), 0);
+  if constexpr (sizeof(X) == 2) {
+    DeviceBuffer<__nv_bfloat16> d_dx = to_dev(dx);
+    encoder_backward(d_wte.get(), d_wpe.get(), d_dx.get(), g, k.B, k.T, k.C, 0);
+  } else {
+    DeviceBuffer<float> d_dx(dx.size());
+    d_dx.upload(dx);
+    encoder_backward(d_wte.get(), d_wpe.get(), d_dx.get(), g, k.B, k.T, k.C, 0);
+  }
+  const std::vector<float> got_wte = d_wte.download(), got_wpe = d_wpe.download();
+  ASSERT_NE(got_wte, wte0);
+  int bad = 0;
+  for (size_t i = 0; i < got_wte.size() && bad < 5; i++)
+    if (got_wte[i] != want_wte[i]) {
+      ADD_FAILURE() << "dwte token " << i / size_t(k.C) << " column " << i % size_t(k.C) << ": " << got_wte[i]
+                    << " want " << want_wte[i];
+      bad++;
+    }
+  EXPECT_EQ(got_wpe, want_wpe);
+}
+}  // namespace
+
+TEST_F(EmbeddingGpu, Bf16BackwardAddsInTheWindowsOrder) {
+  // 40% one token (about 1,200 rows over 38 windows), a short last window, 8 of 32 lanes with columns
+  check<__nv_bfloat16>({"skewed", 5, 613, 64, 300, 0.4});
+  check<__nv_bfloat16>({"one token", 4, 250, 16, 20, 1.0});
+  check<__nv_bfloat16>({"one window", 1, 20, 32, 50, 0.3});
+  check<__nv_bfloat16>({"7 column passes", 2, 200, 1600, 40, 0.3});  // 1600 = 6 x 256 + 64
+  check<__nv_bfloat16>({"uniform", 8, 128, 768, 50257, 0.0});
+}
+
+TEST_F(EmbeddingGpu, Fp32BackwardAddsInTheWindowsOrder) {
+  check<float>({"skewed", 2, 300, 12, 100, 0.4});
+  check<float>({"4 column passes", 3, 100, 392, 60, 0.2});  // 392 = 3 x 128 + 8
+}

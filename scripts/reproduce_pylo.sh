@@ -11,7 +11,7 @@
 #   --quick          few sizes, few steps: the whole single-GPU pass in minutes (for a first look)
 #   --out DIR        the report folder (default .out/pylo_KIND, .out/pylo_KIND_quick with --quick)
 #   --only A,B       only these experiments (names below); --redo A,B runs them again even if done
-#   --deadline S     start no run after S seconds (the experiment it interrupts is left to the next call)
+#   --deadline S     start no run after S seconds (the experiment it interrupts goes on in the next call)
 #   --dry-run        print the plan (each experiment and its commands), run nothing
 #   --no-report      leave out the report step
 #   --build          make the programs first (default: make only those that are missing)
@@ -28,7 +28,8 @@
 # DIR/logs/NAME.log, the training runs' logs to DIR/train/. The file appears (renamed from NAME.jsonl.part)
 # when the experiment ends; one whose status is ok or partial (some runs failed, e.g. out of memory at the
 # largest size) is done and skipped by later calls; skipped (a missing prerequisite: PyLO, data, weights),
-# stopped (the deadline) and failed ones run again. Every program run is bounded by `timeout RUN_LIMIT`
+# failed ones run again, and a stopped one (the deadline) goes on from the runs it had not ended, so an
+# experiment longer than one call ends over several. Every program run is bounded by `timeout RUN_LIMIT`
 # (600 s). The report: DIR/report.md and DIR/*.svg.
 #
 # Environment: RUN_LIMIT (600), PYLO_SRC (.deps/pylo: PyLO's source, for the peers), PYTHON (python3),
@@ -151,7 +152,34 @@ begin() {
     "$(json_str "$name")" "$(json_str "$title")" "$kind" "$([ $quick = 1 ] && echo true || echo false)" \
     "$(json_str "$gpu")" "${gpus:-0}" "$(json_str "$commit")" "$(json_str "$invocation")" \
     "$(json_str "$(date -u +%Y-%m-%dT%H:%M:%SZ)")" "$extra" >"$part"
+  carry_runs "$file"
   echo "reproduce_pylo: [$(elapsed) s] $name: $title" >&2
+}
+# carry_runs FILE: an experiment that the deadline stopped goes on where it stopped. The runs its file
+# records as ended (each run's JSON lines come before its "run" line) are copied into the new file, and
+# run() skips their commands, counted (a command given twice runs twice); the runs the deadline left out or
+# cut short run now. --redo starts over.
+declare -A ran=() ran_failed=()
+carry_runs() {
+  ran=() ran_failed=()
+  [ -f "$1" ] && ! listed "$redo" "$name" && tail -n 1 "$1" | grep -q '"experiment_end":{"status":"stopped"' || return 0
+  local line key lines=() n=0
+  while IFS= read -r line; do
+    case "$line" in
+      '{"experiment":'* | '{"experiment_end":'*) ;;
+      '{"run":{"cmd":'*'"exit":null'*) lines=() ;;
+      '{"run":{"cmd":'*)
+        key=${line#'{"run":{"cmd":'}
+        key=${key%%,\"exit\":*}  # the command as json_str wrote it (its own quotes are escaped)
+        ran[$key]=$((${ran[$key]:-0} + 1))
+        [[ "$line" == *'"exit":0,'* ]] || ran_failed[$key]=$((${ran_failed[$key]:-0} + 1))
+        printf '%s\n' "${lines[@]}" "$line" >>"$part"
+        lines=()
+        n=$((n + 1)) ;;
+      *) lines+=("$line") ;;
+    esac
+  done <"$1"
+  [ $n = 0 ] || echo "reproduce_pylo: $name goes on after the $n runs that ended in its stopped call" >&2
 }
 # note TEXT: a line of the experiment's own (a JSON object, written as given)
 note() { [ $dry = 1 ] || printf '%s\n' "$1" >>"$part"; }
@@ -167,14 +195,25 @@ run() {
     echo "$printed"
     return 0
   fi
+  local key
+  key=$(json_str "$printed")
+  if [ "${ran[$key]:-0}" -gt 0 ]; then  # ended in the stopped call before (carry_runs)
+    ran[$key]=$((${ran[$key]} - 1))
+    if [ "${ran_failed[$key]:-0}" -gt 0 ]; then
+      ran_failed[$key]=$((${ran_failed[$key]} - 1))
+      failed=$((failed + 1))
+    fi
+    return 0
+  fi
   if [ -n "$deadline" ]; then
     local left=$((deadline - $(elapsed)))
     if [ "$left" -le 0 ]; then
       stopped=1
-      printf '{"run":{"cmd":%s,"exit":null,"wall_s":0,"skipped":"the deadline"}}\n' "$(json_str "$printed")" >>"$part"
+      printf '{"run":{"cmd":%s,"exit":null,"wall_s":0,"skipped":"the deadline"}}\n' "$key" >>"$part"
       return 0
     fi
     [ "$left" -ge "$lim" ] || lim=$((left > 30 ? left : 30))
+    [ "$lim" -le "$limit" ] || lim=$limit
   fi
   echo "+ $printed" >>"$log"
   local t0 rc wall
@@ -182,9 +221,14 @@ run() {
   timeout -k 10 "$lim" "$@" >"$tmp/stdout" 2>>"$log" </dev/null
   rc=$?
   wall=$(seconds_since "$t0")
-  grep '^{' "$tmp/stdout" >>"$part"
   grep -v '^{' "$tmp/stdout" >>"$log"
-  printf '{"run":{"cmd":%s,"exit":%d,"wall_s":%s}}\n' "$(json_str "$printed")" "$rc" "$wall" >>"$part"
+  if [ "$lim" -lt "$limit" ] && { [ $rc = 124 ] || [ $rc = 137 ]; }; then  # cut short by the deadline: not a result
+    stopped=1
+    printf '{"run":{"cmd":%s,"exit":null,"wall_s":%s,"skipped":"cut short by the deadline"}}\n' "$key" "$wall" >>"$part"
+    return 0
+  fi
+  grep '^{' "$tmp/stdout" >>"$part"
+  printf '{"run":{"cmd":%s,"exit":%d,"wall_s":%s}}\n' "$key" "$rc" "$wall" >>"$part"
   if [ "$rc" != 0 ]; then
     failed=$((failed + 1))
     echo "reproduce_pylo:   exit status $rc after ${wall} s: $printed (log: $log)" >&2

@@ -171,8 +171,27 @@ FAKE_SLEEP=2.1 $R single --quick --out "$T/out2" --only fig9_matrix_8192,fig6_sy
 check deadline_first_done [ "$(status_of "$T/out2/exp/fig6_synthetic_mlp.jsonl")" = ok ]  # the plan's order
 check deadline_leaves_rest [ ! -e "$T/out2/exp/fig9_matrix_8192.jsonl" ]
 check deadline_says_so grep -q "run the same command again" "$T/run4.txt"
-$R single --quick --out "$out" --only table2_step_breakdown >/dev/null 2>&1
-check stopped_runs_again [ "$(status_of "$out/exp/table2_step_breakdown.jsonl")" = ok ]
+# The next call goes on where the stopped one ended: the run that ended is kept, the seven others run.
+before=$(calls)
+$R single --quick --out "$out" --only table2_step_breakdown >"$T/run5.txt" 2>&1
+f="$out/exp/table2_step_breakdown.jsonl"
+check stopped_runs_again [ "$(status_of "$f")" = ok ]
+check stopped_goes_on [ $(($(calls) - before)) = 7 ]
+check stopped_says_so grep -q "goes on after the 1 runs that ended" "$T/run5.txt"
+check stopped_keeps_every_line [ "$(grep -c '"fwd_ms":3.0,"bwd_ms":5.5,"loss_ms":0.5' "$f")" = 8 ]
+check stopped_runs_recorded [ "$(grep -c '"run":{.*"exit":0,' "$f")" = 8 ]
+check stopped_no_skipped_left [ "$(grep -c '"skipped"' "$f")" = 0 ]
+# A run that the deadline cuts short is no result: it is recorded as such and runs again in the next call
+# (the deadline leaves a run at least 30 s).
+FAKE_SLEEP=32 $R single --quick --out "$out" --only fig9_matrix_8192 --redo fig9_matrix_8192 --deadline 1 >/dev/null 2>&1
+f="$out/exp/fig9_matrix_8192.jsonl"
+check cut_stopped [ "$(status_of "$f")" = stopped ]
+check cut_recorded grep -q '"exit":null,.*"skipped":"cut short by the deadline"' "$f"
+check cut_no_lines [ "$(grep -c '"bench":"optim_step"' "$f")" = 0 ]
+before=$(calls)
+$R single --quick --out "$out" --only fig9_matrix_8192 >/dev/null 2>&1
+check cut_runs_again [ "$(status_of "$f")" = ok ] 
+check cut_ran_once_more [ $(($(calls) - before)) = 1 ]
 
 # ------------------------------------------------------------------------------------------------ compare
 printf 'common -b 8\nadamw_lr1e-3 adamw -l 1e-3\nmuon_lr0.01 muon --set muon.lr=0.01\n' >"$T/c.cfg"

@@ -158,11 +158,15 @@ begin() {
 # carry_runs FILE: an experiment that the deadline stopped goes on where it stopped. The runs its file
 # records as ended (each run's JSON lines come before its "run" line) are copied into the new file, and
 # run() skips their commands, counted (a command given twice runs twice); the runs the deadline left out or
-# cut short run now. --redo starts over.
+# cut short run now. --redo, or a GPU of another name, starts over.
 declare -A ran=() ran_failed=()
 carry_runs() {
   ran=() ran_failed=()
   [ -f "$1" ] && ! listed "$redo" "$name" && tail -n 1 "$1" | grep -q '"experiment_end":{"status":"stopped"' || return 0
+  if ! head -n 1 "$1" | grep -qF "\"gpu\":$(json_str "$gpu"),"; then  # one experiment, one kind of GPU
+    echo "reproduce_pylo: $name stopped on another kind of GPU; it starts over" >&2
+    return 0
+  fi
   local line key lines=() n=0
   while IFS= read -r line; do
     case "$line" in

@@ -181,6 +181,15 @@ check stopped_says_so grep -q "goes on after the 1 runs that ended" "$T/run5.txt
 check stopped_keeps_every_line [ "$(grep -c '"fwd_ms":3.0,"bwd_ms":5.5,"loss_ms":0.5' "$f")" = 8 ]
 check stopped_runs_recorded [ "$(grep -c '"run":{.*"exit":0,' "$f")" = 8 ]
 check stopped_no_skipped_left [ "$(grep -c '"skipped"' "$f")" = 0 ]
+# A stopped experiment of another GPU starts over.
+FAKE_SLEEP=2.1 $R single --quick --out "$out" --only table2_step_breakdown --redo table2_step_breakdown --deadline 2 \
+  >/dev/null 2>&1
+sed -i '1s/"gpu":"Fake GPU 80GB"/"gpu":"Other GPU"/' "$f"
+before=$(calls)
+$R single --quick --out "$out" --only table2_step_breakdown >"$T/run6.txt" 2>&1
+check other_gpu_starts_over [ $(($(calls) - before)) = 8 ]
+check other_gpu_says_so grep -q "stopped on another kind of GPU" "$T/run6.txt"
+check other_gpu_ok [ "$(status_of "$f")" = ok ]
 # A run that the deadline cuts short is no result: it is recorded as such and runs again in the next call
 # (the deadline leaves a run at least 30 s).
 FAKE_SLEEP=32 $R single --quick --out "$out" --only fig9_matrix_8192 --redo fig9_matrix_8192 --deadline 1 >/dev/null 2>&1

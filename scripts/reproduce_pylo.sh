@@ -33,7 +33,8 @@
 # (600 s). The report: DIR/report.md and DIR/*.svg.
 #
 # Environment: RUN_LIMIT (600), PYLO_SRC (.deps/pylo: PyLO's source, for the peers), PYTHON (python3),
-# WORLD (multi: the GPUs, default 4), TRAIN_GPT2, TRAIN_VIT, BENCH_OPTIM, REPORT (./train_gpt2 ...).
+# WORLD (multi: the GPUs, default 4), TRAIN_GPT2, TRAIN_VIT, BENCH_OPTIM, REPORT (./train_gpt2 ...), COMMIT
+# (the commit the files record, for a copy of a checkout without its history; default: git's HEAD).
 # Exit status: 0 when every experiment it started is done, 1 otherwise, 2 for a mistake in the arguments.
 set -uo pipefail
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
@@ -112,8 +113,10 @@ listed() { [[ ",$1," == *",$2,"* ]]; }
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 gpus=$(nvidia-smi --list-gpus 2>/dev/null | wc -l)
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ "$commit" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit="$commit+changes"; fi
+commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+if [ -z "${COMMIT:-}" ] && [ "$commit" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+  commit="$commit+changes"
+fi
 
 if [ $dry = 0 ]; then
   mkdir -p "$exp_dir" "$log_dir" || die "cannot create $out."

@@ -198,8 +198,9 @@ check cut_stopped [ "$(status_of "$f")" = stopped ]
 check cut_recorded grep -q '"exit":null,.*"skipped":"cut short by the deadline"' "$f"
 check cut_no_lines [ "$(grep -c '"bench":"optim_step"' "$f")" = 0 ]
 before=$(calls)
-$R single --quick --out "$out" --only fig9_matrix_8192 >/dev/null 2>&1
-check cut_runs_again [ "$(status_of "$f")" = ok ] 
+COMMIT=abc1234 $R single --quick --out "$out" --only fig9_matrix_8192 >/dev/null 2>&1
+check cut_runs_again [ "$(status_of "$f")" = ok ]
+check commit_given grep -q '"commit":"abc1234",' "$f"
 check cut_ran_once_more [ $(($(calls) - before)) = 1 ]
 
 # ------------------------------------------------------------------------------------------------ compare

@@ -114,7 +114,8 @@ listed() { [[ ",$1," == *",$2,"* ]]; }
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 gpus=$(nvidia-smi --list-gpus 2>/dev/null | wc -l)
 commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-if [ -z "${COMMIT:-}" ] && [ "$commit" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+if [ -z "${COMMIT:-}" ] && [ "$commit" != unknown ] &&
+   [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
   commit="$commit+changes"
 fi
 

@@ -192,7 +192,8 @@ check other_gpu_says_so grep -q "stopped on another kind of GPU" "$T/run6.txt"
 check other_gpu_ok [ "$(status_of "$f")" = ok ]
 # A run that the deadline cuts short is no result: it is recorded as such and runs again in the next call
 # (the deadline leaves a run at least 30 s).
-FAKE_SLEEP=32 $R single --quick --out "$out" --only fig9_matrix_8192 --redo fig9_matrix_8192 --deadline 1 >/dev/null 2>&1
+FAKE_SLEEP=32 $R single --quick --out "$out" --only fig9_matrix_8192 --redo fig9_matrix_8192 --deadline 1 \
+  >/dev/null 2>&1
 f="$out/exp/fig9_matrix_8192.jsonl"
 check cut_stopped [ "$(status_of "$f")" = stopped ]
 check cut_recorded grep -q '"exit":null,.*"skipped":"cut short by the deadline"' "$f"

@@ -164,8 +164,9 @@ begin() {
 # run() skips their commands, counted (a command given twice runs twice); the runs the deadline left out or
 # cut short run now. --redo, or a GPU of another name, starts over.
 declare -A ran=() ran_failed=()
+carried_s=0  # the carried runs' time
 carry_runs() {
-  ran=() ran_failed=()
+  ran=() ran_failed=() carried_s=0
   [ -f "$1" ] && ! listed "$redo" "$name" && tail -n 1 "$1" | grep -q '"experiment_end":{"status":"stopped"' || return 0
   if ! head -n 1 "$1" | grep -qF "\"gpu\":$(json_str "$gpu"),"; then  # one experiment, one kind of GPU
     echo "reproduce_pylo: $name stopped on another kind of GPU; it starts over" >&2
@@ -181,6 +182,8 @@ carry_runs() {
         key=${key%%,\"exit\":*}  # the command as json_str wrote it (its own quotes are escaped)
         ran[$key]=$((${ran[$key]:-0} + 1))
         [[ "$line" == *'"exit":0,'* ]] || ran_failed[$key]=$((${ran_failed[$key]:-0} + 1))
+        carried_s=$(awk -v a="$carried_s" -v b="$(sed -n 's/.*"wall_s":\([0-9.]*\).*/\1/p' <<<"$line")" \
+          'BEGIN { printf "%.1f", a + b }')
         printf '%s\n' "${lines[@]}" "$line" >>"$part"
         lines=()
         n=$((n + 1)) ;;
@@ -254,10 +257,12 @@ finish() {
     status=partial
   fi
   [ $status = ok ] || [ $status = partial ] || not_done=1
-  printf '{"experiment_end":{"status":"%s","wall_s":%s,"runs":%d,"failed":%d}}\n' "$status" "$(seconds_since "$t_exp")" \
-    "$runs" "$failed" >>"$part"
+  local wall  # this call's time and that of the runs carried over from stopped calls
+  wall=$(awk -v a="$(seconds_since "$t_exp")" -v b="$carried_s" 'BEGIN { printf "%.1f", a + b }')
+  printf '{"experiment_end":{"status":"%s","wall_s":%s,"runs":%d,"failed":%d}}\n' "$status" "$wall" "$runs" "$failed" \
+    >>"$part"
   mv "$part" "$exp_dir/$name.jsonl"
-  echo "reproduce_pylo: [$(elapsed) s] $name: $status ($runs runs, $failed failed, $(seconds_since "$t_exp") s)" >&2
+  echo "reproduce_pylo: [$(elapsed) s] $name: $status ($runs runs, $failed failed, $wall s)" >&2
 }
 # skip REASON: the experiment cannot run here; its file says why (and a later call tries again).
 skip() {

@@ -181,6 +181,8 @@ check stopped_says_so grep -q "goes on after the 1 runs that ended" "$T/run5.txt
 check stopped_keeps_every_line [ "$(grep -c '"fwd_ms":3.0,"bwd_ms":5.5,"loss_ms":0.5' "$f")" = 8 ]
 check stopped_runs_recorded [ "$(grep -c '"run":{.*"exit":0,' "$f")" = 8 ]
 check stopped_no_skipped_left [ "$(grep -c '"skipped"' "$f")" = 0 ]
+check stopped_time_counts_the_carried_run awk -v w="$(tail -n 1 "$f" | sed -n 's/.*"wall_s":\([0-9.]*\).*/\1/p')" \
+  'BEGIN { exit !(w >= 2.1) }'  # the first call's run slept 2.1 s; this call's runs do not sleep
 # A stopped experiment of another GPU starts over.
 FAKE_SLEEP=2.1 $R single --quick --out "$out" --only table2_step_breakdown --redo table2_step_breakdown --deadline 2 \
   >/dev/null 2>&1

@@ -41,8 +41,10 @@ class Gpt2Bf16 : public Gpt2 {
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, loss_mean_;
   TokenBatch batch_;
   int wte_index_, wpe_index_, lnfw_index_, lnfb_index_;  // table indices
-  // sum_embedding_in_parts: every process's token ids and residual gradients, grouped by token
+  // sum_embedding_in_parts: every process's token sums (shared_: mapped, rank by rank), or every process's
+  // token ids and residual gradients, grouped by token
   EmbeddingSum emb_;
+  std::vector<void*> shared_;
   DeviceBuffer<int> tokens_all_;
   DeviceBuffer<bf16> dres_all_;
   std::unique_ptr<TokenGroups> groups_all_;

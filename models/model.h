@@ -54,11 +54,18 @@ class Model {
   // lookup's. The lookup's part is then computed on every process from every process's positions (their
   // token ids and residual gradients, which `gather` all-gathers rank by rank from `mine` into `all`), which
   // also completes the tensors returned in `gathered` (the table, the position embedding) with no sum.
-  // Both calls happen only in a backward with a block hook: the micro-batch that makes gradients final.
+  // Where the processes read each other's GPU memory (`shared` set), each sums its own positions per token
+  // instead, into its buffer of `shared(bytes)` (called once, by every process: every process's buffer,
+  // rank by rank, mapped here), and adds every process's sums rank by rank, after `barrier` (on backward's
+  // stream: waits until every process's work before its barrier call, and the early sum, are done); no
+  // gather. Every process then holds the same table.
+  // These calls happen only in a backward with a block hook: the micro-batch that makes gradients final.
   struct EmbeddingSum {
-    int world = 1;
+    int world = 1, rank = 0;
     std::function<void(cudaStream_t)> early;
     std::function<void(const void* mine, void* all, size_t bytes, cudaStream_t)> gather;
+    std::function<std::vector<void*>(size_t bytes)> shared;
+    std::function<void(cudaStream_t)> barrier;
   };
   struct EmbeddingParts {
     std::vector<int> early, gathered;  // table indices; both empty: not taken

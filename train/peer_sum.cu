@@ -87,6 +87,7 @@ PeerSum::~PeerSum() {  // no checks: nothing may throw from here
     if (q == rank_) continue;
     if (peer_grads_[q]) cudaIpcCloseMemHandle(peer_grads_[q]);
     if (peer_flags_[q]) cudaIpcCloseMemHandle(peer_flags_[q]);
+    if (peer_shared_[q]) cudaIpcCloseMemHandle(peer_shared_[q]);
   }
   for (int q = 0; q < world_; q++) {
     if (copy_[q]) cudaStreamDestroy(copy_[q]);
@@ -114,6 +115,21 @@ void PeerSum::barrier(cudaStream_t s) {
     DRIVER_CHECK(ops.wait(CUstream(s), at(mine), 1, CU_STREAM_WAIT_VALUE_EQ));
     DRIVER_CHECK(ops.write(CUstream(s), at(mine), 0, CU_STREAM_WRITE_VALUE_DEFAULT));
   }
+}
+
+std::vector<void*> PeerSum::share(size_t bytes, const Exchange& exchange) {
+  CHECK(!shared_.get() && bytes > 0);
+  shared_.alloc(bytes, "--grad-sum copy shared buffer");
+  cudaIpcMemHandle_t mine{};
+  CUDA_CHECK(cudaIpcGetMemHandle(&mine, shared_.get()));
+  std::vector<cudaIpcMemHandle_t> all(static_cast<size_t>(world_));
+  exchange(&mine, all.data(), sizeof mine);
+  std::vector<void*> p(static_cast<size_t>(world_));
+  for (int q = 0; q < world_; q++) {
+    if (q != rank_) peer_shared_[q] = open_peer<void>(all[size_t(q)], rank_, q);
+    p[size_t(q)] = q == rank_ ? static_cast<void*>(shared_.get()) : peer_shared_[q];
+  }
+  return p;
 }
 
 void PeerSum::fork(cudaStream_t s) {

@@ -59,9 +59,15 @@ class PeerSum {
   // Enqueued on s after the gradients of `runs` are final on s: the sums, in place. Every process calls it
   // with the same runs in the same order.
   void sum(const std::vector<Run>& runs, cudaStream_t s);
+  // Collective, once: a buffer of `bytes` on this GPU that every process maps; returns every process's,
+  // rank by rank, as mapped here (this process's own at [rank]). What reads another's must come before the
+  // step's last NCCL collective on every process, as the sums' copies do (above).
+  std::vector<void*> share(size_t bytes, const Exchange& exchange);
+  // Enqueued on s: waits until every process has enqueued its matching call and the work before it on its
+  // stream is done. Every process calls it in the same order among its sums and other barriers.
+  void barrier(cudaStream_t s);
 
  private:
-  void barrier(cudaStream_t s);
   // Each other rank's `span` of gradients into this rank's scratch slot (rank order, its own skipped) or,
   // with to_grads, into the same span of its own gradients; from rank `from` (-1: every other rank, the
   // same span of each; else the span of `from` alone) on the side streams, s waiting for them.
@@ -76,6 +82,8 @@ class PeerSum {
   int slot_ = 0;
   float* grads_;
   float* peer_grads_[kMaxWorld] = {};  // mapped (rank_'s own: grads_)
+  DeviceBuffer<char> shared_;           // share()'s
+  void* peer_shared_[kMaxWorld] = {};   // mapped (rank_'s own: shared_)
   int* peer_flags_[kMaxWorld] = {};    // each rank's flags, mapped: row w written by rank w
   DeviceBuffer<int> flags_;            // world x kSlots
   DeviceBuffer<float> scratch_;        // (world - 1) x most

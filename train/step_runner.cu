@@ -65,10 +65,22 @@ void StepRunner::plan_sums(Model& model, const std::vector<std::vector<int>>& ho
   // A tied token table is summed in parts where the model can (Model::sum_embedding_in_parts): the
   // head's part beside backward, the lookup's from every process's positions; those tensors leave the
   // last hook group, whose sum after backward nothing could hide.
+  CHECK(!(bf16_sums && copy_sums));
+  if (copy_sums) {  // the tied table's early sum runs beside the blocks' (see sum_early)
+    float* grads = opt_.arena().grads();
+    peer_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), grads);
+    if (shape_.tokens > kEarlyNcclTokens)
+      peer_early_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), grads);
+  }
   Model::EmbeddingSum e;
   e.world = comm_->world();
+  e.rank = comm_->rank();
   e.early = [this](cudaStream_t s) { sum_early(s); };
   e.gather = [this](const void* mine, void* all, size_t bytes, cudaStream_t s) { gather(mine, all, bytes, s); };
+  if (peer_) {
+    e.shared = [this](size_t bytes) { return peer_->share(bytes, nccl_exchange(*comm_)); };
+    e.barrier = [this](cudaStream_t s) { lookup_barrier(s); };
+  }
   const Model::EmbeddingParts parts = model.sum_embedding_in_parts(e);
   std::vector<char> apart(size_t(opt_.arena().table().size()), 0);
   for (const auto* v : {&parts.early, &parts.gathered})
@@ -82,13 +94,6 @@ void StepRunner::plan_sums(Model& model, const std::vector<std::vector<int>>& ho
   }
   CHECK(!ranges_.empty() && (!grouped_ || int(ranges_.size()) == grouped_->groups()));
   if (bf16_sums) grads16_.alloc(size_t(opt_.arena().table().total_elems()), "bf16 gradients for NCCL");
-  CHECK(!(bf16_sums && copy_sums));
-  if (copy_sums) {  // the tied table's early sum runs beside the blocks' (see sum_early)
-    float* grads = opt_.arena().grads();
-    peer_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), grads);
-    if (shape_.tokens > kEarlyNcclTokens)
-      peer_early_ = std::make_unique<PeerSum>(comm_->rank(), comm_->world(), nccl_exchange(*comm_), grads);
-  }
 }
 
 // The tensors (ascending table indices) as runs of the arena to sum: those that lie back to back (and have
@@ -169,6 +174,16 @@ void StepRunner::gather(const void* mine, void* all, size_t bytes, cudaStream_t 
   comm_->all_gather_bytes(mine, all, bytes, g);
   CUDA_CHECK(cudaEventRecord(gathered_, g));
   CUDA_CHECK(cudaStreamWaitEvent(s, gathered_, 0));
+}
+
+// The lookup's sums per token (copy sums): s waits for the early sum, which the lookup's part then adds
+// to, and for every process's sums (a barrier of the blocks' PeerSum, in the same order on every process).
+void StepRunner::lookup_barrier(cudaStream_t s) {
+  if (early_used_) {
+    CUDA_CHECK(cudaEventRecord(gathered_, early_side_));
+    CUDA_CHECK(cudaStreamWaitEvent(s, gathered_, 0));
+  }
+  peer_->barrier(s);
 }
 
 void StepRunner::free_resources() {  // no checks: nothing may throw from here

@@ -24,8 +24,8 @@
 // other ranks' tensors only for a checkpoint (DataParallel::gather_params).
 //
 // A token table tied to the head (GPT-2) is summed in two parts (Model::sum_embedding_in_parts): the
-// head's part during backward, the lookup's from every process's gathered positions, so that no sum of
-// the whole table is left after backward. With STEP_TRACE=1, train/step_trace.h's timeline goes to
+// head's part during backward, the lookup's from every process's sums per token (copy sums) or gathered
+// positions, so that no sum of the whole table is left after backward. With STEP_TRACE=1, train/step_trace.h's timeline goes to
 // stderr; with bf16_sums, gradients cross in bf16.
 #pragma once
 #include <cuda_bf16.h>
@@ -98,6 +98,7 @@ class StepRunner {
   void sum_nccl(const std::vector<Range>& rs, cudaStream_t side);
   void sum_early(cudaStream_t s);                                          // Model::EmbeddingSum's early
   void gather(const void* mine, void* all, size_t bytes, cudaStream_t s);  // and its gather
+  void lookup_barrier(cudaStream_t s);                                     // or its barrier
   const ShardPlan* plan_ = nullptr;
   bool clip_, graphs_;
   int accum_;

@@ -51,6 +51,23 @@ void ref_backward(std::vector<float>& dwte, std::vector<float>& dwpe, const std:
   }
 }
 
+// One process's token sums as token_sums promises them: per token (ascending ids), the sum of its rows in
+// encoder_backward's order; and per position, the sum over the batch.
+struct RefSums {
+  std::vector<int> ids;
+  std::vector<float> rows, wpe;
+};
+RefSums ref_token_sums(const std::vector<float>& dx, const std::vector<int>& tok, int B, int T, int C, int vocab) {
+  std::vector<float> table(size_t(vocab) * C, 0.0f), wpe(size_t(T) * C, 0.0f);
+  ref_backward(table, wpe, dx, tok, B, T, C, kEmbeddingWindow);
+  std::vector<int> seen(tok);
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  RefSums r{seen, {}, wpe};
+  for (int v : seen) r.rows.insert(r.rows.end(), table.begin() + size_t(v) * C, table.begin() + size_t(v + 1) * C);
+  return r;
+}
+
 // Tokens of a (B, T) batch: `frequent` of them token 7, then token 3 with 10%, the rest uniform in [0, vocab).
 std::vector<int> tokens(int N, int vocab, double frequent, uint32_t seed) {
   std::mt19937 r(seed);
@@ -113,6 +130,66 @@ void check(const Case& k) {
   EXPECT_EQ(got_wpe, want_wpe);
 }
 }  // namespace
+
+// `world` processes' batches (one GPU plays them all): each one's token_sums, then every buffer added rank by
+// rank into one table, against the CPU's sums added in that order, bit for bit; the buffers' counts and ids
+// too. The order must matter for the input: adding every process's rows in one pass gives other bits.
+void check_shared(const Case& k, int world) {
+  SCOPED_TRACE(k.name);
+  const int N = k.B * k.T;
+  // full floats in the tables, so that the order of adding whole sums to them shows in the bits
+  std::vector<float> wte0 = randv(size_t(k.vocab) * k.C, 0.5f, 13), wpe0 = randv(size_t(k.T) * k.C, 0.5f, 14);
+  for (auto* v : {&wte0, &wpe0})
+    for (size_t i = 0; i < v->size(); i++) (*v)[i] *= 1.0f + 1e-3f * float(i % 997) / 997.0f;
+  std::vector<float> want_wte = wte0, want_wpe = wpe0, all_dx;
+  std::vector<int> all_tok;
+  DeviceBuffer<float> d_wte(wte0.size()), d_wpe(wpe0.size());
+  d_wte.upload(wte0);
+  d_wpe.upload(wpe0);
+  std::vector<DeviceBuffer<char>> sums(static_cast<size_t>(world));
+  for (int r = 0; r < world; r++) {
+    const std::vector<int> tok = tokens(N, k.vocab, k.frequent, 21 + uint32_t(r));
+    const std::vector<float> dx = randv(size_t(N) * k.C, 1.0f, 31 + uint32_t(r));
+    all_tok.insert(all_tok.end(), tok.begin(), tok.end());
+    all_dx.insert(all_dx.end(), dx.begin(), dx.end());
+    const RefSums ref = ref_token_sums(dx, tok, k.B, k.T, k.C, k.vocab);
+    DeviceBuffer<int> d_tok(static_cast<size_t>(N));
+    d_tok.upload(tok);
+    TokenGroups g(N, k.vocab, k.C);
+    g.keep_runs();
+    g.build(d_tok.get(), 0);
+    DeviceBuffer<__nv_bfloat16> d_dx = to_dev(dx);
+    sums[size_t(r)].alloc(token_sums_bytes(N, k.T, k.C));
+    token_sums(sums[size_t(r)].get(), d_dx.get(), g, k.B, k.T, k.C, 0);
+    const std::vector<char> got = sums[size_t(r)].download();
+    const int count = *reinterpret_cast<const int*>(got.data());
+    ASSERT_EQ(count, int(ref.ids.size()));
+    const int* ids = reinterpret_cast<const int*>(got.data() + 16);
+    EXPECT_EQ(std::vector<int>(ids, ids + count), ref.ids);
+    for (size_t i = 0; i < ref.ids.size(); i++)
+      for (int c = 0; c < k.C; c++) want_wte[size_t(ref.ids[i]) * k.C + c] += ref.rows[i * k.C + c];
+    for (size_t i = 0; i < want_wpe.size(); i++) want_wpe[i] += ref.wpe[i];
+  }
+  for (int r = 0; r < world; r++) add_token_sums(d_wte.get(), d_wpe.get(), sums[size_t(r)].get(), N, k.T, k.C, 0);
+  std::vector<float> one_wte = wte0, one_wpe = wpe0;
+  ref_backward(one_wte, one_wpe, all_dx, all_tok, world * k.B, k.T, k.C, kEmbeddingWindow);
+  ASSERT_NE(want_wte, one_wte) << "adding rank by rank should differ from one pass over every position here";
+  const std::vector<float> got_wte = d_wte.download(), got_wpe = d_wpe.download();
+  int bad = 0;
+  for (size_t i = 0; i < got_wte.size() && bad < 5; i++)
+    if (got_wte[i] != want_wte[i]) {
+      ADD_FAILURE() << "dwte token " << i / size_t(k.C) << " column " << i % size_t(k.C) << ": " << got_wte[i]
+                    << " want " << want_wte[i];
+      bad++;
+    }
+  EXPECT_EQ(got_wpe, want_wpe);
+}
+
+TEST_F(EmbeddingGpu, TokenSumsAddedRankByRank) {
+  check_shared({"skewed", 4, 300, 64, 300, 0.4}, 4);
+  check_shared({"one token", 2, 250, 16, 20, 1.0}, 3);
+  check_shared({"GPT-2's vocabulary", 2, 256, 768, 50257, 0.05}, 2);
+}
 
 TEST_F(EmbeddingGpu, Bf16BackwardAddsInTheWindowsOrder) {
   // 40% one token (about 1,200 rows over 38 windows), a short last window, 8 of 32 lanes with columns

@@ -63,6 +63,12 @@ std::vector<int> block_tensor_list(const BlockTensors& b) {
   return v;
 }
 
+std::vector<int> block_mlp_list(const BlockTensors& b) {
+  std::vector<int> v = {b.ln2w, b.ln2b, b.fcw, b.fcb, b.fcprojw, b.fcprojb};
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 std::vector<std::vector<int>> hook_groups(const ParamTable& t, const std::vector<BlockTensors>& blocks) {
   std::vector<std::vector<int>> groups;
   std::vector<char> in_block(size_t(t.size()), 0);

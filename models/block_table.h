@@ -44,6 +44,8 @@ bool qkv_is_one_piece(const ParamTable& t, const BlockTensors& b);
 
 // Every table index of the block's tensors (the unused q/k/v slots of a fused block left out), ascending.
 std::vector<int> block_tensor_list(const BlockTensors& b);
+// Its MLP's (ln_2, fc, fc_proj; 2/3 of a block's weights), ascending: final before the attention's backward.
+std::vector<int> block_mlp_list(const BlockTensors& b);
 // The tensors each call of a model's backward hook (model.h) makes final: group l holds block l's tensors
 // (the hook's block l), group L = blocks.size() every other tensor of the table (the hook's -1).
 std::vector<std::vector<int>> hook_groups(const ParamTable& t, const std::vector<BlockTensors>& blocks);

@@ -123,7 +123,7 @@ void Gpt2Bf16::backward(cudaStream_t s) {
   for (int l = s_.layers - 1; l >= 0; l--) {
     // block l's first LayerNorm backward also sums the bias gradient of block l - 1's mlp.proj (in_bias)
     float* in_bias = l > 0 ? blocks_[size_t(l - 1)].out_bias_grad(ctx_) : nullptr;
-    blocks_[size_t(l)].backward(dres, stream_[size_t(l)].get(), in_bias, ctx_, s);
+    blocks_[size_t(l)].backward(dres, stream_[size_t(l)].get(), in_bias, ctx_, s, [&] { mlp_done(l, s); });
     block_done(l, s);  // its mlp.proj bias came from block l + 1's LayerNorm backward, the rest from here
   }
   if (drop) dropout_forward(dres, dres, nullptr, N, C, dropout_.site(dropout_site_embedding()), s);

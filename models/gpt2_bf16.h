@@ -24,6 +24,7 @@ class Gpt2Bf16 : public Gpt2 {
   int B() const override { return B_; }
   int T() const override { return T_; }
   EmbeddingParts sum_embedding_in_parts(const EmbeddingSum& e) override;
+  bool calls_mlp_hook() const override { return true; }
   std::string kernel_choices() const override;
   void set_kernel_choices(const std::string& choices) override;
 

@@ -46,6 +46,11 @@ class Model {
   // final, then with -1 once the rest (embeddings, final norm, head) are. Empty: no calls.
   using BlockHook = std::function<void(int block, cudaStream_t s)>;
   void set_block_hook(BlockHook hook) { block_hook_ = std::move(hook); }
+  // Where the model calls it (calls_mlp_hook()), on backward's stream once block l's MLP tensors
+  // (block_mlp_list, models/block_table.h) are final, before the rest of block l's backward: a data-parallel
+  // sum can then start on two thirds of the block while its attention's backward runs.
+  void set_mlp_hook(BlockHook hook) { mlp_hook_ = std::move(hook); }
+  virtual bool calls_mlp_hook() const { return false; }
 
   // Data parallel, for a token table tied to the head (GPT-2's bf16 model; others return {}): its gradient
   // is summed over the processes in two parts instead of as one (vocab, C) table after backward. The
@@ -93,6 +98,9 @@ class Model {
   void block_done(int block, cudaStream_t s) const {
     if (block_hook_) block_hook_(block, s);
   }
+  void mlp_done(int block, cudaStream_t s) const {
+    if (mlp_hook_) mlp_hook_(block, s);
+  }
   DropoutState dropout_;
-  BlockHook block_hook_;
+  BlockHook block_hook_, mlp_hook_;
 };

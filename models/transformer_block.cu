@@ -163,8 +163,10 @@ const bf16* TransformerBlock::branch_grad(const bf16* dres, float* dbias, uint32
 // dres (N, C): on entry d(loss)/d(out), on return d(loss)/d(in) (the residual adds pass it through; each
 // LayerNorm backward adds its branch's part). in_bias_grad: the previous block's mlp.proj bias gradient,
 // summed by this block's LN1 backward (null for the first block).
-void TransformerBlock::backward(bf16* dres, const bf16* in, float* in_bias_grad, BlockContext& c, cudaStream_t s) {
+void TransformerBlock::backward(bf16* dres, const bf16* in, float* in_bias_grad, BlockContext& c, cudaStream_t s,
+                                const std::function<void()>& mlp_final) {
   mlp_backward(dres, c, s);  // dres becomes d(mid)
+  if (mlp_final) mlp_final();
   attention_backward(dres, in, in_bias_grad, c, s);
 }
 

@@ -7,6 +7,7 @@
 // q/k/v matrices contiguous, so the separate and fused layouts compute alike.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "common/device_buffer.h"
@@ -45,7 +46,10 @@ class TransformerBlock {
   // dres: d(out) on entry, d(in) on return. in: as given to forward. in_bias_grad: the bias gradient of the
   // projection whose output is `in` (the previous block's MLP projection), which this block's first
   // LayerNorm backward can sum for free; null when there is none or with dropout.
-  void backward(bf16* dres, const bf16* in, float* in_bias_grad, BlockContext& c, cudaStream_t s);
+  // mlp_final (if set) is called between the MLP's backward and the attention's, when the MLP's tensors
+  // (block_mlp_list) hold their gradients.
+  void backward(bf16* dres, const bf16* in, float* in_bias_grad, BlockContext& c, cudaStream_t s,
+                const std::function<void()>& mlp_final = nullptr);
   // The gradient of this block's MLP-projection bias, for the LayerNorm backward after the block.
   float* out_bias_grad(const BlockContext& c) const { return c.G(fcprojb_); }
   // Times the two places of the tanh GELU's backward on this block's buffers (overwritten before use).

@@ -125,7 +125,7 @@ void VitBf16::backward(cudaStream_t s) {
   ctx_.prof.mark("bwd head", s);
   for (int l = s_.layers - 1; l >= 0; l--) {
     float* in_bias = l > 0 ? blocks_[size_t(l - 1)].out_bias_grad(ctx_) : nullptr;
-    blocks_[size_t(l)].backward(dres_.get(), stream_[size_t(l)].get(), in_bias, ctx_, s);
+    blocks_[size_t(l)].backward(dres_.get(), stream_[size_t(l)].get(), in_bias, ctx_, s, [&] { mlp_done(l, s); });
     block_done(l, s);
   }
   // the embedding: cls and position gradients, the patch rows' gradient into proj_, then the projection's

@@ -25,6 +25,7 @@ class VitBf16 : public Model {
           Attention attention = Attention::kOurs);
   void set_batch(const Batch& b, cudaStream_t s) override;  // pixels, and labels or soft targets
   void forward(cudaStream_t s) override;
+  bool calls_mlp_hook() const override { return true; }
   void loss_and_dlogits(float grad_scale, cudaStream_t s) override;
   void backward(cudaStream_t s) override;
   const float* d_loss() const override { return loss_mean_.get(); }

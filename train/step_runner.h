@@ -59,10 +59,12 @@ class StepRunner {
   // comm: null for one process; then hook_groups (models/block_table.h) says which tensors each hook call
   // makes final. plan: the sharded mode's (null: all-reduce mode).
   // bf16_sums: gradients go through NCCL in bf16 (--grad-comm bf16); copy_sums: the copy engines move them
-  // (--grad-sum auto or copy, train/peer_sum.h).
+  // (--grad-sum auto or copy, train/peer_sum.h). mlp_groups: with comm, block l's MLP tensors
+  // (block_mlp_list), summed apart at the model's MLP hook where the model calls one (Model::set_mlp_hook).
   StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph,
              bool overlap = false, NcclComm* comm = nullptr, const std::vector<std::vector<int>>& hook_groups = {},
-             const ShardPlan* plan = nullptr, bool bf16_sums = false, bool copy_sums = false);
+             const ShardPlan* plan = nullptr, bool bf16_sums = false, bool copy_sums = false,
+             const std::vector<std::vector<int>>& mlp_groups = {});
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -78,6 +80,7 @@ class StepRunner {
   void enqueue_grads(const BatchSource* batches);  // null: from the staged copies
   void enqueue_optimizer();
   void block_ready(int block, cudaStream_t s);  // overlap or comm: the block hook
+  void mlp_ready(int block, cudaStream_t s);    // comm with mlp_ranges_: the MLP hook
   void finish_side_work();                      // overlap or comm: after the last micro-batch
   void stage(const BatchSource& batches);
   Batch staged(int micro) const;  // micro-batch `micro`'s fields in the staging buffer
@@ -90,10 +93,12 @@ class StepRunner {
   NcclComm* comm_ = nullptr;
   // Arena elements [begin, begin + n) and the rank that owns them (sharded mode), or -1: every rank.
   using Range = PeerSum::Run;
-  std::vector<std::vector<Range>> ranges_;  // comm: each hook group's gradients as contiguous runs
+  std::vector<std::vector<Range>> ranges_;      // comm: each hook group's gradients as contiguous runs
+  std::vector<std::vector<Range>> mlp_ranges_;  // comm with the MLP hook: each block's MLP runs (not in ranges_)
   std::vector<Range> early_;                // comm: the tied table's head part, summed early
   std::vector<Range> runs(const std::vector<int>& tensors) const;
-  void plan_sums(Model& model, const std::vector<std::vector<int>>& hook_groups, bool bf16_sums, bool copy_sums);
+  void plan_sums(Model& model, const std::vector<std::vector<int>>& hook_groups,
+                 const std::vector<std::vector<int>>& mlp_groups, bool bf16_sums, bool copy_sums);
   void sum(const std::vector<Range>& rs);
   void sum_nccl(const std::vector<Range>& rs, cudaStream_t side);
   void sum_early(cudaStream_t s);                                          // Model::EmbeddingSum's early
@@ -125,6 +130,11 @@ class StepRunner {
   // the table off them (step 11.77 -> 11.36 ms on 4 H100s); at 16 x 1024, and 355M's 8 x 1024, NCCL's
   // kernels cost backward more than they save (+0.1 and +0.2 ms).
   static constexpr int64_t kEarlyNcclTokens = 4096;
+  // Each block's MLP part is summed at the model's MLP hook when a micro-batch has more tokens than this: on
+  // 4 H100s at GPT-2 355M, 8 x 1024, block 0's sum then ended 0.15 ms after backward instead of 0.35 (step
+  // 45.35 -> 45.19 ms), while at 124M's 4 x 1024, where the copy engines' sums cannot keep up with backward
+  // anyway, the twice as many barriers made the step longer (11.25 -> 11.52 ms).
+  static constexpr int64_t kSplitTokens = 4096;
   std::unique_ptr<PeerSum> peer_early_;
   cudaStream_t early_side_ = nullptr;    // copy_sums: the early sum and the gathers, beside side_
   bool early_used_ = false;              // this step put work on early_side_ (a captured stream must join)

@@ -78,6 +78,7 @@ void Trainer::set_model(Model& model, const std::vector<BlockTensors>& blocks) {
   model_ = &model;
   if (dp_.comm()) share_kernel_choices(model, *dp_.comm());
   groups_ = hook_groups(table(), blocks);
+  for (const BlockTensors& b : blocks) mlp_groups_.push_back(block_mlp_list(b));
   opt_ = make_train_optimizer(f_, plan_.options, *arena_, groups_, dp_.owned(), dp_.cross());
   clipper_ = std::make_unique<GradClipper>(*arena_, float(f_.clip), dp_.owned(), dp_.cross());
   if (plan_.resume) {
@@ -90,7 +91,7 @@ void Trainer::set_model(Model& model, const std::vector<BlockTensors>& blocks) {
 void Trainer::start(BatchSource batches) {
   source_ = std::move(batches);
   runner_ = std::make_unique<StepRunner>(*model_, *opt_, *clipper_, f_.clip > 0, plan_.accum, f_.cuda_graph, f_.overlap,
-                                         dp_.comm(), groups_, dp_.plan(), dp_.bf16_sums(), dp_.copy_sums());
+                                         dp_.comm(), groups_, dp_.plan(), dp_.bf16_sums(), dp_.copy_sums(), mlp_groups_);
   ckpt_ = std::make_unique<Checkpointer>(f_.ckpt_dir, *arena_, *model_, *opt_, &dp_);
   first_step_ = plan_.state.step;
 }

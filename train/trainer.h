@@ -94,7 +94,8 @@ class Trainer {
   std::unique_ptr<TrainLog> log_;
   std::unique_ptr<Arena> arena_;
   Model* model_ = nullptr;
-  std::vector<std::vector<int>> groups_;  // the hook groups (models/block_table.h)
+  std::vector<std::vector<int>> groups_;      // the hook groups (models/block_table.h)
+  std::vector<std::vector<int>> mlp_groups_;  // each block's MLP tensors (block_mlp_list)
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<GradClipper> clipper_;
   BatchSource source_;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -178,6 +179,34 @@ TEST(Tables, HookGroupsPartitionTheTableByBlock) {
   const auto groups = hook_groups(t, vit_tensors(t, v).blocks);
   ASSERT_EQ(groups.size(), 13u);
   EXPECT_EQ(groups[12].size(), 8u);  // cls, pos, patch weight and bias, norm weight and bias, head weight and bias
+}
+
+// The MLP hook's part of each block: its ln_2 and MLP tensors (GPT-2) or norm2 and MLP (ViT), all in the
+// block's own group, two thirds of the block's weights.
+TEST(Tables, MlpListIsTheBlocksMlpPart) {
+  Gpt2Shape s = gpt2_shape("d12");
+  const ParamTable t = gpt2_param_table(s);
+  const auto blocks = gpt2_tensors(t, s).blocks;
+  const auto groups = hook_groups(t, blocks);
+  for (size_t l = 0; l < blocks.size(); l++) {
+    const std::vector<int> mlp = block_mlp_list(blocks[l]);
+    ASSERT_EQ(mlp.size(), 6u);
+    ASSERT_TRUE(std::is_sorted(mlp.begin(), mlp.end()));
+    int64_t in_mlp = 0, in_block = 0;
+    for (int i : groups[l]) in_block += t[i].numel;
+    for (int i : mlp) {
+      EXPECT_TRUE(std::count(groups[l].begin(), groups[l].end(), i)) << t[i].name;
+      const std::string prefix = "h." + std::to_string(l) + ".";
+      EXPECT_TRUE(t[i].name.rfind(prefix + "mlp.", 0) == 0 || t[i].name.rfind(prefix + "ln_2.", 0) == 0) << t[i].name;
+      in_mlp += t[i].numel;
+    }
+    EXPECT_NEAR(double(in_mlp) / double(in_block), 2.0 / 3.0, 0.01);
+  }
+  const VitShape v = vit_shape("vit-b16");
+  const ParamTable vt = vit_param_table(v);
+  for (int i : block_mlp_list(vit_tensors(vt, v).blocks[5]))
+    EXPECT_TRUE(vt[i].name.find(".mlp.") != std::string::npos || vt[i].name.find(".norm2.") != std::string::npos)
+        << vt[i].name;
 }
 
 TEST(Tables, InitParamsFollowsTheRows) {

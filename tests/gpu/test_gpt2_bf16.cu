@@ -352,3 +352,46 @@ TEST_F(Gpt2Bf16Gpu, BlockHookSeesFinalGradients) {
       }
     }
 }
+
+// The MLP hook (bf16 model): called for blocks L-1, ..., 0, each before that block's hook, and at each call
+// the block's MLP tensors (block_mlp_list) hold the gradients they hold at the end, with and without dropout.
+TEST_F(Gpt2Bf16Gpu, MlpHookSeesFinalMlpGradients) {
+  for (float dropout : {0.0f, 0.2f}) {
+    SCOPED_TRACE("dropout " + std::to_string(dropout));
+    const TinyGpt2Case c = tiny_gpt2_case(128, 2, true, true, dropout);
+    Arena arena(c.table, true);
+    for (const auto& t : c.table.tensors()) arena.set_param(t.index, &c.p[size_t(t.offset)]);
+    auto m = make_gpt2("bf16", c.s, arena, c.B, c.T);
+    ASSERT_TRUE(m->calls_mlp_hook());
+    m->set_dropout(dropout, c.dropout_seed);
+    const Gpt2Tensors ix = gpt2_tensors(c.table, c.s);
+    const size_t n = size_t(c.table.total_elems());
+    DeviceBuffer<float> snap(n * size_t(c.s.layers), "hook snapshots");
+    std::vector<std::string> order;
+    m->set_mlp_hook([&](int block, cudaStream_t s) {
+      order.push_back("mlp " + std::to_string(block));
+      CUDA_CHECK(cudaMemcpyAsync(snap.get() + size_t(block) * n, arena.grads(), n * 4, cudaMemcpyDeviceToDevice, s));
+    });
+    m->set_block_hook([&](int block, cudaStream_t) { order.push_back("block " + std::to_string(block)); });
+    arena.zero_grads(0);
+    m->set_batch(c.x.data(), c.y.data(), 0);
+    m->forward(0);
+    m->loss_and_dlogits(1.0f, 0);
+    m->backward(0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<std::string> want;
+    for (int l = c.s.layers - 1; l >= 0; l--)
+      for (const char* k : {"mlp ", "block "}) want.push_back(k + std::to_string(l));
+    want.push_back("block -1");
+    ASSERT_EQ(order, want);
+    std::vector<float> final_g(n);
+    CUDA_CHECK(cudaMemcpy(final_g.data(), arena.grads(), n * 4, cudaMemcpyDeviceToHost));
+    const std::vector<float> all = snap.download();
+    for (int l = 0; l < c.s.layers; l++)
+      for (int i : block_mlp_list(ix.blocks[size_t(l)])) {
+        const auto& t = c.table[i];
+        EXPECT_EQ(std::memcmp(&all[size_t(l) * n + size_t(t.offset)], &final_g[size_t(t.offset)], size_t(t.numel) * 4), 0)
+            << t.name << " changed after its MLP hook";
+      }
+  }
+}

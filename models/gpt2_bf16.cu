@@ -138,9 +138,9 @@ void Gpt2Bf16::backward(cudaStream_t s) {
 // parts (sum_embedding_in_parts), the lookup's part of the table's gradient is the sum over the processes
 // on every one of them: every process's sums per token added rank by rank where the processes map each
 // other's memory, else from every process's positions, gathered. The sums move a row per distinct token
-// (1,217 of 8,192 positions on the KJV) where the gather moves every position's, and the grouping by token
-// was done beside forward; on 4 H100s at GPT-2 355M the gather, sort and backward over every position took
-// 0.7-0.9 ms after block 0 (docs/data_parallel.md).
+// (1,217 tokens in 16,384 positions of the KJV) where the gather moves every position's, and the grouping
+// by token was done beside forward; on 4 H100s at GPT-2 355M the gather, sort and backward over every
+// position took 0.7-0.9 ms after block 0, the wait for the slowest process included (docs/data_parallel.md).
 void Gpt2Bf16::embedding_backward(bool parts, cudaStream_t s) {
   const int C = s_.channels;
   if (!parts) return encoder_backward(ctx_.G(wte_), ctx_.G(wpe_), dres_.get(), batch_.groups(), B_, T_, C, s);

@@ -82,8 +82,8 @@ class PeerSum {
   int slot_ = 0;
   float* grads_;
   float* peer_grads_[kMaxWorld] = {};  // mapped (rank_'s own: grads_)
-  DeviceBuffer<char> shared_;           // share()'s
-  void* peer_shared_[kMaxWorld] = {};   // mapped (rank_'s own: shared_)
+  DeviceBuffer<char> shared_;          // share()'s
+  void* peer_shared_[kMaxWorld] = {};  // mapped (rank_'s own: shared_)
   int* peer_flags_[kMaxWorld] = {};    // each rank's flags, mapped: row w written by rank w
   DeviceBuffer<int> flags_;            // world x kSlots
   DeviceBuffer<float> scratch_;        // (world - 1) x most

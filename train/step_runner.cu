@@ -65,8 +65,8 @@ StepRunner::~StepRunner() { free_resources(); }
 void StepRunner::plan_sums(Model& model, const std::vector<std::vector<int>>& hook_groups,
                            const std::vector<std::vector<int>>& mlp_groups, bool bf16_sums, bool copy_sums) {
   // A tied token table is summed in parts where the model can (Model::sum_embedding_in_parts): the
-  // head's part beside backward, the lookup's from every process's positions; those tensors leave the
-  // last hook group, whose sum after backward nothing could hide.
+  // head's part beside backward, the lookup's from every process's sums per token or positions; those
+  // tensors leave the last hook group, whose sum after backward nothing could hide.
   CHECK(!(bf16_sums && copy_sums));
   if (copy_sums) {  // the tied table's early sum runs beside the blocks' (see sum_early)
     float* grads = opt_.arena().grads();
@@ -88,8 +88,9 @@ void StepRunner::plan_sums(Model& model, const std::vector<std::vector<int>>& ho
   for (const auto* v : {&parts.early, &parts.gathered})
     for (int i : *v) apart[size_t(i)] = 1;
   early_ = runs(parts.early);
-  // A block's MLP part summed at the MLP hook, where micro-batches are long (see kSplitTokens).
-  const bool split = model.calls_mlp_hook() && !mlp_groups.empty() && shape_.tokens > kSplitTokens;
+  // A block's MLP part summed at the MLP hook, by the copy engines where micro-batches are long (see
+  // kSplitTokens; through NCCL it was not measured).
+  const bool split = peer_ && model.calls_mlp_hook() && !mlp_groups.empty() && shape_.tokens > kSplitTokens;
   for (size_t g = 0; g < hook_groups.size(); g++) {
     const std::vector<int>* mlp = split && g < mlp_groups.size() ? &mlp_groups[g] : nullptr;
     std::vector<int> first, rest;

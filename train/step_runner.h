@@ -25,8 +25,8 @@
 //
 // A token table tied to the head (GPT-2) is summed in two parts (Model::sum_embedding_in_parts): the
 // head's part during backward, the lookup's from every process's sums per token (copy sums) or gathered
-// positions, so that no sum of the whole table is left after backward. With STEP_TRACE=1, train/step_trace.h's timeline goes to
-// stderr; with bf16_sums, gradients cross in bf16.
+// positions, so that no sum of the whole table is left after backward. With STEP_TRACE=1,
+// train/step_trace.h's timeline goes to stderr; with bf16_sums, gradients cross in bf16.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -59,8 +59,9 @@ class StepRunner {
   // comm: null for one process; then hook_groups (models/block_table.h) says which tensors each hook call
   // makes final. plan: the sharded mode's (null: all-reduce mode).
   // bf16_sums: gradients go through NCCL in bf16 (--grad-comm bf16); copy_sums: the copy engines move them
-  // (--grad-sum auto or copy, train/peer_sum.h). mlp_groups: with comm, block l's MLP tensors
-  // (block_mlp_list), summed apart at the model's MLP hook where the model calls one (Model::set_mlp_hook).
+  // (--grad-sum auto or copy, train/peer_sum.h). mlp_groups: with copy sums, block l's MLP tensors
+  // (block_mlp_list), summed apart at the model's MLP hook where the model calls one (Model::set_mlp_hook;
+  // see kSplitTokens).
   StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool clip, int accum, bool cuda_graph,
              bool overlap = false, NcclComm* comm = nullptr, const std::vector<std::vector<int>>& hook_groups = {},
              const ShardPlan* plan = nullptr, bool bf16_sums = false, bool copy_sums = false,
@@ -95,7 +96,7 @@ class StepRunner {
   using Range = PeerSum::Run;
   std::vector<std::vector<Range>> ranges_;      // comm: each hook group's gradients as contiguous runs
   std::vector<std::vector<Range>> mlp_ranges_;  // comm with the MLP hook: each block's MLP runs (not in ranges_)
-  std::vector<Range> early_;                // comm: the tied table's head part, summed early
+  std::vector<Range> early_;                    // comm: the tied table's head part, summed early
   std::vector<Range> runs(const std::vector<int>& tensors) const;
   void plan_sums(Model& model, const std::vector<std::vector<int>>& hook_groups,
                  const std::vector<std::vector<int>>& mlp_groups, bool bf16_sums, bool copy_sums);
@@ -130,12 +131,13 @@ class StepRunner {
   // the table off them (step 11.77 -> 11.36 ms on 4 H100s); at 16 x 1024, and 355M's 8 x 1024, NCCL's
   // kernels cost backward more than they save (+0.1 and +0.2 ms).
   static constexpr int64_t kEarlyNcclTokens = 4096;
-  // Each block's MLP part is summed at the model's MLP hook when a micro-batch has more tokens than this: on
-  // 4 H100s at GPT-2 355M, 8 x 1024, block 0's sum then ended 0.15 ms after backward instead of 0.35 (step
-  // 45.35 -> 45.19 ms), while at 124M's 4 x 1024, where the copy engines' sums cannot keep up with backward
-  // anyway, the twice as many barriers made the step longer (11.25 -> 11.52 ms).
+  // With copy sums, each block's MLP part is summed at the model's MLP hook when a micro-batch has more
+  // tokens than this: on 4 H100s at GPT-2 355M, 8 x 1024, block 0's sum then ended 0.15 ms after backward
+  // instead of 0.35 (step 45.48 / 45.51 -> 45.29 / 45.21 ms), while at 124M's 4 x 1024, where the copy
+  // engines' sums cannot keep up with backward anyway, twice the barriers made the step longer (11.25 ->
+  // 11.52 ms).
   static constexpr int64_t kSplitTokens = 4096;
   std::unique_ptr<PeerSum> peer_early_;
-  cudaStream_t early_side_ = nullptr;    // copy_sums: the early sum and the gathers, beside side_
-  bool early_used_ = false;              // this step put work on early_side_ (a captured stream must join)
+  cudaStream_t early_side_ = nullptr;  // copy_sums: the early sum and the gathers, beside side_
+  bool early_used_ = false;            // this step put work on early_side_ (a captured stream must join)
 };

@@ -646,6 +646,7 @@ case_ report_pylo_not_folder      "'$tmp/nope' is not a folder"        report py
 case_ report_trace_no_input      "-i FILE is needed"                  report trace
 case_ report_trace_missing        "cannot read '$tmp/none.txt'"        report trace -i "$tmp/none.txt"
 case_ report_trace_no_lines       "has no trace lines of rank 0 from step 4 on" report trace -i "$tmp/val_only.jsonl"
+case_ report_trace_no_ranks       "has no trace lines (STEP_TRACE=1)"   report trace -i "$tmp/val_only.jsonl" --rank -1
 case_ report_dp_no_input          "-i FILE is needed"                  report dp
 case_ report_dp_no_runs           "the input holds no run of Table 3"  report dp -i "$tmp/val_only.jsonl"
 rm -f "$tmp/val_only.jsonl"

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tools/report/step_trace.h"
 
@@ -31,9 +32,12 @@ TEST(ReportTrace, OneStepAsWrittenByHand) {
   EXPECT_NEAR(s.block_gap, (9.274 - 4.146) / 11, 1e-12);
   EXPECT_NEAR(s.sum, (1.027 + 1.148) / 2, 1e-12);  // the middle two of the 12 blocks' lags
   EXPECT_NEAR(s.tail, 0.013, 1e-12);
+  EXPECT_NEAR(s.last, 9.873 - 9.274, 1e-12);  // after block 0's gradients: the lookup part
   EXPECT_EQ(trace_line("w4_b4_copy.txt", s),
             "w4_b4_copy.txt       n= 1 ready0   4.15  bwd_end   9.87  comm_end   9.89  step  10.97  blockgap 0.466  "
-            "sum 1.087  tail 0.013");
+            "sum 1.087  tail 0.013  last 0.599");
+  EXPECT_EQ(trace_ranks(text), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(trace_ranks("step 1 | loss 6.85\n").empty());
 }
 
 TEST(ReportTrace, MediansOverSteps) {

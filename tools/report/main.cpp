@@ -136,10 +136,10 @@ int cmd_trace(int argc, char** argv) {
   Cli cli("report trace",
           "Summarises STEP_TRACE=1's lines (train/step_trace.h) of each file, one line each: the medians over one "
           "rank's steps of when block L-1's gradients were final (ready0), backward's, the communication's and "
-          "the step's ends, the backward time per block, a block's gradients final to summed, and the "
-          "communication backward did not hide (tail), in ms.");
+          "the step's ends, the backward time per block, a block's gradients final to summed, the "
+          "communication backward did not hide (tail), and backward's time after the blocks (last), in ms.");
   cli.add('i', "input", &in, "a run's output with the trace lines (repeat for several runs)");
-  cli.add(0, "rank", &rank, "whose lines");
+  cli.add(0, "rank", &rank, "whose lines (-1: every rank's, one line each, for how far apart the ranks run)");
   cli.add(0, "from", &from, "the first step summarised (the first ones warm up)");
   if (!cli.parse(argc, argv)) return 0;
   if (in.empty()) user_error("-i FILE is needed (a run's output with STEP_TRACE=1 lines).");
@@ -147,11 +147,15 @@ int cmd_trace(int argc, char** argv) {
     std::ifstream f(path, std::ios::binary);
     if (!f) user_error("cannot read '", path, "'.");
     const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const report::TraceSummary s = report::summarise_trace(text, rank, from);
     const std::string name = path.substr(path.find_last_of('/') + 1);
-    if (!s.steps)
-      user_error("'", path, "' has no trace lines of rank ", rank, " from step ", from, " on (STEP_TRACE=1).");
-    std::printf("%s\n", report::trace_line(name, s).c_str());
+    const std::vector<int> ranks = rank < 0 ? report::trace_ranks(text) : std::vector<int>{rank};
+    if (ranks.empty()) user_error("'", path, "' has no trace lines (STEP_TRACE=1).");
+    for (int r : ranks) {
+      const report::TraceSummary s = report::summarise_trace(text, r, from);
+      if (!s.steps)
+        user_error("'", path, "' has no trace lines of rank ", r, " from step ", from, " on (STEP_TRACE=1).");
+      std::printf("%s\n", report::trace_line(rank < 0 ? name + " rank " + std::to_string(r) : name, s).c_str());
+    }
   }
   return 0;
 }

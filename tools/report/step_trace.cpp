@@ -17,19 +17,33 @@ std::vector<double> numbers(const Json& j, const std::string& key) {
     for (const Json& x : j.at(key).arr) v.push_back(x.num);
   return v;
 }
-}  // namespace
 
-TraceSummary summarise_trace(const std::string& text, int rank, int first_step) {
-  std::vector<double> ready0, bwd, comm, end, gap, sum, tail;
+// The text's trace lines, parsed; the programs' other output and lines cut off by another process's skipped.
+std::vector<Json> trace_lines(const std::string& text) {
+  std::vector<Json> v;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("{\"trace\"", 0) != 0) continue;  // the programs' other output
-    Json j;
+    if (line.rfind("{\"trace\"", 0) != 0) continue;
     try {
-      j = parse_json(line, "a trace line");
+      v.push_back(parse_json(line, "a trace line"));
     } catch (const UserError&) {
-      continue;  // cut off by another process's output
     }
+  }
+  return v;
+}
+}  // namespace
+
+std::vector<int> trace_ranks(const std::string& text) {
+  std::vector<int> ranks;
+  for (const Json& j : trace_lines(text)) ranks.push_back(int(num(j, "rank", -1)));
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
+TraceSummary summarise_trace(const std::string& text, int rank, int first_step) {
+  std::vector<double> ready0, bwd, comm, end, gap, sum, tail, last;
+  for (const Json& j : trace_lines(text)) {
     if (num(j, "rank", -1) != rank || num(j, "trace", -1) < first_step) continue;
     const std::vector<double> ready = numbers(j, "ready"), summed = numbers(j, "summed");
     if (ready.size() < 2 || summed.size() != ready.size()) continue;
@@ -43,6 +57,7 @@ TraceSummary summarise_trace(const std::string& text, int rank, int first_step) 
     for (size_t k = 0; k < blocks; k++) lag.push_back(summed[k] - ready[k]);
     sum.push_back(median(lag));
     tail.push_back(comm.back() - bwd.back());
+    last.push_back(bwd.back() - ready[blocks - 1]);
   }
   TraceSummary s;
   s.steps = int(ready0.size());
@@ -54,6 +69,7 @@ TraceSummary summarise_trace(const std::string& text, int rank, int first_step) 
   s.block_gap = median(gap);
   s.sum = median(sum);
   s.tail = median(tail);
+  s.last = median(last);
   return s;
 }
 
@@ -61,8 +77,9 @@ std::string trace_line(const std::string& name, const TraceSummary& s) {
   char buf[256];
   std::snprintf(
       buf, sizeof buf,
-      "%-20s n=%2d ready0 %6.2f  bwd_end %6.2f  comm_end %6.2f  step %6.2f  blockgap %.3f  sum %.3f  tail %.3f",
-      name.c_str(), s.steps, s.ready0, s.backward_end, s.comm_end, s.step_end, s.block_gap, s.sum, s.tail);
+      "%-20s n=%2d ready0 %6.2f  bwd_end %6.2f  comm_end %6.2f  step %6.2f  blockgap %.3f  sum %.3f  tail %.3f  "
+      "last %.3f",
+      name.c_str(), s.steps, s.ready0, s.backward_end, s.comm_end, s.step_end, s.block_gap, s.sum, s.tail, s.last);
   return buf;
 }
 

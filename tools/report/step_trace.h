@@ -2,6 +2,7 @@
 // summarised as results/dp_traces.txt writes them: medians over one rank's steps from a first step on.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace report {
 
@@ -13,11 +14,14 @@ struct TraceSummary {
   double block_gap = 0;  // backward time per block: (ready[L-2] - ready[0]) / (L - 2) with L hook calls
   double sum = 0;        // a block's gradients final to summed (each step's median over the blocks)
   double tail = 0;       // comm_end - backward_end: the communication backward did not hide
+  double last = 0;       // backward_end - block 0's gradients final: the work after the blocks (the lookup part)
 };
 
 // The trace lines of `rank` with step >= first_step among the text's lines; other lines are skipped.
 TraceSummary summarise_trace(const std::string& text, int rank, int first_step);
-// One line: NAME n=.. ready0 .. bwd_end .. comm_end .. step .. blockgap .. sum .. tail ..
+// The ranks that have trace lines in the text, ascending.
+std::vector<int> trace_ranks(const std::string& text);
+// One line: NAME n=.. ready0 .. bwd_end .. comm_end .. step .. blockgap .. sum .. tail .. last ..
 std::string trace_line(const std::string& name, const TraceSummary& s);
 
 }  // namespace report

@@ -81,6 +81,19 @@ std::vector<int> tokens(int N, int vocab, double frequent, uint32_t seed) {
   return t;
 }
 
+// The tables bit for bit: the first few differing elements of dwte by token and column, and dwpe.
+void expect_tables(const std::vector<float>& got_wte, const std::vector<float>& want_wte,
+                   const std::vector<float>& got_wpe, const std::vector<float>& want_wpe, int C) {
+  int bad = 0;
+  for (size_t i = 0; i < got_wte.size() && bad < 5; i++)
+    if (got_wte[i] != want_wte[i]) {
+      ADD_FAILURE() << "dwte token " << i / size_t(C) << " column " << i % size_t(C) << ": " << got_wte[i] << " want "
+                    << want_wte[i];
+      bad++;
+    }
+  EXPECT_EQ(got_wpe, want_wpe);
+}
+
 struct Case {
   const char* name;
   int B, T, C, vocab;
@@ -120,14 +133,7 @@ void check(const Case& k) {
   }
   const std::vector<float> got_wte = d_wte.download(), got_wpe = d_wpe.download();
   ASSERT_NE(got_wte, wte0);
-  int bad = 0;
-  for (size_t i = 0; i < got_wte.size() && bad < 5; i++)
-    if (got_wte[i] != want_wte[i]) {
-      ADD_FAILURE() << "dwte token " << i / size_t(k.C) << " column " << i % size_t(k.C) << ": " << got_wte[i]
-                    << " want " << want_wte[i];
-      bad++;
-    }
-  EXPECT_EQ(got_wpe, want_wpe);
+  expect_tables(got_wte, want_wte, got_wpe, want_wpe, k.C);
 }
 }  // namespace
 
@@ -175,14 +181,7 @@ void check_shared(const Case& k, int world) {
   ref_backward(one_wte, one_wpe, all_dx, all_tok, world * k.B, k.T, k.C, kEmbeddingWindow);
   ASSERT_NE(want_wte, one_wte) << "adding rank by rank should differ from one pass over every position here";
   const std::vector<float> got_wte = d_wte.download(), got_wpe = d_wpe.download();
-  int bad = 0;
-  for (size_t i = 0; i < got_wte.size() && bad < 5; i++)
-    if (got_wte[i] != want_wte[i]) {
-      ADD_FAILURE() << "dwte token " << i / size_t(k.C) << " column " << i % size_t(k.C) << ": " << got_wte[i]
-                    << " want " << want_wte[i];
-      bad++;
-    }
-  EXPECT_EQ(got_wpe, want_wpe);
+  expect_tables(got_wte, want_wte, got_wpe, want_wpe, k.C);
 }
 
 TEST_F(EmbeddingGpu, TokenSumsAddedRankByRank) {

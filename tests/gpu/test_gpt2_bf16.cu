@@ -306,6 +306,17 @@ TEST_F(Gpt2Bf16Gpu, FullSizeAgreesWithFp32Model) {
   }
 }
 
+// The gradients of the case's batch, from zero, on the default stream, waited for.
+template <class M>
+void one_backward(M& m, Arena& arena, const TinyGpt2Case& c) {
+  arena.zero_grads(0);
+  m.set_batch(c.x.data(), c.y.data(), 0);
+  m.forward(0);
+  m.loss_and_dlogits(1.0f, 0);
+  m.backward(0);
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // The per-block backward hook: called for blocks L-1, ..., 0 and then -1, on backward's stream, and at each
 // call the block's parameter gradients (everything else's at -1) are already what they are at the end.
 TEST_F(Gpt2Bf16Gpu, BlockHookSeesFinalGradients) {
@@ -326,12 +337,7 @@ TEST_F(Gpt2Bf16Gpu, BlockHookSeesFinalGradients) {
         float* dst = snap.get() + size_t(block + 1) * n;  // -1 -> slot 0
         CUDA_CHECK(cudaMemcpyAsync(dst, arena.grads(), n * 4, cudaMemcpyDeviceToDevice, s));
       });
-      arena.zero_grads(0);
-      m->set_batch(c.x.data(), c.y.data(), 0);
-      m->forward(0);
-      m->loss_and_dlogits(1.0f, 0);
-      m->backward(0);
-      CUDA_CHECK(cudaDeviceSynchronize());
+      one_backward(*m, arena, c);
       std::vector<int> want;
       for (int l = c.s.layers - 1; l >= -1; l--) want.push_back(l);
       ASSERT_EQ(order, want);
@@ -373,12 +379,7 @@ TEST_F(Gpt2Bf16Gpu, MlpHookSeesFinalMlpGradients) {
       CUDA_CHECK(cudaMemcpyAsync(snap.get() + size_t(block) * n, arena.grads(), n * 4, cudaMemcpyDeviceToDevice, s));
     });
     m->set_block_hook([&](int block, cudaStream_t) { order.push_back("block " + std::to_string(block)); });
-    arena.zero_grads(0);
-    m->set_batch(c.x.data(), c.y.data(), 0);
-    m->forward(0);
-    m->loss_and_dlogits(1.0f, 0);
-    m->backward(0);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    one_backward(*m, arena, c);
     std::vector<std::string> want;
     for (int l = c.s.layers - 1; l >= 0; l--)
       for (const char* k : {"mlp ", "block "}) want.push_back(k + std::to_string(l));
@@ -390,7 +391,8 @@ TEST_F(Gpt2Bf16Gpu, MlpHookSeesFinalMlpGradients) {
     for (int l = 0; l < c.s.layers; l++)
       for (int i : block_mlp_list(ix.blocks[size_t(l)])) {
         const auto& t = c.table[i];
-        EXPECT_EQ(std::memcmp(&all[size_t(l) * n + size_t(t.offset)], &final_g[size_t(t.offset)], size_t(t.numel) * 4), 0)
+        const float* at_hook = &all[size_t(l) * n + size_t(t.offset)];
+        EXPECT_EQ(std::memcmp(at_hook, &final_g[size_t(t.offset)], size_t(t.numel) * 4), 0)
             << t.name << " changed after its MLP hook";
       }
   }

@@ -106,6 +106,7 @@ void Optimizer::load_state(const SectionReader& r) {
     r.read_pieces("optim." + b.name, b.bytes, size_t(64) << 20, [&](const void* p, size_t n, uint64_t off) {
       CUDA_CHECK(cudaMemcpy(static_cast<char*>(b.ptr) + off, p, n, cudaMemcpyHostToDevice));
     });
+  params_changed();  // a checkpoint's weights come with its state
 }
 
 // AdamW, Adafactor and Muon step each tensor on its own: they need nothing from other ranks.

@@ -20,20 +20,21 @@
   const auto* __restrict__ sc = (a).sc
 
 // Calls body(e, g, p, record) for every element e of the chunk, two elements per iteration with their
-// loads issued together (more bytes in flight per thread for the memory-bound pass B).
-template <int kThreads, class F>
+// loads issued together (more bytes in flight per thread for the memory-bound pass B). kReadP false: p is
+// not read and body gets 0 (VeLO's pass B, once its pass C has summed p^2).
+template <int kThreads, bool kReadP = true, class F>
 __device__ __forceinline__ void lo_for_each_pair(const Chunk& c, const float* __restrict__ g,
                                                  const float* __restrict__ p, const float4* __restrict__ state,
                                                  F&& body) {
   int e = threadIdx.x;
   for (; e + kThreads < c.n; e += 2 * kThreads) {
     const float g0 = g[c.p_begin + e], g1 = g[c.p_begin + e + kThreads];
-    const float p0 = p[c.p_begin + e], p1 = p[c.p_begin + e + kThreads];
+    const float p0 = kReadP ? p[c.p_begin + e] : 0.0f, p1 = kReadP ? p[c.p_begin + e + kThreads] : 0.0f;
     const float4 s0 = state[c.s_begin + e], s1 = state[c.s_begin + e + kThreads];
     body(e, g0, p0, s0);
     body(e + kThreads, g1, p1, s1);
   }
-  if (e < c.n) body(e, g[c.p_begin + e], p[c.p_begin + e], state[c.s_begin + e]);
+  if (e < c.n) body(e, g[c.p_begin + e], kReadP ? p[c.p_begin + e] : 0.0f, state[c.s_begin + e]);
 }
 
 // Sums acc[0..N) over the block in a fixed order and writes them (double) to out; blockDim 256.
@@ -93,8 +94,8 @@ __device__ __forceinline__ LoSides lo_sides(const LoTensor& t, const float4* rfa
 
 // Tile of passes B and C, one column per thread: calls body(row, at, g, p, record) down the column
 // (at = element index in the tensor), kUnroll rows at a time with all their loads issued first so that
-// enough bytes are in flight. Threads past the tensor's last column do nothing.
-template <int kUnroll, class F>
+// enough bytes are in flight. Threads past the tensor's last column do nothing. kReadP: as lo_for_each_pair.
+template <int kUnroll, bool kReadP = true, class F>
 __device__ __forceinline__ void lo_tile_column(const LoWork& w, const LoTensor& t, const float* __restrict__ g,
                                                const float* __restrict__ p, const float4* __restrict__ state,
                                                F&& body) {
@@ -113,7 +114,7 @@ __device__ __forceinline__ void lo_tile_column(const LoWork& w, const LoTensor& 
     for (int u = 0; u < kUnroll; u++) {
       const int o = (r + u) * nb;
       gv[u] = G[o];
-      pv[u] = P[o];
+      pv[u] = kReadP ? P[o] : 0.0f;
       sv[u] = S[o];
     }
 #pragma unroll
@@ -121,7 +122,7 @@ __device__ __forceinline__ void lo_tile_column(const LoWork& w, const LoTensor& 
   }
   for (; r < w.n; r++) {
     const int o = r * nb;
-    body(w.row0 + r, at0 + o, G[o], P[o], S[o]);
+    body(w.row0 + r, at0 + o, G[o], kReadP ? P[o] : 0.0f, S[o]);
   }
 }
 

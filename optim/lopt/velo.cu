@@ -1,4 +1,5 @@
-// VeLO step, per element 72 B (pass A 4, pass B 40, pass C 28), plus the hypernetwork over all tensors:
+// VeLO step, per element 68 B (pass A 4, pass B 36, pass C 28; the first step after construction or
+// params_changed 72: its pass B reads p), plus the hypernetwork over all tensors:
 //   F2 builds each tensor's LSTM input from pass B's sums of the OLD m, v (and p^2) - the LSTM sees the
 //   accumulators lagged by one step - then GEMM [linear_1; linear_2], max over tensors, GEMM LSTM,
 //   gates, GEMM [rnn_to_controls; step_size], GEMM candidate interpolation (x 100/256).
@@ -52,8 +53,11 @@ __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, 
 }
 
 // Pass B: moments, and per block the sums of squares of the features plus the old state's sums (LSTM
-// inputs). Channels 15-26 of factored tensors are left to F2 (lo_side_sums).
-__global__ void __launch_bounds__(kLoThreads) velo_pass_b(const LoPassB<VeloScalars> a) {
+// inputs). Channels 15-26 of factored tensors are left to F2 (lo_side_sums). kReadP false: p is not read
+// and channel 2 (the sum of p^2) is psq[block], which the last pass C summed over the same elements in the
+// same order as it wrote them (so the same bits), 4 of pass B's 40 bytes an element.
+template <bool kReadP>
+__global__ void __launch_bounds__(kLoThreads) velo_pass_b(const LoPassB<VeloScalars> a, const double* __restrict__ psq) {
   LO_PASS_B_POINTERS(a);
   const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
@@ -76,7 +80,7 @@ __global__ void __launch_bounds__(kLoThreads) velo_pass_b(const LoPassB<VeloScal
     const LoSides sd = lo_sides(t, rfac, cfac);
     const int64_t col = w.col0 + int(threadIdx.x);
     const float4 fb = col < t.nb ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
-    lo_tile_column<4>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 old) {
+    lo_tile_column<4, kReadP>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 old) {
       float sg[3];
       lo_tile_sg(sd.fac_a[row], fb, sg);
       const float gg = velo_g(gv, gs);
@@ -99,9 +103,13 @@ __global__ void __launch_bounds__(kLoThreads) velo_pass_b(const LoPassB<VeloScal
       velo_features(el, x);
       lo_add_squares_flat<kLead, kF>(x, t.factored, acc);
     };
-    lo_for_each_pair<kLoThreads>(c, g, p, state, body);
+    lo_for_each_pair<kLoThreads, kReadP>(c, g, p, state, body);
   }
   lo_block_sums<kS>(acc, partial + int64_t(blockIdx.x) * kS);
+  if (!kReadP) {
+    __syncthreads();  // after lo_block_sums' store of channel 2
+    if (threadIdx.x == 0) partial[int64_t(blockIdx.x) * kS + 2] = psq[blockIdx.x];
+  }
 }
 
 __device__ __forceinline__ float velo_la(double x) {
@@ -241,6 +249,7 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const O
   alloc_rows(cross ? std::max(n_, arena_.table().size()) : n_);
   pooled_.alloc(512, "VeLO pooled mixing");
   partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
+  psq_.alloc(core_.work.size(), "VeLO sums of p^2 from pass C");
   core_.reserve_item_sums(kS);
   side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
   side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
@@ -273,8 +282,12 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
-  velo_pass_b<<<nw, kLoThreads, 0, s>>>(pass_b_);
+  if (psq_ready_)
+    velo_pass_b<false><<<nw, kLoThreads, 0, s>>>(pass_b_, psq_.get());
+  else
+    velo_pass_b<true><<<nw, kLoThreads, 0, s>>>(pass_b_, nullptr);
   CUDA_CHECK_LAUNCH();
+  psq_ready_ = true;  // pass C below sums p^2 as it writes p
   core_.share_item_sums(partial_.get(), s);  // a cut tensor's sums over its ranks
   velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
                                            scalars_.get(), norm_.get(), x_.get());

@@ -29,6 +29,7 @@ class Velo : public Optimizer {
   ~Velo() override;
   std::string name() const override { return "velo"; }
   void step(const StepInfo& info, cudaStream_t s) override;
+  void params_changed() override { psq_ready_ = false; }
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
@@ -59,6 +60,10 @@ class Velo : public Optimizer {
   DeviceBuffer<float> cs_;                // n x 257 controls | lr_mult
   DeviceBuffer<float> theta_;             // n x 159 per-tensor MLP
   DeviceBuffer<double> partial_;          // per pass-B work item: 30 feature sums + 8 old-state sums
+  // Per work item, the sum of p^2 that pass C takes as it writes p; the next pass B uses it in place of
+  // reading p (psq_ready_), which only the first step after construction or params_changed() must do.
+  DeviceBuffer<double> psq_;
+  bool psq_ready_ = false;
   DeviceBuffer<float4> side_a_, side_b_;  // per row / column of tile2d tensors: its share of the first layer
   DeviceBuffer<float> norm_;              // n x 32: 30 normalisers, param scale
   DeviceBuffer<VeloScalars> scalars_;

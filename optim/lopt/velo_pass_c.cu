@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kLoThreads, 2)
                 const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec,
                 const float4* __restrict__ rfac, const float4* __restrict__ cfac, const float4* __restrict__ side_a,
                 const float4* __restrict__ side_b, const float* __restrict__ norm, const float* __restrict__ theta,
-                const float* __restrict__ cs, const VeloScalars* __restrict__ sc, float wd) {
+                const float* __restrict__ cs, const VeloScalars* __restrict__ sc, float wd, double* __restrict__ psq) {
   __shared__ __align__(16) float th[kThetaPad];
   __shared__ float4 w0[32];  // flat: 4 rows x 32 (normaliser folded, zero padded)
   __shared__ float4 we[18];  // tile: the 4 first-layer weights of each per-element feature, normaliser folded
@@ -135,11 +135,13 @@ __global__ void __launch_bounds__(kLoThreads, 2)
   __syncthreads();
   const float gs = sc->step.grad_scale, lr = sc->step.lr, wdf = t.decay ? wd : 0.0f;
   const float mult = cs[int64_t(w.tensor) * kCS + kCS - 1] * 0.001f * nt[kF];  // lr_mult * 1e-3 * rms(p)
+  float p2 = 0.0f;  // sum of the new p^2 over this thread's elements, in pass B's order (psq)
   auto update = [&](int64_t at, float pv, float dir, float mag) {
     const float stp = mult * dir * expf(0.001f * mag);
     float pn = pv - lr * stp;
     if (wdf > 0) pn -= lr * wdf * pn;
     lo_store_param(p, pb, t.p_off + at, pn);
+    p2 += pn * pn;
   };
   if (w.tile) {
     const LoSides sd = lo_sides(t, rfac, cfac);
@@ -147,12 +149,12 @@ __global__ void __launch_bounds__(kLoThreads, 2)
     const bool live = col < t.nb;
     const float4 fb = live ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
     const float4 hb = live ? side_b[t.side_b_off + col] : make_float4(0, 0, 0, 0);
-    if (!live) return;
+    const int rows = live ? w.n : 0;  // threads past the last column stay for psq's block sum
     // kUnrollC rows at a time: their loads in flight together, each weight read once for all of them
     // (lds4: volatile, so the compiler does not hoist the 110 weights into registers and spill).
     const int nb = int(t.nb);
     const int64_t at0 = w.row0 * t.nb + col;
-    for (int r = 0; r < w.n; r += kUnrollC) {
+    for (int r = 0; r < rows; r += kUnrollC) {
       // The next rows' g, p and records on their way to L2 while these compute: the registers hold only
       // kUnrollC rows of loads (2 blocks an SM), which left DRAM 67% busy (ncu, H100).
 #pragma unroll
@@ -231,6 +233,7 @@ __global__ void __launch_bounds__(kLoThreads, 2)
       update(i, el.p, dir, mag);
     }
   }
+  lo_block_sums<1>(&p2, psq + blockIdx.x);
 }
 }  // namespace
 
@@ -245,6 +248,6 @@ void Velo::pass_c(cudaStream_t s) {
   velo_pass_c<<<unsigned(core_.work.size()), kLoThreads, 0, s>>>(
       core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
       core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(), side_a_.get(),
-      side_b_.get(), norm_.get(), theta_.get(), cs_.get(), scalars_.get(), float(opts_.velo.weight_decay));
+      side_b_.get(), norm_.get(), theta_.get(), cs_.get(), scalars_.get(), float(opts_.velo.weight_decay), psq_.get());
   CUDA_CHECK_LAUNCH();
 }

@@ -57,7 +57,8 @@ __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, 
 // and channel 2 (the sum of p^2) is psq[block], which the last pass C summed over the same elements in the
 // same order as it wrote them (so the same bits), 4 of pass B's 40 bytes an element.
 template <bool kReadP>
-__global__ void __launch_bounds__(kLoThreads) velo_pass_b(const LoPassB<VeloScalars> a, const double* __restrict__ psq) {
+__global__ void __launch_bounds__(kLoThreads)
+    velo_pass_b(const LoPassB<VeloScalars> a, const double* __restrict__ psq) {
   LO_PASS_B_POINTERS(a);
   const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
@@ -287,7 +288,7 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   else
     velo_pass_b<true><<<nw, kLoThreads, 0, s>>>(pass_b_, nullptr);
   CUDA_CHECK_LAUNCH();
-  psq_ready_ = true;  // pass C below sums p^2 as it writes p
+  psq_ready_ = true;                         // pass C below sums p^2 as it writes p
   core_.share_item_sums(partial_.get(), s);  // a cut tensor's sums over its ranks
   velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
                                            scalars_.get(), norm_.get(), x_.get());

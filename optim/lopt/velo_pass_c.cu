@@ -3,7 +3,7 @@
 // rms(p) / 1000), then the decoupled weight decay p -= lr wd p. 2-D factored tensors go in tiles, one
 // column per thread: the 12 features built from R or C alone enter the first layer through per-row and
 // per-column tables (velo_side, once per step), so an element's first layer is 18 x 4 multiply-adds on
-// two gathered 4-vectors.
+// two gathered 4-vectors. Pass C also sums each work item's new p^2 (psq) for the next step's pass B.
 #include "kernels/device_utils.cuh"
 #include "optim/lopt/velo_device.cuh"
 

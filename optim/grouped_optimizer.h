@@ -28,6 +28,9 @@ class GroupedOptimizer : public Optimizer {
   // Group g only. A training step calls this once for every group (in any order, on any streams), each
   // after the group's gradients are final and after the previous step's group g.
   void step_group(int g, const StepInfo& info, cudaStream_t stream) { parts_[size_t(g)]->step(info, stream); }
+  void params_changed() override {
+    for (auto& p : parts_) p->params_changed();
+  }
 
  protected:
   // Each group's counter and state, named "g<k>.<name>"; the base counter stays 0 (the groups count).

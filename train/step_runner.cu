@@ -160,14 +160,14 @@ void StepRunner::sum_nccl(const std::vector<Range>& rs, cudaStream_t side) {
 // of GPT-2 124M's gradients, and queued before the blocks' sums it held each of them back by up to
 // 1.4 ms, so that the last ended 0.7 ms after backward (4 H200s).
 void StepRunner::sum_early(cudaStream_t s) {
-  CUDA_CHECK(cudaEventRecord(fork_, s));
   if (peer_) {
     early_used_ = true;
+    CUDA_CHECK(cudaEventRecord(fork_, s));
     CUDA_CHECK(cudaStreamWaitEvent(early_side_, fork_, 0));
     if (!peer_early_) return sum_nccl(early_, early_side_);  // short backward: see kEarlyNcclTokens
     return peer_early_->sum(early_, early_side_);
   }
-  CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+  fork_side(s);
   sum(early_);
 }
 
@@ -186,11 +186,21 @@ void StepRunner::gather(const void* mine, void* all, size_t bytes, cudaStream_t 
 // The lookup's sums per token (copy sums): s waits for the early sum, which the lookup's part then adds
 // to, and for every process's sums (a barrier of the blocks' PeerSum, in the same order on every process).
 void StepRunner::lookup_barrier(cudaStream_t s) {
-  if (early_used_) {
-    CUDA_CHECK(cudaEventRecord(gathered_, early_side_));
-    CUDA_CHECK(cudaStreamWaitEvent(s, gathered_, 0));
-  }
+  wait_early_side(s);
   peer_->barrier(s);
+}
+
+// s waits for what this step put on early_side_ (none: nothing to wait for).
+void StepRunner::wait_early_side(cudaStream_t s) {
+  if (!early_used_) return;
+  CUDA_CHECK(cudaEventRecord(gathered_, early_side_));
+  CUDA_CHECK(cudaStreamWaitEvent(s, gathered_, 0));
+}
+
+// side_ waits for the work on s so far.
+void StepRunner::fork_side(cudaStream_t s) {
+  CUDA_CHECK(cudaEventRecord(fork_, s));
+  CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
 }
 
 void StepRunner::free_resources() {  // no checks: nothing may throw from here
@@ -265,8 +275,7 @@ void StepRunner::block_ready(int block, cudaStream_t s) {
   const int last = grouped_ ? grouped_->groups() - 1 : int(ranges_.size()) - 1;
   CHECK(block >= -1 && block < last);
   const int g = block >= 0 ? block : last;
-  CUDA_CHECK(cudaEventRecord(fork_, s));
-  CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+  fork_side(s);
   if (trace_) trace_->ready(s);
   if (comm_) {
     sum(ranges_[size_t(g)]);
@@ -281,8 +290,7 @@ void StepRunner::block_ready(int block, cudaStream_t s) {
 
 void StepRunner::mlp_ready(int block, cudaStream_t s) {
   CHECK(block >= 0 && block < int(mlp_ranges_.size()));
-  CUDA_CHECK(cudaEventRecord(fork_, s));
-  CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+  fork_side(s);
   sum(mlp_ranges_[size_t(block)]);
 }
 
@@ -291,10 +299,7 @@ void StepRunner::mlp_ready(int block, cudaStream_t s) {
 // beside the last groups' steps when nothing was summed, else of the summed gradients.
 void StepRunner::finish_side_work() {
   if (trace_) trace_->backward_end(stream_);
-  if (early_used_) {  // the gathers' NCCL calls come before the loss's on every process
-    CUDA_CHECK(cudaEventRecord(gathered_, early_side_));
-    CUDA_CHECK(cudaStreamWaitEvent(side_, gathered_, 0));
-  }
+  wait_early_side(side_);  // the gathers' NCCL calls come before the loss's on every process
   if (comm_) comm_->sum(loss_.get(), 1, side_);
   if (trace_) trace_->comm_end(side_);
   if (grouped_ && !comm_) clipper_.run(stream_);

@@ -105,6 +105,8 @@ class StepRunner {
   void sum_early(cudaStream_t s);                                          // Model::EmbeddingSum's early
   void gather(const void* mine, void* all, size_t bytes, cudaStream_t s);  // and its gather
   void lookup_barrier(cudaStream_t s);                                     // or its barrier
+  void wait_early_side(cudaStream_t s);
+  void fork_side(cudaStream_t s);
   const ShardPlan* plan_ = nullptr;
   bool clip_, graphs_;
   int accum_;

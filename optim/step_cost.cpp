@@ -21,7 +21,8 @@ double ns_flops(int64_t rows, int64_t cols, int64_t batch, int steps) {
 // AdamW and Muon's elementwise part (optimizers.md D): 28. Adafactor: 24, vectors 40. Learned optimizers
 // (small_fc_lopt, VeLO, ELO): pass A (R g: 4, matrices), pass B (R g, p, {m0,m1,m2,v}; W record: 40), pass
 // C (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2). VeLO's
-// pass B reads no p after its first step (its pass C sums p^2 as it writes p): 4 less.
+// pass B reads no p after its first step (its pass C sums p^2 as it writes p): 4 less; so does fast small_fc_lopt's
+// and ELO's on matrices (their fast pass C takes the matrices; the exact one, going another way, does not).
 // CELO2's learned matrices: pass A (4), B (40), C (R g, p, record; W D: 24 + |D|), the NS input scaling
 // (R/W D: 2 |D|), the sum of O^2 (|D|) and apply (R O, p; W p: 8 + |D|), |D| = 2 in bf16, else 4: 86 or
 // 96; its AdamW side path 28.
@@ -32,7 +33,7 @@ double step_bytes_per_elem(const std::string& o, const TensorInfo& t, const Step
   else if (o == "adafactor")
     per = t.ndim() > 1 ? 24 : 40;
   else if (o == "small_fc_lopt" || o == "elo")
-    per = t.ndim() > 1 ? 72 : 100;
+    per = t.ndim() > 1 ? (f.lopt_fast && t.ndim() == 2 ? 68 : 72) : 100;
   else if (o == "velo")
     per = t.ndim() > 1 ? 68 : 96;
   else if (celo2_family(o))

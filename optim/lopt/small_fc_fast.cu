@@ -195,7 +195,8 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
                    const uint32_t* __restrict__ side_a, const uint32_t* __restrict__ side_b,
                    const float* __restrict__ norm, const float* __restrict__ mlp, const SfScalars* __restrict__ sc,
                    float exp_mult, float step_mult, float wd, const Chunk* __restrict__ exact_chunks, int n_exact,
-                   const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec) {
+                   const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec,
+                   double* __restrict__ psq) {
   // Shared memory: either an exact chunk's or the tile's.
   constexpr int kFragBytes = 32 * kLdFrag * 4, kTileBytes = kFragBytes + int(sizeof(SfWarpSmem)) * (kThreadsC / 32);
   constexpr int kExactBytes = int(sizeof(SfExactSmem<kThreadsC>));
@@ -210,6 +211,8 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
   const LoWork w = works[blockIdx.x - n_exact];
   if (!w.tile) return;  // flat work: done by the exact blocks
   const LoTensor t = ts[w.tensor];
+  __shared__ float p2_strip[kTileCols / 32];  // per strip: the sum of the new p^2 (psq)
+  if (threadIdx.x < kTileCols / 32) p2_strip[threadIdx.x] = 0.0f;
   for (int idx = threadIdx.x; idx < 32 * kFragWords; idx += kThreadsC)
     frag[idx / kFragWords][idx % kFragWords] =
         sf_frag_word(idx / kFragWords, idx % kFragWords, mlp, norm + w.tensor * kNormLd, lo_b_is_r(t));
@@ -267,6 +270,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
     const uint32_t dlane = stage0 + 4 * lane;
     const int n = w.n;
     int next = 0;
+    float p2 = 0.0f;  // the new p^2 of this lane's column (col0 + eo), down the rows as pass B adds them
     auto prefetch = [&]() {  // the next row into its stage; past the last row: zeros, nothing read
       const uint32_t d = dlane + uint32_t(next % kStages) * uint32_t(sizeof(SfStage));
       const uint32_t e = at0 + uint32_t(next) * nb;
@@ -335,6 +339,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
       const uint32_t e = base + uint32_t(eo) + uint32_t(i) * nb;
       st_global_if(pbase + size_t(e) * 4, pn, live_o);
       st_global_bf16_if(bbase + size_t(e) * 2, pn, live_o && bbase);
+      if (live_o) p2 += pn * pn;
     };
     SfRowIn cur;
 #pragma unroll
@@ -361,6 +366,17 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
       cur = nx;
     }
     cp_async_wait<0>();
+    // The strip's sum as pass B's warp of these columns takes it (lo_block_sums): lane c gets column c's
+    // sum from the lane that wrote it (eo = 8 q + r), then the same butterfly.
+    float v = __shfl_sync(0xffffffffu, p2, 4 * (lane % 8) + lane / 8);
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) p2_strip[strip] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // as lo_block_sums adds its 8 warps
+    double sum = 0;
+    for (int k = 0; k < kTileCols / 32; k++) sum += p2_strip[k];
+    psq[blockIdx.x - n_exact] = sum;
   }
 }
 }  // namespace
@@ -387,7 +403,7 @@ void SmallFcLopt::fast_pass_c(cudaStream_t s) {
       core_.rfac.get(), core_.cfac.get(), reinterpret_cast<const uint32_t*>(side_a_.get()),
       reinterpret_cast<const uint32_t*>(side_b_.get()), norm_.get(), mlp_.get(), scalars_.get(), rule_.exp_mult,
       rule_.step_mult, rule_.wd, core_.flat_chunks.get(), int(n_exact), core_.diag.get(), core_.rrec.get(),
-      core_.crec.get());
+      core_.crec.get(), psq_.get());
   CUDA_CHECK_LAUNCH();
 }
 template void SmallFcLopt::fast_pass_c<false>(cudaStream_t s);

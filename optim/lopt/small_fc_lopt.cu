@@ -58,9 +58,11 @@ __global__ void sf_begin(int64_t* step, double lr, LrSchedule sched, const float
 }
 
 // Pass B: moments, and per block the sums of squares of the features. Channels 13-24 of factored
-// tensors are left to F2 (lo_side_sums).
-template <bool kElo>
-__global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoPassB<SfScalars> a) {
+// tensors are left to F2 (lo_side_sums). kTileP false: tiles read no p, and their channel 1 (the sum of
+// p^2) is psq[block], which the last fast pass C summed over the same elements in the same order as it
+// wrote them (so the same bits); flat runs still read p (the exact blocks of pass C go another way).
+template <bool kElo, bool kTileP>
+__global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoPassB<SfScalars> a, const double* __restrict__ psq) {
   LO_PASS_B_POINTERS(a);
   const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoPassB<SfScalars>
     const LoSides sd = lo_sides(t, rfac, cfac);
     const int64_t col = w.col0 + int(threadIdx.x);
     const float4 fb = col < t.nb ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
-    lo_tile_column<4>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 st) {
+    lo_tile_column<4, kTileP>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 st) {
       float sg[3];
       lo_tile_sg(sd.fac_a[row], fb, sg);
       const float gg = gr(gv);
@@ -96,6 +98,10 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoPassB<SfScalars>
     lo_for_each_pair<kLoThreads>(c, g, p, state, body);
   }
   lo_block_sums<kF>(acc, partial + int64_t(blockIdx.x) * kF);
+  if (!kTileP && w.tile) {
+    __syncthreads();  // after lo_block_sums' store of channel 1
+    if (threadIdx.x == 0) partial[int64_t(blockIdx.x) * kF + 1] = psq[blockIdx.x];
+  }
 }
 
 __global__ void __launch_bounds__(1024)
@@ -184,6 +190,7 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
   weights_.upload(all);
   mlp_.alloc(kMlpFloats, str_cat(what, " folded weights").c_str());
   partial_.alloc(core_.work.size() * kF, str_cat(what, " partial sums").c_str());
+  if (rule_.fast) psq_.alloc(core_.work.size(), str_cat(what, " sums of p^2 from pass C").c_str());
   core_.reserve_item_sums(kF);
   norm_.alloc(size_t(core_.n_tensors) * kNormLd, str_cat(what, " normalisers").c_str());
   scalars_.alloc(1, str_cat(what, " scalars").c_str());
@@ -218,14 +225,19 @@ void SmallFcLopt::passes(cudaStream_t s) {
   else
     core_.factor_passes(&sc->grad_scale, 0.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
-  sf_pass_b<kElo><<<nw, kLoThreads, 0, s>>>(pass_b_);
+  const bool fast_c = rule_.fast && core_.side_items.size();
+  if (fast_c && psq_ready_)
+    sf_pass_b<kElo, false><<<nw, kLoThreads, 0, s>>>(pass_b_, psq_.get());
+  else
+    sf_pass_b<kElo, true><<<nw, kLoThreads, 0, s>>>(pass_b_, nullptr);
   CUDA_CHECK_LAUNCH();
   core_.share_item_sums(partial_.get(), s);  // a cut tensor's sums over its ranks
   sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(),
                                                       core_.crec.get(), norm_.get());
   CUDA_CHECK_LAUNCH();
-  if (rule_.fast && core_.side_items.size()) {
-    fast_pass_c<kElo>(s);  // small_fc_fast.cu
+  if (fast_c) {
+    fast_pass_c<kElo>(s);  // small_fc_fast.cu; sums the tiles' p^2 for the next pass B
+    psq_ready_ = true;
     return;
   }
   // Exact: every tensor per element (fast mode without tile2d tensors: every tensor is a flat chunk).

@@ -38,6 +38,7 @@ class SmallFcLopt : public Optimizer {
               const Owned& owned = {}, CrossRank* cross = nullptr);
   std::string name() const override { return mode_ == SmallFcMode::kElo ? "elo" : "small_fc_lopt"; }
   void step(const StepInfo& info, cudaStream_t s) override;
+  void params_changed() override { psq_ready_ = false; }
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
@@ -59,6 +60,11 @@ class SmallFcLopt : public Optimizer {
   DeviceBuffer<float> weights_;   // w0 (32x39) | b0 | w1 | b1 | w2 | b2, torch layout
   DeviceBuffer<float> mlp_;       // per step: weights with the time features folded in (see the .cu)
   DeviceBuffer<double> partial_;  // per pass-B work item: 28 sums of squares
+  // fast mode: per tile work item, the sum of p^2 that pass C takes as it writes p; the next pass B uses it
+  // in place of reading the tile's p (psq_ready_), which only the first step after construction or
+  // params_changed() must do.
+  DeviceBuffer<double> psq_;
+  bool psq_ready_ = false;
   // fast mode: per row of tile2d tensors, its share of layer 1 and its Adafactor factor (kSideWords = 36
   // words, see sf_side)
   DeviceBuffer<float> side_a_;

@@ -54,5 +54,13 @@ TEST(StepCost, FlagsAddTheirBytesAndUnknownNamesAreRefused) {
   f = StepBytesFlags{};
   f.dx_bf16 = false;  // CELO2's fp32 direction buffer: 10 more bytes on each learned element
   EXPECT_GT(bytes_per_param("celo2", t, f), bytes_per_param("celo2", t) + 5);
+  f = StepBytesFlags{};
+  f.lopt_fast = true;  // 4 bytes less on the matrices' elements, none on the rest
+  int64_t in_matrices = 0;
+  for (const auto& ti : t.tensors()) in_matrices += ti.ndim() == 2 ? ti.numel : 0;
+  const double less = 4.0 * double(in_matrices) / double(t.num_params());
+  EXPECT_GT(less, 3.9);
+  EXPECT_NEAR(bytes_per_param("small_fc_lopt", t, f), bytes_per_param("small_fc_lopt", t) - less, 1e-9);
+  EXPECT_NEAR(bytes_per_param("elo", t, f), bytes_per_param("elo", t) - less, 1e-9);
   expect_user_error([&] { step_bytes_per_elem("sgd", t[0]); }, "no step cost is known");
 }

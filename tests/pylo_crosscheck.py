@@ -9,7 +9,7 @@ then replays the same parameters, gradients and losses through PyLO's naive opti
 on the CPU as the noise floor) and through ours (tests/tools/optim_replay: the GPU optimizer, and for the
 first case of each optimizer and every VeLO case its CPU reference, through build/ref_replay), fp32, TF32 off. Like is compared with like:
 our GPU runs with PyLO's GPU run, our CPU reference with PyLO's CPU run; PyLO's own CPU-vs-GPU spread is
-reported as the noise floor.
+reported as the noise floor, and in VeLO's sharp case (below) our GPU run may differ by up to twice it.
 
 Error of a run against PyLO's GPU run, per tensor, worst step: the largest elementwise difference beyond
 the rounding of p, max(0, |p_ours - p_pylo| - s r ulp(p)) after s steps (r = 1 rounding of p per step, 2
@@ -495,6 +495,11 @@ def check_case(name, ci, c, spec, po, mods, data, d, w, sink, cpu):
         runs["pylo_f64"] = run_pylo_f64(ctor, po, mods, c, init, grads, losses, w)
         runs["ref_vs_f64"] = runs["ref"]
         floor = errors(theirs if cpu else runs["pylo_cpu"], runs["pylo_f64"], init, c["wd"])
+    # The sharp case amplifies float32 rounding: PyLO's own CPU and GPU runs differ by up to ~1e-5 of the
+    # distance travelled there (9.2e-6 on the bias on an H100). Our GPU run is one more float32 order, so it
+    # is held within twice PyLO's own spread on each tensor where that is looser than EXACT_BOUND; our CPU
+    # reference keeps EXACT_BOUND against PyLO on the CPU.
+    spread = errors(runs["pylo_cpu"], theirs, init, c["wd"]) if c.get("sharp") and not cpu else None
     differ = tie_mismatches(name, mods)
     for kind, traj in runs.items():
         # Like against like: our CPU reference against PyLO on the CPU (on the GPU machine PyLO's own CPU and
@@ -530,6 +535,9 @@ def check_case(name, ci, c, spec, po, mods, data, d, w, sink, cpu):
                 bound = FAST_BOUND if kind == "gpu_fast" else EXACT_BOUND
                 if floor is not None and kind in ("ref", "gpu", "ref_vs_f64"):
                     bound = max(bound, 2 * floor[i][0]) + (floor[i][0] if kind != "ref_vs_f64" else 0.0)
+                    rec["bound"] = float(f"{bound:.3g}")
+                if spread is not None and kind == "gpu":
+                    bound = max(bound, 2 * spread[i][1])
                     rec["bound"] = float(f"{bound:.3g}")
                 passed = e <= bound and (raw <= bound or not c.get("sharp"))
             ok &= passed is not False

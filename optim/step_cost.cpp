@@ -23,9 +23,9 @@ double ns_flops(int64_t rows, int64_t cols, int64_t batch, int steps) {
 // C (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2). VeLO's
 // pass B reads no p after its first step (its pass C sums p^2 as it writes p): 4 less; so does fast small_fc_lopt's
 // and ELO's on matrices (their fast pass C takes the matrices; the exact one, going another way, does not).
-// CELO2's learned matrices: pass A (4), B (40), C (R g, p, record; W D: 24 + |D|), the NS input scaling
-// (R/W D: 2 |D|), the sum of O^2 (|D|) and apply (R O, p; W p: 8 + |D|), |D| = 2 in bf16, else 4: 86 or
-// 96; its AdamW side path 28.
+// CELO2's learned matrices: pass A (4), B (R g, {m0,m1,m2,v}; W record: 36; its sum of p^2 comes from the
+// last apply), C (R g, p, record; W D: 24 + |D|), the NS input scaling (R/W D: 2 |D|), the sum of O^2 (|D|)
+// and apply (R O, p; W p: 8 + |D|), |D| = 2 in bf16, else 4: 82 or 92; its AdamW side path 28.
 double step_bytes_per_elem(const std::string& o, const TensorInfo& t, const StepBytesFlags& f) {
   double per;
   if (o == "adamw" || o == "muon")
@@ -37,7 +37,7 @@ double step_bytes_per_elem(const std::string& o, const TensorInfo& t, const Step
   else if (o == "velo")
     per = t.ndim() > 1 ? 68 : 96;
   else if (celo2_family(o))
-    per = celo2_learned(t) ? (f.dx_bf16 ? 86 : 96) : 28;
+    per = celo2_learned(t) ? (f.dx_bf16 ? 82 : 92) : 28;
   else
     user_error("no step cost is known for optimizer '", o, "'.");
   return per + (f.bf16_copy ? 2 : 0) + (f.trainer_clip ? 4 : 0) + (f.own_clip ? 4 : 0);

@@ -208,6 +208,7 @@ void Celo2::plan_learned(const std::vector<int>& learned) {
   items_.upload(items);
   partial_.alloc(items.size() * kPart, "celo2 channel sums");
   partial1_.alloc(items.size(), "celo2 sums of squares");
+  p2_.alloc(items.size(), "celo2 sums of p^2 from the apply pass");
   c_items_.alloc(c_items.size(), "celo2 pass C items");
   c_items_.upload(c_items);
   c_tiles_.alloc(c_tiles.size(), "celo2 pass C tiles");

@@ -57,6 +57,7 @@ class Celo2 : public Optimizer {
         CrossRank* cross = nullptr);
   std::string name() const override { return elo_ ? "elo_celo2" : "celo2"; }
   void step(const StepInfo& info, cudaStream_t s) override;
+  void params_changed() override { p2_ready_ = false; }
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
@@ -80,6 +81,10 @@ class Celo2 : public Optimizer {
   DeviceBuffer<C2Item> items_;
   DeviceBuffer<float> weights_;                // the MLP, copied to constant memory by each step (see the .cu)
   DeviceBuffer<double> partial_, partial1_;    // per item: 31 channel sums; one sum of squares
+  // per item: the sum of p^2 that the apply pass took as it wrote p; the next pass B uses it in place of
+  // reading p (p2_ready_), which only the first step after construction or params_changed() must do.
+  DeviceBuffer<double> p2_;
+  bool p2_ready_ = false;
   DeviceBuffer<int32_t> c_items_, c_tiles_;    // pass C's blocks: items of the other tensors; tile2d tensors' tiles
   DeviceBuffer<double> tile_partial_;          // pass C's sum of D^2 per LoCore work item (tiles)
   DeviceBuffer<float> sigma_;                  // per slice: 30 input normalisers (padded to 32)

@@ -105,4 +105,22 @@ __device__ double block_sum_d(double x) {
     for (int w = 0; w < kWarps; w++) s += red[w];
   return s;
 }
+
+// Per channel c < kN: each thread's fp32 sum acc[c] in double, over each warp (warp_sum_d), then the warps in
+// order; into out[c] by thread c. Pass B's channel sums, and the apply pass's sum of p^2 in the same order.
+template <int kN>
+__device__ void c2_block_sums(const float* acc, double* __restrict__ out) {
+  __shared__ double red[kWarps][kN];
+#pragma unroll
+  for (int c = 0; c < kN; c++) {
+    const double s = warp_sum_d(double(acc[c]));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][c] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < kN) {
+    double s = 0;
+    for (int w = 0; w < kWarps; w++) s += red[w][threadIdx.x];
+    out[threadIdx.x] = s;
+  }
+}
 }  // namespace

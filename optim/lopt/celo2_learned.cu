@@ -31,9 +31,11 @@ struct C2Pass {
 };
 
 // Features of element i of tensor t; update: advance the record first (pass B) or read it (pass C).
+// kReadP false: p is not read and channel 2 is 0 (pass B taking the sum of p^2 from the last apply).
+template <bool kReadP = true>
 __device__ __forceinline__ void c2_element(const C2Pass& a, const LoTensor& t, int64_t i, bool update,
                                            const C2Scalars& sc, float* x) {
-  const float g = c2_grad(a.g[t.p_off + i], sc, a.cv), p = a.p[t.p_off + i];
+  const float g = c2_grad(a.g[t.p_off + i], sc, a.cv), p = kReadP ? a.p[t.p_off + i] : 0.0f;
   float4 st = a.state[t.s_off + i];
   if (update) {
     const LoDecays& d = a.d;
@@ -61,8 +63,12 @@ __global__ void c2_rsqrt_rc(const float4* __restrict__ rec, int64_t n, float4* _
 
 // Pass B: moments, and per item the 30 channels' sums of squares and the sum of p^2. Each thread sums its
 // kRun / kThreads = 16 elements in fp32 (31 double accumulators would halve the occupancy of this
-// memory-bound pass), the block in double.
-__global__ void __launch_bounds__(kThreads, 3) c2_pass_b(const C2Pass a, double* __restrict__ partial) {
+// memory-bound pass), the block in double (c2_block_sum). kReadP false: no p is read, and channel 2's sum
+// (p is channel 2) is p2[item], which the last apply took over the same elements in the same order as it
+// wrote them: the same bits, 4 bytes an element less.
+template <bool kReadP>
+__global__ void __launch_bounds__(kThreads, 3)
+    c2_pass_b(const C2Pass a, double* __restrict__ partial, const double* __restrict__ p2) {
   const C2Item it = a.items[blockIdx.x];
   const LoTensor t = a.ts[it.slot];
   const C2Scalars sc = *a.sc;
@@ -71,21 +77,14 @@ __global__ void __launch_bounds__(kThreads, 3) c2_pass_b(const C2Pass a, double*
   for (int c = 0; c < kCh; c++) acc[c] = 0;
   for (int e = threadIdx.x; e < it.n; e += kThreads) {
     float x[kCh];
-    c2_element(a, t, it.begin + e, true, sc, x);
+    c2_element<kReadP>(a, t, it.begin + e, true, sc, x);
 #pragma unroll
     for (int c = 0; c < kCh; c++) acc[c] = fmaf(x[c], x[c], acc[c]);
   }
-  __shared__ double red[kWarps][kPart];
-#pragma unroll
-  for (int c = 0; c < kCh; c++) {
-    const double s = warp_sum_d(double(acc[c]));
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][c] = s;
-  }
-  __syncthreads();
-  if (threadIdx.x >= kCh) return;
-  double s = 0;
-  for (int w = 0; w < kWarps; w++) s += red[w][threadIdx.x];
-  partial[int64_t(blockIdx.x) * kPart + threadIdx.x] = s;
+  c2_block_sums<kCh>(acc, partial + int64_t(blockIdx.x) * kPart);
+  if (kReadP) return;
+  __syncthreads();  // after thread 2's store of channel 2
+  if (threadIdx.x == 0) partial[int64_t(blockIdx.x) * kPart + 2] = p2[blockIdx.x];
 }
 
 // Per slice (one block of 32): the 30 normalisers rsqrt(1e-9 + mean x_c^2) (5.7), and the sum of p^2
@@ -359,14 +358,17 @@ __global__ void __launch_bounds__(kThreads)
     dx_store(dx + it.dx + e, float(double(dx_load(dx + it.dx + e)) / d));
 }
 
-// 5.9: u = O x (rmsmult / rms(O)) and p -= lr (u + wd p), p on the right before the step.
+// 5.9: u = O x (rmsmult / rms(O)) and p -= lr (u + wd p), p on the right before the step. Per item, the sum
+// of the new p^2 as pass B would take it (each thread's elements in order in fp32, then c2_block_sums) into
+// p2, for the next pass B.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    c2_apply(const C2Pass a, const T* __restrict__ dx, const double* __restrict__ rscale) {
+    c2_apply(const C2Pass a, const T* __restrict__ dx, const double* __restrict__ rscale, double* __restrict__ p2) {
   const C2Item it = a.items[blockIdx.x];
   const LoTensor t = a.ts[it.slot];
   const float wd = a.mats[it.slot].wd, lr = a.sc->lr;
   const double r = rscale[it.slice];
+  float acc[1] = {0.0f};
   for (int e = threadIdx.x; e < it.n; e += kThreads) {
     const int64_t i = it.begin + e;
     const float u = float(double(dx_load(dx + it.dx + e)) * r);
@@ -374,7 +376,9 @@ __global__ void __launch_bounds__(kThreads)
     const float p = p0 - lr * (u + wd * p0);
     a.p[t.p_off + i] = p;
     if (a.pb) a.pb[t.p_off + i] = __float2bfloat16_rn(p);
+    acc[0] = fmaf(p, p, acc[0]);
   }
+  c2_block_sums<1>(acc, p2 + blockIdx.x);
 }
 }  // namespace
 
@@ -399,7 +403,10 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
                  core_->cfac.get(),      rsr_.get(),         rsc_.get(),           scalars_.get(),    dec_,
                  float(h_.grad_clip_val), side_r_.get(),     side_c_.get()};
   const unsigned ni = unsigned(n_items_), ns = unsigned(n_slices_);
-  c2_pass_b<<<ni, kThreads, 0, s>>>(a, partial_.get());
+  if (p2_ready_)
+    c2_pass_b<false><<<ni, kThreads, 0, s>>>(a, partial_.get(), p2_.get());
+  else
+    c2_pass_b<true><<<ni, kThreads, 0, s>>>(a, partial_.get(), nullptr);
   CUDA_CHECK_LAUNCH();
   c2_sigma<<<ns, 32, 0, s>>>(slices_.get(), partial_.get(), sigma_.get(), psq_.get());
   CUDA_CHECK_LAUNCH();
@@ -446,8 +453,9 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
   c2_slice_scalar<<<sb, 128, 0, s>>>(slices_.get(), n_slices_, partial1_.get(), tp, !ns_, false, 0.0, h_.rmsmult,
                                      rscale_.get());
   CUDA_CHECK_LAUNCH();
-  c2_apply<<<ni, kThreads, 0, s>>>(a, dx, rscale_.get());
+  c2_apply<<<ni, kThreads, 0, s>>>(a, dx, rscale_.get(), p2_.get());
   CUDA_CHECK_LAUNCH();
+  p2_ready_ = true;  // the next pass B takes channel 2's sums from this apply
 }
 template void Celo2::direction_passes(float* dx, cudaStream_t s);
 template void Celo2::direction_passes(__nv_bfloat16* dx, cudaStream_t s);

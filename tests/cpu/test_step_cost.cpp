@@ -27,8 +27,8 @@ TEST(StepCost, MatchesWhatBenchOptimPrintedOnTheH100) {
     const char* opt;
     double bytes, tflop;
   };
-  // Without the flags' bytes (bench_optim --bf16 1 --clip 1 adds 6: VeLO printed 74.03). CELO2's are 4 a learned
-  // matrix element below what the H100 printed before its pass B left p to the apply pass (d12 67.59).
+  // Without the flags' bytes: with --bf16 1 --clip 1 (6 more) the H100 printed each of these plus 6
+  // (results/velo_pass_b_p for VeLO, results/learned_psq for CELO2 and the fast small_fc_lopt / ELO).
   const Row rows[] = {
       {"d12", "adamw", 28.00, 0},         {"d12", "adafactor", 24.02, 0},  {"d12", "muon", 28.00, 1.631},
       {"d12", "velo", 68.03, 0},          {"d12", "elo", 72.03, 0},        {"d12", "celo2", 64.86, 1.631},

@@ -215,6 +215,7 @@ void Celo2::plan_learned(const std::vector<int>& learned) {
   c_tiles_.upload(c_tiles);
   tile_partial_.alloc(core_->work.size(), "celo2 pass C sums per tile");
   sigma_.alloc(slices.size() * kPart, "celo2 normalisers");
+  side_sums_.alloc(slices.size() * 12, "celo2 sums of the side channels");
   psq_.alloc(slices.size(), "celo2 sums of p^2");
   dnorm_.alloc(slices.size(), "celo2 Frobenius norms");
   rscale_.alloc(slices.size(), "celo2 RMS scales");

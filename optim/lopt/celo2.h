@@ -88,6 +88,7 @@ class Celo2 : public Optimizer {
   DeviceBuffer<int32_t> c_items_, c_tiles_;    // pass C's blocks: items of the other tensors; tile2d tensors' tiles
   DeviceBuffer<double> tile_partial_;          // pass C's sum of D^2 per LoCore work item (tiles)
   DeviceBuffer<float> sigma_;                  // per slice: 30 input normalisers (padded to 32)
+  DeviceBuffer<double> side_sums_;             // per slice of a tile2d tensor: channels 15-26's sums of squares
   DeviceBuffer<float4> rsr_, rsc_;             // 1 / sqrt(R + 1e-8), 1 / sqrt(C + 1e-8) per LoCore R / C entry
   DeviceBuffer<float4> side_r_, side_c_;       // tile2d tensors: 2 per R / C entry, the first layer's share of 15-26
   DeviceBuffer<double> psq_, dnorm_, rscale_;  // per slice: sum p^2, ||D||_F + eps, rmsmult / rms(O)

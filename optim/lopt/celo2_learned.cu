@@ -32,7 +32,8 @@ struct C2Pass {
 
 // Features of element i of tensor t; update: advance the record first (pass B) or read it (pass C).
 // kReadP false: p is not read and channel 2 is 0 (pass B taking the sum of p^2 from the last apply).
-template <bool kReadP = true>
+// kSided: channels 15-26 are left unset and R, C and their 1 / sqrt are not read (c2_side_sums).
+template <bool kReadP = true, bool kSided = false>
 __device__ __forceinline__ void c2_element(const C2Pass& a, const LoTensor& t, int64_t i, bool update,
                                            const C2Scalars& sc, float* x) {
   const float g = c2_grad(a.g[t.p_off + i], sc, a.cv), p = kReadP ? a.p[t.p_off + i] : 0.0f;
@@ -49,7 +50,12 @@ __device__ __forceinline__ void c2_element(const C2Pass& a, const LoTensor& t, i
   lo_rc_index(t, i, ri, ci);
   ri += t.r_off;
   ci += t.c_off;
-  c2_features(g, p, st, a.rrec[ri], a.crec[ci], a.rfac[ri], a.cfac[ci], a.rsr[ri], a.rsc[ci], x);
+  if (kSided) {
+    const float4 none = make_float4(0, 0, 0, 0);
+    c2_features<true>(g, p, st, none, none, a.rfac[ri], a.cfac[ci], none, none, x);
+  } else {
+    c2_features(g, p, st, a.rrec[ri], a.crec[ci], a.rfac[ri], a.cfac[ci], a.rsr[ri], a.rsc[ci], x);
+  }
 }
 
 // The features 1 / sqrt(R + 1e-8) and 1 / sqrt(C + 1e-8) once per R and C entry instead of once per
@@ -61,11 +67,26 @@ __global__ void c2_rsqrt_rc(const float4* __restrict__ rec, int64_t n, float4* _
   out[i] = make_float4(1.0f / sqrtf(r.x + 1e-8f), 1.0f / sqrtf(r.y + 1e-8f), 1.0f / sqrtf(r.z + 1e-8f), 0.0f);
 }
 
+// One thread's share of pass B over an item: the moments, and each channel's sum of squares in fp32 onto acc
+// (channels 15-26 stay 0 with kSided).
+template <bool kReadP, bool kSided>
+__device__ __forceinline__ void c2_pass_b_item(const C2Pass& a, const LoTensor& t, const C2Item& it,
+                                               const C2Scalars& sc, float* acc) {
+  for (int e = threadIdx.x; e < it.n; e += kThreads) {
+    float x[kCh];
+    c2_element<kReadP, kSided>(a, t, it.begin + e, true, sc, x);
+#pragma unroll
+    for (int c = 0; c < kCh; c++)
+      if (!kSided || !c2_side_channel(c)) acc[c] = fmaf(x[c], x[c], acc[c]);
+  }
+}
+
 // Pass B: moments, and per item the 30 channels' sums of squares and the sum of p^2. Each thread sums its
 // kRun / kThreads = 16 elements in fp32 (31 double accumulators would halve the occupancy of this
-// memory-bound pass), the block in double (c2_block_sum). kReadP false: no p is read, and channel 2's sum
-// (p is channel 2) is p2[item], which the last apply took over the same elements in the same order as it
-// wrote them: the same bits, 4 bytes an element less.
+// memory-bound pass), the block in double (c2_block_sums). The tile2d tensors' channels 15-26 are left to
+// c2_side_sums (0 here). kReadP false: no p is read, and channel 2's sum (p is channel 2) is p2[item], which
+// the last apply took over the same elements in the same order as it wrote them: the same bits, 4 bytes an
+// element less.
 template <bool kReadP>
 __global__ void __launch_bounds__(kThreads, 3)
     c2_pass_b(const C2Pass a, double* __restrict__ partial, const double* __restrict__ p2) {
@@ -75,27 +96,61 @@ __global__ void __launch_bounds__(kThreads, 3)
   float acc[kCh];
 #pragma unroll
   for (int c = 0; c < kCh; c++) acc[c] = 0;
-  for (int e = threadIdx.x; e < it.n; e += kThreads) {
-    float x[kCh];
-    c2_element<kReadP>(a, t, it.begin + e, true, sc, x);
-#pragma unroll
-    for (int c = 0; c < kCh; c++) acc[c] = fmaf(x[c], x[c], acc[c]);
-  }
+  if (t.tile2d)
+    c2_pass_b_item<kReadP, true>(a, t, it, sc, acc);
+  else
+    c2_pass_b_item<kReadP, false>(a, t, it, sc, acc);
   c2_block_sums<kCh>(acc, partial + int64_t(blockIdx.x) * kPart);
   if (kReadP) return;
   __syncthreads();  // after thread 2's store of channel 2
   if (threadIdx.x == 0) partial[int64_t(blockIdx.x) * kPart + 2] = p2[blockIdx.x];
 }
 
+// Channels 15-26 of a tile2d tensor (R_k, C_k, 1 / sqrt(R_k + 1e-8), 1 / sqrt(C_k + 1e-8)) are constant
+// along a row or a column, so their sums of squares over the slice come from the R and C entries, each
+// counted once per element that reads it (numel / r_len, numel / c_len): one block of 256 per slice, each
+// thread's entries in double, then c2_block_sums' tree; into side[slice * 12 + c - 15]. Other slices: nothing.
+__global__ void __launch_bounds__(kThreads)
+    c2_side_sums(const C2Slice* __restrict__ slices, const LoTensor* __restrict__ ts, const float4* __restrict__ rrec,
+                 const float4* __restrict__ crec, const float4* __restrict__ rsr, const float4* __restrict__ rsc,
+                 double* __restrict__ side) {
+  const LoTensor t = ts[slices[blockIdx.x].slot];
+  if (!t.tile2d) return;
+  double r[6] = {0, 0, 0, 0, 0, 0}, c[6] = {0, 0, 0, 0, 0, 0};
+  for (int64_t e = threadIdx.x; e < t.r_len; e += kThreads) {
+    const float4 v = rrec[t.r_off + e], q = rsr[t.r_off + e];
+    const double x[6] = {v.x, v.y, v.z, q.x, q.y, q.z};
+#pragma unroll
+    for (int k = 0; k < 6; k++) r[k] += x[k] * x[k];
+  }
+  for (int64_t e = threadIdx.x; e < t.c_len; e += kThreads) {
+    const float4 v = crec[t.c_off + e], q = rsc[t.c_off + e];
+    const double x[6] = {v.x, v.y, v.z, q.x, q.y, q.z};
+#pragma unroll
+    for (int k = 0; k < 6; k++) c[k] += x[k] * x[k];
+  }
+  const double nr = double(t.numel / t.r_len), nc = double(t.numel / t.c_len);
+  // channel order 15-26: R_0..2, C_0..2, rsR_0..2, rsC_0..2
+  const double sums[12] = {r[0], r[1], r[2], c[0], c[1], c[2], r[3], r[4], r[5], c[3], c[4], c[5]};
+  for (int k = 0; k < 12; k++) {
+    const double total = block_sum_d(sums[k]);
+    if (threadIdx.x == 0) side[int64_t(blockIdx.x) * 12 + k] = total * (k % 6 < 3 ? nr : nc);
+  }
+}
+
 // Per slice (one block of 32): the 30 normalisers rsqrt(1e-9 + mean x_c^2) (5.7), and the sum of p^2
-// (channel 2 is p).
-__global__ void c2_sigma(const C2Slice* __restrict__ slices, const double* __restrict__ partial,
-                         float* __restrict__ sigma, double* __restrict__ psq) {
+// (channel 2 is p). A tile2d tensor's channels 15-26 from c2_side_sums.
+__global__ void c2_sigma(const C2Slice* __restrict__ slices, const LoTensor* __restrict__ ts,
+                         const double* __restrict__ partial, const double* __restrict__ side, float* __restrict__ sigma,
+                         double* __restrict__ psq) {
   const C2Slice sl = slices[blockIdx.x];
   const int c = threadIdx.x;
   if (c >= kCh) return;
   double s = 0;
-  for (int k = 0; k < sl.n_items; k++) s += partial[int64_t(sl.first_item + k) * kPart + c];
+  if (c2_side_channel(c) && ts[sl.slot].tile2d)
+    s = side[int64_t(blockIdx.x) * 12 + c - kSideFirst];
+  else
+    for (int k = 0; k < sl.n_items; k++) s += partial[int64_t(sl.first_item + k) * kPart + c];
   if (c == 2) psq[blockIdx.x] = s;
   sigma[int64_t(blockIdx.x) * kPart + c] = 1.0f / sqrtf(1e-9f + float(s / double(sl.elems)));
 }
@@ -408,7 +463,11 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
   else
     c2_pass_b<true><<<ni, kThreads, 0, s>>>(a, partial_.get(), nullptr);
   CUDA_CHECK_LAUNCH();
-  c2_sigma<<<ns, 32, 0, s>>>(slices_.get(), partial_.get(), sigma_.get(), psq_.get());
+  c2_side_sums<<<ns, kThreads, 0, s>>>(slices_.get(), core_->tensors.get(), core_->rrec.get(), core_->crec.get(),
+                                       rsr_.get(), rsc_.get(), side_sums_.get());
+  CUDA_CHECK_LAUNCH();
+  c2_sigma<<<ns, 32, 0, s>>>(slices_.get(), core_->tensors.get(), partial_.get(), side_sums_.get(), sigma_.get(),
+                             psq_.get());
   CUDA_CHECK_LAUNCH();
   CUDA_CHECK(cudaMemcpyToSymbolAsync(c2_mlp_w, weights_.get(), sizeof c2_mlp_w, 0, cudaMemcpyDeviceToDevice, s));
   if (core_->side_items.size()) {

@@ -8,7 +8,8 @@
 //    the learned path's decays 0.9 / 0.95 and eps 1e-8 (ELO_CELO2; PyLO keeps them in m_0 and v).
 // Every reduction is a fixed-order tree (no float atomics); the step never waits for the host, so it can
 // be captured in a CUDA graph. Launches per step: clip partials (clip_grad), begin, AdamW side, pass A,
-// F1, F1b, pass B, sigma, pass C, ||D||, NS input, 15 GEMMs per slice shape, sum of O^2, RMS scale, apply.
+// F1, F1b, pass B, side sums, sigma, pass C, ||D||, NS input, 15 GEMMs per slice shape, sum of O^2, RMS scale,
+// apply.
 #pragma once
 #include <memory>
 

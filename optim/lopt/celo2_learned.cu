@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 // Channels 15-26 of a tile2d tensor (R_k, C_k, 1 / sqrt(R_k + 1e-8), 1 / sqrt(C_k + 1e-8)) are constant
 // along a row or a column, so their sums of squares over the slice come from the R and C entries, each
 // counted once per element that reads it (numel / r_len, numel / c_len): one block of 256 per slice, each
-// thread's entries in double, then c2_block_sums' tree; into side[slice * 12 + c - 15]. Other slices: nothing.
+// thread's entries in double, then block_sum_d's tree; into side[slice * 12 + c - 15]. Other slices: nothing.
 __global__ void __launch_bounds__(kThreads)
     c2_side_sums(const C2Slice* __restrict__ slices, const LoTensor* __restrict__ ts, const float4* __restrict__ rrec,
                  const float4* __restrict__ crec, const float4* __restrict__ rsr, const float4* __restrict__ rsc,

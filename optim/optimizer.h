@@ -40,8 +40,9 @@ class Optimizer {
 
   virtual std::string name() const = 0;
   virtual void step(const StepInfo& info, cudaStream_t stream) = 0;
-  // Call after anything but step() wrote parameters this optimizer owns (load_state calls it): VeLO's next
-  // step then reads them instead of using the sums of p^2 its last step took as it wrote them.
+  // Call after anything but step() wrote parameters this optimizer owns (load_state calls it): the next step
+  // of VeLO, fast small_fc_lopt / ELO and CELO2 then reads them instead of using the sums of p^2 its last step
+  // took as it wrote them.
   virtual void params_changed() {}
   virtual size_t state_bytes() const;  // device bytes of optimizer state (saved buffers)
   // Groups of tensors that step as one optimizer each (GroupedOptimizer); 1 for a whole-set optimizer.

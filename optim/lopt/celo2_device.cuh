@@ -108,6 +108,7 @@ __device__ double block_sum_d(double x) {
 
 // Per channel c < kN: each thread's fp32 sum acc[c] in double, over each warp (warp_sum_d), then the warps in
 // order; into out[c] by thread c. Pass B's channel sums, and the apply pass's sum of p^2 in the same order.
+// (lo_block_sums, the other learned optimizers' tree, adds within a warp in fp32: CELO2's sums never did.)
 template <int kN>
 __device__ void c2_block_sums(const float* acc, double* __restrict__ out) {
   __shared__ double red[kWarps][kN];

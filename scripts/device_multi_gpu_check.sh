@@ -9,13 +9,17 @@
 #    the digest of the step's data over all processes ("data", common/digest.h), and two logs are compared
 #    only if every step's digest is equal, so the check cannot pass on runs of different data. It proves
 #    that on itself first: a one-GPU run of other samples must be refused.
-#  - Every optimizer, separate and fused q/k/v, both programs: all-reduce and sharded (--shard 1) against
-#    one GPU, sharded against all-reduce (bit for bit at N = 2, where every sum has two terms), each with
-#    the gradients summed by NCCL and by the copy engines (--grad-sum copy; at N = 2 equal to NCCL's bit for
-#    bit). At step 1 both runs start from the same weights and data, so the loss and the gradient norm may
-#    differ only by the order of the sums: within STEP1_BOUND (relative; default 1e-4). Later steps carry
-#    that rounding through the optimizers, which amplify it (AdamW's first steps are g / |g|; random
-#    meta-weights more so): within BOUND (default 2e-3; train_vit 1e-2: on 4 GPUs its tiny ViT with Muon and the learned
+#  - Every optimizer, separate and fused q/k/v, both programs: all-reduce and sharded (--shard 1) against one
+#    GPU, sharded against all-reduce (bit for bit at N = 2, where every sum has two terms), each with the
+#    gradients summed by NCCL and by the copy engines (--grad-sum copy). At N = 2 the two equal each other bit
+#    for bit in train_vit; in train_gpt2 they are held within BOUND, not to the bit: there the copy engines'
+#    path adds each process's per-token sums of the tied table's lookup part into the table rank by rank, NCCL's
+#    path sums every process's positions, gathered, in one pass (the same terms in another order). train_gpt2
+#    pins its GELU backward (--kernels), which is otherwise timed at start-up and may differ from one launch to
+#    the next. At step 1 both runs start from the same weights and data, so the loss and the gradient norm may
+#    differ only by the order of the sums: within STEP1_BOUND (relative; default 1e-4). Later steps carry that
+#    rounding through the optimizers, which amplify it (AdamW's first steps are g / |g|; random meta-weights
+#    more so): within BOUND (default 2e-3; train_vit 1e-2: on 4 GPUs its tiny ViT with Muon and the learned
 #    optimizers spread the rounding of 4-term sums to 5.8e-3 in 6 steps, and the two data-parallel modes
 #    differed from each other by 4.1e-3, while its step 1 equalled one GPU's bit for bit).
 #  - A sharded run resumed from its step-4 checkpoint logs what the uninterrupted run logged, bit for
@@ -95,11 +99,12 @@ parallel() {
   [ "$N" -eq 1 ] || [ ! -e "$work/id" ] || fail "$what: rank 0 left the NCCL id file behind"
 }
 
+pin="--kernels gelu_backward=epilogue"  # train_gpt2's; a resumed run takes its checkpoint's instead
 # Each program's flags: the tiny models, 8 (6) steps, random meta-weights. B is per process; the one-GPU
 # reference reads N x B at once.
 args() {  # PROGRAM QKV B
   case $1 in
-    train_gpt2) echo "-e tiny -t 128 -v 0 -s 0 -x 8 --lopt-random 1 --qkv $2 -b $3 -d $(($3 * 128 * N))" ;;
+    train_gpt2) echo "-e tiny -t 128 -v 0 -s 0 -x 8 --lopt-random 1 --qkv $2 -b $3 -d $(($3 * 128 * N)) $pin" ;;
     train_vit) echo "--synthetic 1 -e vit-test --image 32 --channels 3 --classes 10 -x 6 -u 1 -v 0 --lopt-random 1 --qkv $2 -b $3" ;;
   esac
 }
@@ -151,9 +156,14 @@ for p in "${programs[@]}"; do
         must_close "$ref" "$work/sh_$e.jsonl" "$p -o $o --qkv $q: sharded ($e) over $N against one GPU"
         must_close "$work/ar_$e.jsonl" "$work/sh_$e.jsonl" "$p -o $o --qkv $q: sharded against all-reduce ($e) over $N"
         if [ "$N" -eq 2 ]; then
-          diff <(losses "$work/ar_${sums[0]}.jsonl") <(losses "$work/ar_$e.jsonl") > /dev/null ||
-            fail "$p -o $o --qkv $q: all-reduce $e != ${sums[0]} at N = 2"
-          [ "$e" = "${sums[0]}" ] || echo "$p -o $o --qkv $q: all-reduce $e equals ${sums[0]} bit for bit at N = 2"
+          if [ "$e" = "${sums[0]}" ]; then :
+          elif [ "$p" = train_vit ]; then
+            diff <(losses "$work/ar_${sums[0]}.jsonl") <(losses "$work/ar_$e.jsonl") > /dev/null ||
+              fail "$p -o $o --qkv $q: all-reduce $e != ${sums[0]} at N = 2"
+            echo "$p -o $o --qkv $q: all-reduce $e equals ${sums[0]} bit for bit at N = 2"
+          else
+            must_close "$work/ar_${sums[0]}.jsonl" "$work/ar_$e.jsonl" "$p -o $o --qkv $q: all-reduce $e against ${sums[0]} at N = 2"
+          fi
           diff <(losses "$work/ar_$e.jsonl") <(losses "$work/sh_$e.jsonl") > /dev/null ||
             fail "$p -o $o --qkv $q: sharded != all-reduce ($e) at N = 2"
         fi
@@ -178,19 +188,20 @@ done
 
 if [ "${EXTRAS:-1}" = 1 ] && [[ " ${programs[*]} " == *" train_gpt2 "* ]]; then
   read -r -a tiny <<<"$(args train_gpt2 separate 4)"
+  read -r -a resumed <<<"$(args train_gpt2 separate 4 | sed "s/ $pin//")"  # a resume refuses --kernels
   for o in velo muon; do
     rm -rf "$work/ck"
     parallel "-o $o sharded, checkpoints" "$work/full.jsonl" ./train_gpt2 "${tiny[@]}" -o $o --shard 1 -n 4 \
       --ckpt-dir "$work/ck"
     [ -f "$work/ck/model_00000004.bin.rank$((N - 1))" ] || [ "$N" -eq 1 ] || fail "-o $o: no rank files were written"
-    parallel "-o $o sharded, resumed" "$work/second.jsonl" ./train_gpt2 "${tiny[@]}" -o $o --shard 1 \
+    parallel "-o $o sharded, resumed" "$work/second.jsonl" ./train_gpt2 "${resumed[@]}" -o $o --shard 1 \
       --resume "$work/ck/model_00000004.bin"
     diff <(losses "$work/full.jsonl" | tail -n 4) <(losses "$work/second.jsonl") > /dev/null ||
       fail "-o $o: the resumed sharded run differs"
     echo "train_gpt2 -o $o --shard 1 over $N: resumed from step 4, bit-identical to the uninterrupted run"
   done
   if [ "$N" -gt 1 ]; then
-    ./train_gpt2 "${tiny[@]}" -o muon --shard 1 --resume "$work/ck/model_00000004.bin" > "$work/r.txt" 2>&1 &&
+    ./train_gpt2 "${resumed[@]}" -o muon --shard 1 --resume "$work/ck/model_00000004.bin" > "$work/r.txt" 2>&1 &&
       fail "a checkpoint of $N processes was resumed by one"
     grep -q "was written by $N processes, this run has 1; resume it with $N" "$work/r.txt" ||
       fail "the refusal of another world size: $(tail -n 1 "$work/r.txt")"

@@ -30,12 +30,13 @@ struct C2Pass {
   const float4* side_c;  // the same per C entry
 };
 
-// Features of element i of tensor t; update: advance the record first (pass B) or read it (pass C).
-// kReadP false: p is not read and channel 2 is 0 (pass B taking the sum of p^2 from the last apply).
-// kSided: channels 15-26 are left unset and R, C and their 1 / sqrt are not read (c2_side_sums).
+// Features of element i of tensor t, whose R and C entries are ri and ci (record indices, lo_rc_index plus
+// the tensor's offsets); update: advance the record first (pass B) or read it (pass C). kReadP false: p is
+// not read and channel 2 is 0 (pass B taking the sum of p^2 from the last apply). kSided: channels 15-26 are
+// left unset and R, C and their 1 / sqrt are not read (c2_side_sums).
 template <bool kReadP = true, bool kSided = false>
-__device__ __forceinline__ void c2_element(const C2Pass& a, const LoTensor& t, int64_t i, bool update,
-                                           const C2Scalars& sc, float* x) {
+__device__ __forceinline__ void c2_element_rc(const C2Pass& a, const LoTensor& t, int64_t i, int64_t ri, int64_t ci,
+                                              bool update, const C2Scalars& sc, float* x) {
   const float g = c2_grad(a.g[t.p_off + i], sc, a.cv), p = kReadP ? a.p[t.p_off + i] : 0.0f;
   float4 st = a.state[t.s_off + i];
   if (update) {
@@ -46,16 +47,21 @@ __device__ __forceinline__ void c2_element(const C2Pass& a, const LoTensor& t, i
     st.w = d.v * st.w + (1.0f - d.v) * g * g;
     a.state[t.s_off + i] = st;
   }
-  int64_t ri, ci;
-  lo_rc_index(t, i, ri, ci);
-  ri += t.r_off;
-  ci += t.c_off;
   if (kSided) {
     const float4 none = make_float4(0, 0, 0, 0);
     c2_features<true>(g, p, st, none, none, a.rfac[ri], a.cfac[ci], none, none, x);
   } else {
     c2_features(g, p, st, a.rrec[ri], a.crec[ci], a.rfac[ri], a.cfac[ci], a.rsr[ri], a.rsc[ci], x);
   }
+}
+
+// The same, the record indices from i.
+template <bool kReadP = true, bool kSided = false>
+__device__ __forceinline__ void c2_element(const C2Pass& a, const LoTensor& t, int64_t i, bool update,
+                                           const C2Scalars& sc, float* x) {
+  int64_t ri, ci;
+  lo_rc_index(t, i, ri, ci);
+  c2_element_rc<kReadP, kSided>(a, t, i, ri + t.r_off, ci + t.c_off, update, sc, x);
 }
 
 // The features 1 / sqrt(R + 1e-8) and 1 / sqrt(C + 1e-8) once per R and C entry instead of once per
@@ -67,14 +73,23 @@ __global__ void c2_rsqrt_rc(const float4* __restrict__ rec, int64_t n, float4* _
   out[i] = make_float4(1.0f / sqrtf(r.x + 1e-8f), 1.0f / sqrtf(r.y + 1e-8f), 1.0f / sqrtf(r.z + 1e-8f), 0.0f);
 }
 
-// One thread's share of pass B over an item: the moments, and each channel's sum of squares in fp32 onto acc
-// (channels 15-26 stay 0 with kSided).
+// One thread's share of pass B over an item: the moments, and each channel's sum of squares in fp32 onto acc.
+// kSided (the tile2d tensors: 2-D, rows na x columns nb): channels 15-26 stay 0, and the thread's row and
+// column are divided out once and then stepped by kThreads columns, instead of lo_rc_index's division per
+// element (the same indices).
 template <bool kReadP, bool kSided>
 __device__ __forceinline__ void c2_pass_b_item(const C2Pass& a, const LoTensor& t, const C2Item& it,
                                                const C2Scalars& sc, float* acc) {
+  int64_t row = (it.begin + threadIdx.x) / t.nb, col = (it.begin + threadIdx.x) - row * t.nb;
   for (int e = threadIdx.x; e < it.n; e += kThreads) {
     float x[kCh];
-    c2_element<kReadP, kSided>(a, t, it.begin + e, true, sc, x);
+    if (kSided) {  // lo_rc_index of a 2-D tensor: R drops d0, so R is indexed by the column when d0 is axis A
+      const int64_t ri = t.d0_is_a ? col : row, ci = t.d0_is_a ? row : col;
+      c2_element_rc<kReadP, true>(a, t, it.begin + e, ri + t.r_off, ci + t.c_off, true, sc, x);
+      for (col += kThreads; col >= t.nb; col -= t.nb) row++;
+    } else {
+      c2_element<kReadP, false>(a, t, it.begin + e, true, sc, x);
+    }
 #pragma unroll
     for (int c = 0; c < kCh; c++)
       if (!kSided || !c2_side_channel(c)) acc[c] = fmaf(x[c], x[c], acc[c]);

@@ -162,7 +162,8 @@ for p in "${programs[@]}"; do
               fail "$p -o $o --qkv $q: all-reduce $e != ${sums[0]} at N = 2"
             echo "$p -o $o --qkv $q: all-reduce $e equals ${sums[0]} bit for bit at N = 2"
           else
-            must_close "$work/ar_${sums[0]}.jsonl" "$work/ar_$e.jsonl" "$p -o $o --qkv $q: all-reduce $e against ${sums[0]} at N = 2"
+            must_close "$work/ar_${sums[0]}.jsonl" "$work/ar_$e.jsonl" \
+              "$p -o $o --qkv $q: all-reduce $e against ${sums[0]} at N = 2"
           fi
           diff <(losses "$work/ar_$e.jsonl") <(losses "$work/sh_$e.jsonl") > /dev/null ||
             fail "$p -o $o --qkv $q: sharded != all-reduce ($e) at N = 2"

@@ -22,11 +22,14 @@
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
 // ---- cp.async -------------------------------------------------------------------------------------------
-// Copies 16 (cg: through L2 only) or 4 (ca) bytes from global memory to shared address dst; with valid false
-// nothing is read and zeros are written. The source is a pointer, or a global address held as an integer
+// Copies 16 (cg: through L2 only), 8 or 4 (ca) bytes from global memory to shared address dst; with valid
+// false nothing is read and zeros are written. The source is a pointer, or a global address held as an integer
 // (kernels that compute their addresses with one wide multiply-add from an opaque() base).
 __device__ __forceinline__ void cp_async16(uint32_t dst, size_t src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async8(uint32_t dst, size_t src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0) : "memory");
 }
 __device__ __forceinline__ void cp_async4(uint32_t dst, size_t src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");

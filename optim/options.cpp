@@ -135,6 +135,8 @@ std::vector<Entry> table(OptimOptions& o) {
   num("small_fc_lopt.wd", &o.small_fc.weight_decay, "decoupled weight decay after the step (x lr)");
   boolean("small_fc_lopt.mup", &o.small_fc.mup, "MuLO: hidden matrices' steps x 1/fan_in");
   boolean("small_fc_lopt.fast", &o.small_fc.fast, "MLP on tensor cores (bf16 mma) instead of exact fp32");
+  boolean("small_fc_lopt.bf16_record", &o.small_fc.bf16_record,
+          "momenta and second moment in bf16, rounded stochastically");
   text("small_fc_lopt.weights", &o.small_fc.weights, "folder with model.safetensors (default weights/mulo)");
   text("small_fc_lopt.tie", &o.small_fc.tie,
        "factored dims of tied axes: pylo (PyLO AdafacLO/MuLO = argsort), argsort (numpy order: the later of two "
@@ -146,6 +148,7 @@ std::vector<Entry> table(OptimOptions& o) {
                  o.velo.num_steps = parse_integer("option velo.num_steps", v, INT64_MIN, INT64_MAX);
                },
                [&o] { return std::to_string(o.velo.num_steps); }});
+  boolean("velo.bf16_record", &o.velo.bf16_record, "momenta and second moment in bf16, rounded stochastically");
   text("velo.weights", &o.velo.weights, "folder with VeLO_RNN/ and VeLO_MLP/, or a JAX params file (default weights)");
   text("velo.tie", &o.velo.tie,
        "factored dims of tied axes: pylo (PyLO VeLO = swapped), swapped (ties swapped except rank-4 (0,1) ties), "

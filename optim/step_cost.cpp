@@ -23,6 +23,7 @@ double ns_flops(int64_t rows, int64_t cols, int64_t batch, int steps) {
 // C (R g, p, record; W p: 28); vectors also read and write {V0,V1,V2} (+32, small_fc_lopt.md 8.2). VeLO's
 // pass B reads no p after its first step (its pass C sums p^2 as it writes p): 4 less; so does fast small_fc_lopt's
 // and ELO's on matrices (their fast pass C takes the matrices; the exact one, going another way, does not).
+// Records in bf16 (lopt_rec16): 8 bytes, not 16, in pass B's read and write and pass C's read: 24 less.
 // CELO2's learned matrices: pass A (4), B (R g, {m0,m1,m2,v}; W record: 36; its sum of p^2 comes from the
 // last apply), C (R g, p, record; W D: 24 + |D|), the NS input scaling (R/W D: 2 |D|), the sum of O^2 (|D|)
 // and apply (R O, p; W p: 8 + |D|), |D| = 2 in bf16, else 4: 82 or 92; its AdamW side path 28.
@@ -33,9 +34,9 @@ double step_bytes_per_elem(const std::string& o, const TensorInfo& t, const Step
   else if (o == "adafactor")
     per = t.ndim() > 1 ? 24 : 40;
   else if (o == "small_fc_lopt" || o == "elo")
-    per = t.ndim() > 1 ? (f.lopt_fast && t.ndim() == 2 ? 68 : 72) : 100;
+    per = (t.ndim() > 1 ? (f.lopt_fast && t.ndim() == 2 ? 68 : 72) : 100) - (f.lopt_rec16 ? 24 : 0);
   else if (o == "velo")
-    per = t.ndim() > 1 ? 68 : 96;
+    per = (t.ndim() > 1 ? 68 : 96) - (f.lopt_rec16 ? 24 : 0);
   else if (celo2_family(o))
     per = celo2_learned(t) ? (f.dx_bf16 ? 82 : 92) : 28;
   else

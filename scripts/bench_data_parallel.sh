@@ -43,9 +43,10 @@ mkdir -p "$(dirname "$out")"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench_dp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-flags_of() {  # OPTIMIZER[:fast] -> its flags
+flags_of() {  # OPTIMIZER[:fast][:rec16] -> its flags (rec16: the learned records in bf16)
   local name=${1%%:*} f="-o ${1%%:*}"
-  [ "$1" != "$name" ] && f="$f --set $name.fast=1"
+  [[ ":$1:" == *:fast:* ]] && f="$f --set $name.fast=1"
+  [[ ":$1:" == *:rec16:* ]] && f="$f --set $name.bf16_record=1"
   case "$name" in adamw | adafactor | muon) ;; *) f="$f --lopt-random 1 -l 0.01" ;; esac
   echo "$f"
 }

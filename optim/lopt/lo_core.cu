@@ -263,6 +263,7 @@ static LoTensor describe_tensor(const TensorInfo& ti, int64_t s_off, TieRule tie
   t.numel = ti.numel;
   t.s_off = s_off;
   t.decay = ti.decay;
+  t.table = ti.index;
   t.scale = (mup && ti.role == Role::Hidden && ti.ndim() >= 2) ? 1.0f / float(ti.shape[1]) : 1.0f;
   for (int64_t d : ti.shape) t.rank_class += d > 1;
   t.is2d = ti.ndim() == 2;
@@ -317,8 +318,8 @@ struct LoCore::HostPlan {
 };
 
 LoCore::LoCore(const Arena& a, const std::vector<Part>& parts, const std::vector<int>& cut, CrossRank* cross,
-               TieRule tie, bool mup, int chunk_elems)
-    : arena(a), cross_(cross) {
+               TieRule tie, bool mup, int chunk_elems, bool bf16)
+    : arena(a), bf16_records(bf16), cross_(cross) {
   const ParamTable& tab = a.table();
   CHECK(cut.size() <= 1 && (cut.empty() || cross));  // the plan cuts one tensor at most
   const int cut_tensor = cut.empty() ? -1 : cut[0];
@@ -421,7 +422,7 @@ void LoCore::upload(const HostPlan& h, const std::vector<LoWork>& host_work, con
   work.upload(host_work);
   side_items.alloc(side.size(), "learned-optimizer side items");
   side_items.upload(side);
-  state.alloc(size_t(state_elems), "learned-optimizer moments");
+  state.alloc(size_t(bf16_records ? (state_elems + 1) / 2 : state_elems), "learned-optimizer moments");
   state.zero();
   diag.alloc(size_t(std::max<int64_t>(h.nv, 1)), "learned-optimizer vector factors");
   diag.zero();

@@ -54,6 +54,7 @@ struct LoTensor {
   float scale;  // per-tensor step multiplier (MuLO 1/fan_in, else 1)
   int32_t decay, rank_class, is2d;
   int32_t tile2d;                  // factored and 2-D: passes B and C run in tiles
+  int32_t table;                   // index in the ParamTable (the bf16 records' draws, lo_record16.h)
   int32_t work_begin, work_end;    // LoWork items of passes B and C
   int64_t side_a_off, side_b_off;  // tile2d: entries in the row- (A) and column- (B) indexed side tables
 };
@@ -115,8 +116,10 @@ class LoCore {
   // Over `parts` (owned_parts: sorted, ends filled in) as one rank's share of a sharded step: `cut` is the
   // plan's cut tensor (Owned::cut: at most one, held here or not), whose statistics are summed over the
   // ranks through `cross` (lo_core.h's top).
+  // bf16_records: the records {m0, m1, m2, v} in bf16 (8 bytes an element, lo_record16.h): `state` then holds
+  // uint2s, two to a float4.
   LoCore(const Arena& arena, const std::vector<Part>& parts, const std::vector<int>& cut, CrossRank* cross, TieRule tie,
-         bool mup, int chunk_elems);
+         bool mup, int chunk_elems, bool bf16_records = false);
 
   // Launches pass A, F1 and F1b. grad_scale: device pointer or null; clip > 0 clamps g to [-clip, clip].
   void factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);
@@ -136,6 +139,7 @@ class LoCore {
   }
 
   const Arena& arena;
+  const bool bf16_records;
   int n_tensors = 0;
   std::vector<LoTensor> host_tensors;
   DeviceBuffer<LoTensor> tensors;
@@ -144,7 +148,7 @@ class LoCore {
   DeviceBuffer<LoWork> work;        // passes B and C
   DeviceBuffer<LoSideItem> side_items;
   int64_t side_a_len = 0, side_b_len = 0;
-  DeviceBuffer<float4> state;       // {m0, m1, m2, v} per element
+  DeviceBuffer<float4> state;       // {m0, m1, m2, v} per element (bf16_records: uint2 per element)
   DeviceBuffer<float4> diag;        // {V0, V1, V2, 0} per element of vectors
   DeviceBuffer<float4> rrec, crec;  // {R0, R1, R2, 0} / {C0, C1, C2, 0}
   DeviceBuffer<float4> rfac, cfac;  // {rf0, rf1, rf2, 0} / {cf0, cf1, cf2, 0}

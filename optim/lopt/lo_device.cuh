@@ -2,6 +2,7 @@
 // fixed-order block and tensor reductions (one element's update: lo_element.cuh).
 #pragma once
 #include "optim/lopt/lo_core.h"
+#include "optim/lopt/lo_record16.h"
 
 // The pointers of pass B's arguments `a` (LoPassB) as __restrict__ locals of the kernel, under the field
 // names (lo_core.h: nvcc ignores __restrict__ on struct members, so a kernel copies them first).
@@ -22,19 +23,19 @@
 // Calls body(e, g, p, record) for every element e of the chunk, two elements per iteration with their
 // loads issued together (more bytes in flight per thread for the memory-bound pass B). kReadP false: p is
 // not read and body gets 0 (VeLO's pass B, once its pass C has summed p^2).
-template <int kThreads, bool kReadP = true, class F>
+template <int kThreads, bool kReadP = true, class Rec, class F>
 __device__ __forceinline__ void lo_for_each_pair(const Chunk& c, const float* __restrict__ g,
-                                                 const float* __restrict__ p, const float4* __restrict__ state,
+                                                 const float* __restrict__ p, const Rec* __restrict__ state,
                                                  F&& body) {
   int e = threadIdx.x;
   for (; e + kThreads < c.n; e += 2 * kThreads) {
     const float g0 = g[c.p_begin + e], g1 = g[c.p_begin + e + kThreads];
     const float p0 = kReadP ? p[c.p_begin + e] : 0.0f, p1 = kReadP ? p[c.p_begin + e + kThreads] : 0.0f;
-    const float4 s0 = state[c.s_begin + e], s1 = state[c.s_begin + e + kThreads];
+    const float4 s0 = lo_rec_load(state, c.s_begin + e), s1 = lo_rec_load(state, c.s_begin + e + kThreads);
     body(e, g0, p0, s0);
     body(e + kThreads, g1, p1, s1);
   }
-  if (e < c.n) body(e, g[c.p_begin + e], kReadP ? p[c.p_begin + e] : 0.0f, state[c.s_begin + e]);
+  if (e < c.n) body(e, g[c.p_begin + e], kReadP ? p[c.p_begin + e] : 0.0f, lo_rec_load(state, c.s_begin + e));
 }
 
 // Sums acc[0..N) over the block in a fixed order and writes them (double) to out; blockDim 256.
@@ -95,16 +96,16 @@ __device__ __forceinline__ LoSides lo_sides(const LoTensor& t, const float4* rfa
 // Tile of passes B and C, one column per thread: calls body(row, at, g, p, record) down the column
 // (at = element index in the tensor), kUnroll rows at a time with all their loads issued first so that
 // enough bytes are in flight. Threads past the tensor's last column do nothing. kReadP: as lo_for_each_pair.
-template <int kUnroll, bool kReadP = true, class F>
+template <int kUnroll, bool kReadP = true, class Rec, class F>
 __device__ __forceinline__ void lo_tile_column(const LoWork& w, const LoTensor& t, const float* __restrict__ g,
-                                               const float* __restrict__ p, const float4* __restrict__ state,
+                                               const float* __restrict__ p, const Rec* __restrict__ state,
                                                F&& body) {
   const int64_t col = w.col0 + int(threadIdx.x);
   if (col >= t.nb) return;
   const int64_t at0 = w.row0 * t.nb + col;  // the column's first element in this tile
   const float* G = g + t.p_off + at0;
   const float* P = p + t.p_off + at0;
-  const float4* S = state + t.s_off + at0;
+  const Rec* S = state + t.s_off + at0;
   const int nb = int(t.nb);  // kTileRows * nb < 2^31 (tile2d tensors have fewer than 2^31 / 32 columns)
   int r = 0;
   for (; r + kUnroll <= w.n; r += kUnroll) {
@@ -115,14 +116,14 @@ __device__ __forceinline__ void lo_tile_column(const LoWork& w, const LoTensor& 
       const int o = (r + u) * nb;
       gv[u] = G[o];
       pv[u] = kReadP ? P[o] : 0.0f;
-      sv[u] = S[o];
+      sv[u] = lo_rec_load(S, o);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) body(w.row0 + r + u, at0 + int64_t(r + u) * nb, gv[u], pv[u], sv[u]);
   }
   for (; r < w.n; r++) {
     const int o = r * nb;
-    body(w.row0 + r, at0 + o, G[o], kReadP ? P[o] : 0.0f, S[o]);
+    body(w.row0 + r, at0 + o, G[o], kReadP ? P[o] : 0.0f, lo_rec_load(S, o));
   }
 }
 

@@ -26,6 +26,7 @@
 #include <cuda_bf16.h>
 
 #include "optim/lopt/lo_device.cuh"
+#include "optim/lopt/lo_record16.h"
 
 constexpr int kLoSideFeatures = 12;
 
@@ -115,24 +116,25 @@ __device__ __forceinline__ float4 lo_update_diag(float4 V, float g, const LoDeca
   return V;
 }
 
-// Pass B's state step: the record updated with gradient g, stored at state[at] and returned.
-__device__ __forceinline__ float4 lo_step_record(float4* state, int64_t at, float4 old, float g, const LoDecays& d) {
-  const float4 st = lo_update_moments(old, g, d);
-  state[at] = st;
-  return st;
+// Pass B's state step: the record updated with gradient g, stored at state[at] and returned as stored
+// (bf16 records: rounded with the tensor's key of this step, el the element's index in the tensor).
+template <class Rec>
+__device__ __forceinline__ float4 lo_step_record(Rec* state, int64_t at, float4 old, float g, const LoDecays& d,
+                                                 uint64_t key = 0, int64_t el = 0) {
+  return lo_rec_store(state, at, lo_update_moments(old, g, d), key, el);
 }
 
 // Pass B on element i of a flat run (vectors, N-D tensors): the record stepped and stored at state[at], for
 // vectors V too (f.diag is diag), and the element's LoElem from the new state. The statements keep the
 // order the kernels had: with el.g read back after the record's update, the compiler fuses V's update
 // into the same multiply-adds as before (another order changes which product it fuses).
-template <bool kVeloDiag>
-__device__ __forceinline__ void lo_flat_step(const LoTensor& t, int64_t i, float g, float p, float4 old, float4* state,
+template <bool kVeloDiag, class Rec>
+__device__ __forceinline__ void lo_flat_step(const LoTensor& t, int64_t i, float g, float p, float4 old, Rec* state,
                                              int64_t at, float4* diag, const LoFactorView& f, const LoDecays& d,
-                                             LoElem& el) {
+                                             LoElem& el, uint64_t key = 0) {
   el.g = g;
   el.p = p;
-  const float4 st = lo_step_record(state, at, old, el.g, d);
+  const float4 st = lo_step_record(state, at, old, el.g, d, key, i);
   lo_set_moments(el, st);
   if (!t.factored) diag[t.v_off + i] = lo_update_diag(diag[t.v_off + i], el.g, d);
   lo_gather<kVeloDiag>(t, i, f.rrec, f.crec, f.rfac, f.cfac, f.diag, el);

@@ -75,6 +75,7 @@ struct SmallFcOptions {       // PyLO AdafacLO / MuLO semantics
   bool fast = false;    // MLP on tensor cores (bf16 mma, fp32 accumulate) instead of exact fp32
   std::string weights;  // folder or model.safetensors; empty = weights/mulo
   std::string tie = "pylo";
+  bool bf16_record = false;  // {m0, m1, m2, v} in bf16, stochastically rounded (lo_record16.h)
 };
 
 struct VeloOptions {  // PyLO VeLO semantics with VeLO's lr = 1
@@ -82,6 +83,7 @@ struct VeloOptions {  // PyLO VeLO semantics with VeLO's lr = 1
   int64_t num_steps = 10000;  // planned number of updates: drives the fraction and loss-EMA features
   std::string weights;        // folder with VeLO_RNN/ and VeLO_MLP/, or a JAX/flax "params" file; empty = weights/
   std::string tie = "pylo";
+  bool bf16_record = false;  // {m0, m1, m2, v} in bf16, stochastically rounded (lo_record16.h)
 };
 
 // CELO2 and ELO_CELO2 (celo2.md 2, 5): PyLO CELO2_naive / ELO_CELO2_naive arguments; ELO_CELO2 changes

@@ -12,15 +12,16 @@ namespace small_fc {
 struct SfElem {
   float p, x[kF];
 };
-template <bool kElo>
+// Rec: the record as stored, float4 or (bf16 records) uint2.
+template <bool kElo, class Rec>
 __device__ __forceinline__ void sf_load(const Chunk& c, const LoTensor& t, int e, const float* __restrict__ g,
-                                        const float* __restrict__ p, const float4* __restrict__ state,
+                                        const float* __restrict__ p, const Rec* __restrict__ state,
                                         const float4* __restrict__ diag, const float4* __restrict__ rrec,
                                         const float4* __restrict__ crec, const float4* __restrict__ rfac,
                                         const float4* __restrict__ cfac, const SfGrad<kElo>& gr, SfElem& out) {
   const float gv = gr(g[c.p_begin + e]);
   const float pv = p[c.p_begin + e];
-  const float4 st = state[c.s_begin + e];
+  const float4 st = lo_rec_load(state, c.s_begin + e);
   LoElem el;
   lo_elem<false>(t, c.p_begin - t.p_off + e, gv, pv, st, LoFactorView{rrec, crec, rfac, cfac, diag}, el);
   out.p = el.p;
@@ -67,10 +68,10 @@ struct SfExactSmem {
   float b0[32], b1[32], w2[66];
   float xs[32][kT];  // per thread: inputs, then hidden units
 };
-template <int kT, bool kElo>
+template <int kT, bool kElo, class Rec>
 __device__ __forceinline__ void sf_exact_chunk(const Chunk& c, const LoTensor* __restrict__ ts,
                                                const float* __restrict__ g, float* __restrict__ p,
-                                               __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
+                                               __nv_bfloat16* __restrict__ pb, const Rec* __restrict__ state,
                                                const float4* __restrict__ diag, const float4* __restrict__ rrec,
                                                const float4* __restrict__ crec, const float4* __restrict__ rfac,
                                                const float4* __restrict__ cfac, const float* __restrict__ norm,

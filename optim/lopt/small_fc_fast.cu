@@ -156,7 +156,7 @@ __device__ uint32_t sf_frag_word(int lane, int w, const float* mlp, const float*
 
 // One row (32 elements) of a strip in shared memory, filled by cp.async kStages - 1 rows ahead.
 struct SfStage {
-  float4 st[32];       // records {m0, m1, m2, v}
+  float4 st[32];       // records {m0, m1, m2, v} (bf16 records: 32 uint2 in the first half)
   float g[32], p[32];  // gradient, parameter
   uint4 ha[8];         // the row's side record (sf_side): A-side share of layer 1 (bf16 hi/lo) ...
   float4 fa;           // ... and the row's A-side Adafactor factor
@@ -187,10 +187,11 @@ struct SfRowIn {
 // the strip's registers: their order in the straight-line loop body is the pipelining, and ptxas's output
 // follows the compiler's value numbering, which moving code into functions changes (as it did for the
 // attention kernels, scripts/compare_kernels.sh); the kernel keeps the code measured on the H100.
-template <bool kElo>
+// k16: the records in bf16 (small_fc_lopt.bf16_record), 8 bytes an element.
+template <bool kElo, bool k16>
 __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
     sf_pass_c_fast(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-                   float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
+                   float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const LoRec<k16>* __restrict__ state,
                    const float4* __restrict__ rfac, const float4* __restrict__ cfac,
                    const uint32_t* __restrict__ side_a, const uint32_t* __restrict__ side_b,
                    const float* __restrict__ norm, const float* __restrict__ mlp, const SfScalars* __restrict__ sc,
@@ -277,7 +278,10 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
       const bool in = next < n;
       cp_async4(d + offsetof(SfStage, g), gbase + size_t(e) * 4, live && in);
       cp_async4(d + offsetof(SfStage, p), pbase + size_t(e) * 4, live && in);
-      cp_async16(d + offsetof(SfStage, st) + 12 * lane, sbase + size_t(e) * 16, live && in);
+      if (k16)
+        cp_async8(d + offsetof(SfStage, st) + 4 * lane, sbase + size_t(e) * 8, live && in);
+      else
+        cp_async16(d + offsetof(SfStage, st) + 12 * lane, sbase + size_t(e) * 16, live && in);
       cp_async16_if(d + offsetof(SfStage, ha) + 12 * lane, hbase + size_t(next) * (4 * kSideWords),
                     lane < kSideWords / 4, in);
       cp_async_commit();
@@ -288,7 +292,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
       const SfStage& st = ws.stage[i % kStages];
       const float gv = gr(st.g[lane]), pv = st.p[lane];
       in.po = st.p[eo];
-      const float4 rec = st.st[lane], fa = st.fa;
+      const float4 rec = k16 ? lo_rec_load(reinterpret_cast<const uint2*>(st.st), lane) : st.st[lane], fa = st.fa;
       if (q == 3) {  // k = 6, 7 of the side mma: this row's share of layer 1 (hi, lo)
         const uint4 v = st.ha[r];
         in.ws[0] = v.x;
@@ -383,7 +387,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
 
 // Fast pass C: the side tables, then tile2d tensors on tensor cores and, in the launch's first blocks, the
 // other tensors (flat chunks) exact.
-template <bool kElo>
+template <bool kElo, bool k16>
 void SmallFcLopt::fast_pass_c(cudaStream_t s) {
   const SfSide side{core_.side_items.get(),
                     core_.tensors.get(),
@@ -398,13 +402,15 @@ void SmallFcLopt::fast_pass_c(cudaStream_t s) {
   sf_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(side);
   CUDA_CHECK_LAUNCH();
   const unsigned n_exact = unsigned(core_.flat_chunks.size()), nw = unsigned(core_.work.size());
-  sf_pass_c_fast<kElo><<<n_exact + nw, kThreadsC, 0, s>>>(
-      core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
+  sf_pass_c_fast<kElo, k16><<<n_exact + nw, kThreadsC, 0, s>>>(
+      core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(),
+      reinterpret_cast<const LoRec<k16>*>(core_.state.get()),
       core_.rfac.get(), core_.cfac.get(), reinterpret_cast<const uint32_t*>(side_a_.get()),
       reinterpret_cast<const uint32_t*>(side_b_.get()), norm_.get(), mlp_.get(), scalars_.get(), rule_.exp_mult,
       rule_.step_mult, rule_.wd, core_.flat_chunks.get(), int(n_exact), core_.diag.get(), core_.rrec.get(),
       core_.crec.get(), psq_.get());
   CUDA_CHECK_LAUNCH();
 }
-template void SmallFcLopt::fast_pass_c<false>(cudaStream_t s);
-template void SmallFcLopt::fast_pass_c<true>(cudaStream_t s);
+template void SmallFcLopt::fast_pass_c<false, false>(cudaStream_t s);
+template void SmallFcLopt::fast_pass_c<false, true>(cudaStream_t s);
+template void SmallFcLopt::fast_pass_c<true, false>(cudaStream_t s);

@@ -53,6 +53,7 @@ __global__ void sf_begin(int64_t* step, double lr, LrSchedule sched, const float
   if (threadIdx.x == 0) {
     scalars->grad_scale = read_grad_scale(gscale);
     scalars->lr = float(lr * sched.factor(t));
+    scalars->count = t;
     *step = t + 1;
   }
 }
@@ -61,12 +62,15 @@ __global__ void sf_begin(int64_t* step, double lr, LrSchedule sched, const float
 // tensors are left to F2 (lo_side_sums). kTileP false: tiles read no p, and their channel 1 (the sum of
 // p^2) is psq[block], which the last fast pass C summed over the same elements in the same order as it
 // wrote them (so the same bits); flat runs still read p (the exact blocks of pass C go another way).
-template <bool kElo, bool kTileP>
+// k16: the records in bf16, rounded with the tensor's key of this step.
+template <bool kElo, bool kTileP, bool k16>
 __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoPassB<SfScalars> a, const double* __restrict__ psq) {
   LO_PASS_B_POINTERS(a);
+  LoRec<k16>* __restrict__ rs = reinterpret_cast<LoRec<k16>*>(state);
   const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
+  const uint64_t key = k16 ? lo_r16_tensor_key(uint64_t(sc->count), uint32_t(t.table)) : 0;
   const SfGrad<kElo> gr = sf_grad<kElo>(sc);
   float acc[kF];
 #pragma unroll
@@ -75,11 +79,11 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoPassB<SfScalars>
     const LoSides sd = lo_sides(t, rfac, cfac);
     const int64_t col = w.col0 + int(threadIdx.x);
     const float4 fb = col < t.nb ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
-    lo_tile_column<4, kTileP>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 st) {
+    lo_tile_column<4, kTileP>(w, t, g, p, rs, [&](int64_t row, int64_t at, float gv, float pv, float4 st) {
       float sg[3];
       lo_tile_sg(sd.fac_a[row], fb, sg);
       const float gg = gr(gv);
-      st = lo_step_record(state, t.s_off + at, st, gg, d);
+      st = lo_step_record(rs, t.s_off + at, st, gg, d, key, at);
       float x[16];
       sf_elem16(gg, pv, st, rsqrtf(st.w + 1e-6f), sg, x);
       lo_add_squares_tile<kLead, 16>(x, acc);
@@ -90,12 +94,12 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoPassB<SfScalars>
     auto body = [&](int e, float gv, float pv, float4 st) {
       const int64_t i = w.row0 + e;
       LoElem el;
-      lo_flat_step<false>(t, i, gr(gv), pv, st, state, c.s_begin + e, diag, fv, d, el);
+      lo_flat_step<false>(t, i, gr(gv), pv, st, rs, c.s_begin + e, diag, fv, d, el, key);
       float x[kF];
       sf_features(el, x);
       lo_add_squares_flat<kLead, kF>(x, t.factored, acc);
     };
-    lo_for_each_pair<kLoThreads>(c, g, p, state, body);
+    lo_for_each_pair<kLoThreads>(c, g, p, rs, body);
   }
   lo_block_sums<kF>(acc, partial + int64_t(blockIdx.x) * kF);
   if (!kTileP && w.tile) {
@@ -135,10 +139,10 @@ __global__ void __launch_bounds__(1024)
 }
 
 // Parameters rather than a struct, like sf_pass_c_fast with which it shares sf_exact_chunk (lo_core.h).
-template <bool kElo>
+template <bool kElo, class Rec>
 __global__ void __launch_bounds__(kThreads, 2)
     sf_pass_c_exact(const Chunk* __restrict__ chunks, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-                    float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
+                    float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const Rec* __restrict__ state,
                     const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec,
                     const float4* __restrict__ rfac, const float4* __restrict__ cfac, const float* __restrict__ norm,
                     const float* __restrict__ mlp, const SfScalars* __restrict__ sc, float exp_mult, float step_mult,
@@ -161,6 +165,7 @@ SmallFcLopt::Rule SmallFcLopt::rule_of(const OptimOptions& o, SmallFcMode mode) 
     r.fast = h.fast;
     r.tie = parse_tie_rule(h.tie, kEloPyloTie);
     r.mup = false;
+    r.bf16_records = false;
     return r;
   }
   const SmallFcOptions& h = o.small_fc;
@@ -171,6 +176,7 @@ SmallFcLopt::Rule SmallFcLopt::rule_of(const OptimOptions& o, SmallFcMode mode) 
   r.fast = h.fast;
   r.tie = parse_tie_rule(h.tie, kSmallFcPyloTie);
   r.mup = h.mup;
+  r.bf16_records = h.bf16_record;
   return r;
 }
 
@@ -179,7 +185,7 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
     : Optimizer(arena, opts, owned, cross),
       mode_(mode),
       rule_(rule_of(opts, mode)),
-      core_(arena, parts_, cut_, cross, rule_.tie, rule_.mup, kChunk),
+      core_(arena, parts_, cut_, cross, rule_.tie, rule_.mup, kChunk, rule_.bf16_records),
       // small_fc_lopt: the meta-learned decays; ELO: the nominal ones as they are (celo2.md 8, E1)
       dec_(mode == SmallFcMode::kElo ? nominal_decays() : small_fc_decays()) {
   const char* what = mode == SmallFcMode::kElo ? "elo" : "small_fc_lopt";
@@ -194,7 +200,7 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
   core_.reserve_item_sums(kF);
   norm_.alloc(size_t(core_.n_tensors) * kNormLd, str_cat(what, " normalisers").c_str());
   scalars_.alloc(1, str_cat(what, " scalars").c_str());
-  const SfScalars one{1.0f, 1.0f, 1.0f};  // clip stays 1 unless ELO's global clip writes it
+  const SfScalars one{1.0f, 1.0f, 1.0f, 0};  // clip stays 1 unless ELO's global clip writes it
   scalars_.upload(&one, 1);
   if (rule_.fast) {
     side_a_.alloc(size_t(core_.side_a_len) * kSideWords, str_cat(what, " row-side layer-1 shares").c_str());
@@ -211,13 +217,15 @@ void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   if (clip_) clip_->run(info.d_grad_scale, &scalars_.get()->clip, s);
   if (mode_ == SmallFcMode::kElo)
-    passes<true>(s);
+    passes<true, false>(s);
+  else if (rule_.bf16_records)
+    passes<false, true>(s);
   else
-    passes<false>(s);
+    passes<false, false>(s);
 }
 
 // Passes A, F1, F1b (LoCore), B, F2 and C.
-template <bool kElo>
+template <bool kElo, bool k16>
 void SmallFcLopt::passes(cudaStream_t s) {
   SfScalars* sc = scalars_.get();
   if (kElo)
@@ -227,16 +235,16 @@ void SmallFcLopt::passes(cudaStream_t s) {
   const unsigned nw = unsigned(core_.work.size());
   const bool fast_c = rule_.fast && core_.side_items.size();
   if (fast_c && psq_ready_)
-    sf_pass_b<kElo, false><<<nw, kLoThreads, 0, s>>>(pass_b_, psq_.get());
+    sf_pass_b<kElo, false, k16><<<nw, kLoThreads, 0, s>>>(pass_b_, psq_.get());
   else
-    sf_pass_b<kElo, true><<<nw, kLoThreads, 0, s>>>(pass_b_, nullptr);
+    sf_pass_b<kElo, true, k16><<<nw, kLoThreads, 0, s>>>(pass_b_, nullptr);
   CUDA_CHECK_LAUNCH();
   core_.share_item_sums(partial_.get(), s);  // a cut tensor's sums over its ranks
   sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(),
                                                       core_.crec.get(), norm_.get());
   CUDA_CHECK_LAUNCH();
   if (fast_c) {
-    fast_pass_c<kElo>(s);  // small_fc_fast.cu; sums the tiles' p^2 for the next pass B
+    fast_pass_c<kElo, k16>(s);  // small_fc_fast.cu; sums the tiles' p^2 for the next pass B
     psq_ready_ = true;
     return;
   }
@@ -245,7 +253,8 @@ void SmallFcLopt::passes(cudaStream_t s) {
   const unsigned n_exact = unsigned(rule_.fast ? core_.flat_chunks.size() : core_.chunks.size());
   if (n_exact) {
     sf_pass_c_exact<kElo><<<n_exact, kThreads, 0, s>>>(
-        exact_chunks, core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
+        exact_chunks, core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(),
+        reinterpret_cast<const LoRec<k16>*>(core_.state.get()),
         core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(), norm_.get(),
         mlp_.get(), sc, rule_.exp_mult, rule_.step_mult, rule_.wd);
     CUDA_CHECK_LAUNCH();

@@ -23,6 +23,7 @@ struct SfScalars {
   float grad_scale;  // the trainer's clip coefficient (1 without clipping)
   float lr;          // lr times the schedule's factor for this step
   float clip;        // ELO: its own global clip factor (1 when elo.clip_grad is off); unused by small_fc_lopt
+  int64_t count;     // earlier steps (the bf16 records' draws, small_fc_lopt.bf16_record)
 };
 
 // Which of the two optimizers a SmallFcLopt is.
@@ -50,6 +51,7 @@ class SmallFcLopt : public Optimizer {
     bool fast;
     TieRule tie;
     bool mup;
+    bool bf16_records;  // small_fc_lopt.bf16_record (ELO: never)
   };
   static Rule rule_of(const OptimOptions& o, SmallFcMode mode);
 
@@ -73,8 +75,9 @@ class SmallFcLopt : public Optimizer {
   DeviceBuffer<SfScalars> scalars_;
   std::unique_ptr<LoGlobalClip> clip_;  // ELO with elo.clip_grad
   LoPassB<SfScalars> pass_b_;           // pass B's arguments, set once
-  template <bool kElo>
+  // k16: the records in bf16 (lo_record16.h), small_fc_lopt only.
+  template <bool kElo, bool k16>
   void passes(cudaStream_t s);
-  template <bool kElo>
+  template <bool kElo, bool k16>
   void fast_pass_c(cudaStream_t s);  // small_fc_fast.cu
 };

@@ -24,6 +24,7 @@ constexpr int kChunk = 4096;  // LoCore's chunk map (small_fc_lopt's exact pass 
 __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, int64_t num_steps, double lr,
                            LrSchedule sched, const float* gscale, VeloScalars* scalars) {
   const int64_t t = *step;
+  scalars->count = t;
   const float L = *loss;
   VeloLossState& b = *lb;
   float cm_prev[10], approx_max = L;
@@ -56,14 +57,17 @@ __global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, 
 // inputs). Channels 15-26 of factored tensors are left to F2 (lo_side_sums). kReadP false: p is not read
 // and channel 2 (the sum of p^2) is psq[block], which the last pass C summed over the same elements in the
 // same order as it wrote them (so the same bits), 4 of pass B's 40 bytes an element.
-template <bool kReadP>
+// k16: the records in bf16 (velo.bf16_record), rounded with the tensor's key of this step.
+template <bool kReadP, bool k16>
 __global__ void __launch_bounds__(kLoThreads)
     velo_pass_b(const LoPassB<VeloScalars> a, const double* __restrict__ psq) {
   LO_PASS_B_POINTERS(a);
+  LoRec<k16>* __restrict__ rs = reinterpret_cast<LoRec<k16>*>(state);
   const LoDecays& d = a.d;
   const LoWork w = works[blockIdx.x];
   const LoTensor t = ts[w.tensor];
   const float gs = sc->step.grad_scale;
+  const uint64_t key = k16 ? lo_r16_tensor_key(uint64_t(sc->count), uint32_t(t.table)) : 0;
   float acc[kS];
 #pragma unroll
   for (int k = 0; k < kS; k++) acc[k] = 0.0f;
@@ -81,12 +85,12 @@ __global__ void __launch_bounds__(kLoThreads)
     const LoSides sd = lo_sides(t, rfac, cfac);
     const int64_t col = w.col0 + int(threadIdx.x);
     const float4 fb = col < t.nb ? sd.fac_b[col] : make_float4(0, 0, 0, 0);
-    lo_tile_column<4, kReadP>(w, t, g, p, state, [&](int64_t row, int64_t at, float gv, float pv, float4 old) {
+    lo_tile_column<4, kReadP>(w, t, g, p, rs, [&](int64_t row, int64_t at, float gv, float pv, float4 old) {
       float sg[3];
       lo_tile_sg(sd.fac_a[row], fb, sg);
       const float gg = velo_g(gv, gs);
       old_sums(old);
-      const float4 st = lo_step_record(state, t.s_off + at, old, gg, d);
+      const float4 st = lo_step_record(rs, t.s_off + at, old, gg, d, key, at);
       float x[18];
       velo_elem18(gg, pv, st, sg, x);
       lo_add_squares_tile<kLead, 18>(x, acc);
@@ -99,12 +103,12 @@ __global__ void __launch_bounds__(kLoThreads)
       const float gg = velo_g(gv, gs);
       old_sums(old);
       LoElem el;
-      lo_flat_step<true>(t, i, gg, pv, old, state, c.s_begin + e, diag, fv, d, el);
+      lo_flat_step<true>(t, i, gg, pv, old, rs, c.s_begin + e, diag, fv, d, el, key);
       float x[kF];
       velo_features(el, x);
       lo_add_squares_flat<kLead, kF>(x, t.factored, acc);
     };
-    lo_for_each_pair<kLoThreads, kReadP>(c, g, p, state, body);
+    lo_for_each_pair<kLoThreads, kReadP>(c, g, p, rs, body);
   }
   lo_block_sums<kS>(acc, partial + int64_t(blockIdx.x) * kS);
   if (!kReadP) {
@@ -207,7 +211,8 @@ std::vector<float> with_bias_cols(const std::vector<float>& w, const std::vector
 
 Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const Owned& owned, CrossRank* cross)
     : Optimizer(arena, opts, owned, cross),
-      core_(arena, parts_, cut_, cross, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk),
+      core_(arena, parts_, cut_, cross, parse_tie_rule(opts.velo.tie, kVeloPyloTie), false, kChunk,
+            opts.velo.bf16_record),
       dec_(nominal_decays()),
       n_(core_.n_tensors) {
   CUBLAS_CHECK(cublasCreate(&blas_));
@@ -283,10 +288,15 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
-  if (psq_ready_)
-    velo_pass_b<false><<<nw, kLoThreads, 0, s>>>(pass_b_, psq_.get());
+  const bool b16 = core_.bf16_records;
+  if (psq_ready_ && b16)
+    velo_pass_b<false, true><<<nw, kLoThreads, 0, s>>>(pass_b_, psq_.get());
+  else if (psq_ready_)
+    velo_pass_b<false, false><<<nw, kLoThreads, 0, s>>>(pass_b_, psq_.get());
+  else if (b16)
+    velo_pass_b<true, true><<<nw, kLoThreads, 0, s>>>(pass_b_, nullptr);
   else
-    velo_pass_b<true><<<nw, kLoThreads, 0, s>>>(pass_b_, nullptr);
+    velo_pass_b<true, false><<<nw, kLoThreads, 0, s>>>(pass_b_, nullptr);
   CUDA_CHECK_LAUNCH();
   psq_ready_ = true;                         // pass C below sums p^2 as it writes p
   core_.share_item_sums(partial_.get(), s);  // a cut tensor's sums over its ranks

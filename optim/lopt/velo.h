@@ -12,6 +12,7 @@
 struct VeloScalars {  // written by each step's first kernel
   LoStepScalars step;
   float lstm_shared[18];  // the LSTM inputs every tensor shares: 9 fraction-of-training, 9 loss features
+  int64_t count;          // earlier steps (the bf16 records' draws)
 };
 
 // The loss features' state (velo.md 4.2), on the device: 10 EMAs of the clipped loss at the decays of

@@ -109,9 +109,10 @@ __device__ __forceinline__ void velo_head(const float (*h0)[4], const float4* th
 // ~110 lines (the per-tensor weights into shared memory, then a tile's or a flat run's elements): ptxas's
 // output follows the compiler's value numbering, which moving the two branches into functions changes (as
 // it did for the attention kernels, scripts/compare_kernels.sh); the kernel keeps the code measured.
+template <class Rec>  // the record: float4, or uint2 with velo.bf16_record
 __global__ void __launch_bounds__(kLoThreads, 2)
     velo_pass_c(const LoWork* __restrict__ works, const LoTensor* __restrict__ ts, const float* __restrict__ g,
-                float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const float4* __restrict__ state,
+                float* __restrict__ p, __nv_bfloat16* __restrict__ pb, const Rec* __restrict__ state,
                 const float4* __restrict__ diag, const float4* __restrict__ rrec, const float4* __restrict__ crec,
                 const float4* __restrict__ rfac, const float4* __restrict__ cfac, const float4* __restrict__ side_a,
                 const float4* __restrict__ side_b, const float* __restrict__ norm, const float* __restrict__ theta,
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(kLoThreads, 2)
         const int64_t at = at0 + int64_t(min(r + u, w.n - 1)) * nb;  // past the tile's end: repeat its last row
         gv[u] = g[t.p_off + at];
         pv[u] = p[t.p_off + at];
-        st[u] = state[t.s_off + at];
+        st[u] = lo_rec_load(state, t.s_off + at);
       }
 #pragma unroll
       for (int u = 0; u < kUnrollC; u++) {
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(kLoThreads, 2)
       const int64_t i = w.row0 + e;
       const float gv = velo_g(g[t.p_off + i], gs);
       const float pv = p[t.p_off + i];
-      const float4 st = state[t.s_off + i];
+      const float4 st = lo_rec_load(state, t.s_off + i);
       LoElem el;
       lo_elem<true>(t, i, gv, pv, st, LoFactorView{rrec, crec, rfac, cfac, diag}, el);
       float x[32];
@@ -245,9 +246,15 @@ void Velo::pass_c(cudaStream_t s) {
     velo_side<<<unsigned(core_.side_items.size()), 256, 0, s>>>(side);
     CUDA_CHECK_LAUNCH();
   }
-  velo_pass_c<<<unsigned(core_.work.size()), kLoThreads, 0, s>>>(
-      core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), core_.state.get(),
-      core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(), side_a_.get(),
-      side_b_.get(), norm_.get(), theta_.get(), cs_.get(), scalars_.get(), float(opts_.velo.weight_decay), psq_.get());
-  CUDA_CHECK_LAUNCH();
+  auto launch = [&](auto* state) {
+    velo_pass_c<<<unsigned(core_.work.size()), kLoThreads, 0, s>>>(
+        core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), state,
+        core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(), side_a_.get(),
+        side_b_.get(), norm_.get(), theta_.get(), cs_.get(), scalars_.get(), float(opts_.velo.weight_decay), psq_.get());
+    CUDA_CHECK_LAUNCH();
+  };
+  if (core_.bf16_records)
+    launch(reinterpret_cast<const uint2*>(core_.state.get()));
+  else
+    launch(static_cast<const float4*>(core_.state.get()));
 }

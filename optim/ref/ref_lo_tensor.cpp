@@ -4,6 +4,7 @@
 // their Adafactor factors.
 #include <cmath>
 
+#include "optim/lopt/lo_record16.h"
 #include "optim/ref/ref_lopt.h"
 
 RefLoTensor::RefLoTensor(const std::vector<int64_t>& shape, TieRule tie) : fd(factored_dims(shape, tie)) {
@@ -33,11 +34,16 @@ RefLoTensor::RefLoTensor(const std::vector<int64_t>& shape, TieRule tie) : fd(fa
   groups_ = nd.count_without(fd.d0, fd.d1);
 }
 
-void RefLoTensor::update(const std::vector<float>& g, const LoDecays& d) {
+void RefLoTensor::update(const std::vector<float>& g, const LoDecays& d, const uint64_t* record_key) {
   for (int64_t i = 0; i < n_; i++) {
     const float gi = g[size_t(i)];
     for (int k = 0; k < 3; k++) m[k][size_t(i)] = d.m[k] * m[k][size_t(i)] + (1.0f - d.m[k]) * gi;
     v[size_t(i)] = d.v * v[size_t(i)] + (1.0f - d.v) * gi * gi;
+    if (record_key) {
+      const uint64_t r = lo_r16_draws(*record_key, uint64_t(i));
+      for (int k = 0; k < 3; k++) m[k][size_t(i)] = lo_bf16_value(lo_bf16_sr(m[k][size_t(i)], uint32_t(r >> (16 * k))));
+      v[size_t(i)] = lo_bf16_value(lo_bf16_sr(v[size_t(i)], uint32_t(r >> 48)));
+    }
     if (!fd.factored)
       for (int k = 0; k < 3; k++) V_[k][size_t(i)] = d.f[k] * V_[k][size_t(i)] + (1.0f - d.f[k]) * (gi * gi + 1e-30f);
   }

@@ -18,7 +18,9 @@ std::unique_ptr<RefOptimizer> make_ref_elo(const ParamTable& t, const OptimOptio
 class RefLoTensor {
  public:
   RefLoTensor(const std::vector<int64_t>& shape, TieRule tie);
-  void update(const std::vector<float>& g, const LoDecays& d);  // then the factors from the new state
+  // Then the factors from the new state. With record_key (lo_record16.h's tensor key of this step), the
+  // record {m0, m1, m2, v} is kept in bf16, each value rounded stochastically by element i's draws.
+  void update(const std::vector<float>& g, const LoDecays& d, const uint64_t* record_key = nullptr);
   struct Elem {
     float row[3], col[3];  // R and C entries (vectors: V twice)
     float fg[3], fm[3];    // Adafactor factor for the gradient and for the momenta

@@ -2,6 +2,7 @@
 // with per-tensor normalisation of the first 28, the 39-32-32-2 MLP and PyLO's output rule.
 #include <cmath>
 
+#include "optim/lopt/lo_record16.h"
 #include "optim/ref/ref_lopt.h"
 
 std::vector<int64_t> NdShape::coords(int64_t flat) const {
@@ -123,7 +124,8 @@ class RefSmallFc : public RefOptimizer {
     const int64_t n = ti.numel;
     std::vector<float> g(static_cast<size_t>(n)), dir(g.size()), mag(g.size());
     for (int64_t i = 0; i < n; i++) g[size_t(i)] = graw[i] * gs;
-    s.update(g, dec_);  // 3.3, 3.4
+    const uint64_t key = lo_r16_tensor_key(uint64_t(t_), uint32_t(ti.index));
+    s.update(g, dec_, h.bf16_record ? &key : nullptr);  // 3.3, 3.4
     small_fc_outputs(w_, s, g.data(), p, n, tau, dir.data(), mag.data());
     // PyLO's output rule (3.8): the step, then the decoupled weight decay on the updated p.
     const float scale = mup_scale(ti, h.mup), lr = float(h.lr * opts_.schedule.factor(t_)) * scale;

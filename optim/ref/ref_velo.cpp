@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "optim/lopt/lo_record16.h"
 #include "optim/ref/ref_lopt.h"
 
 VeloLossBuffer::VeloLossBuffer(int64_t num_steps) {
@@ -208,7 +209,8 @@ class RefVelo : public RefOptimizer {
     const int64_t n = ti.numel;
     std::vector<float> g(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; i++) g[size_t(i)] = std::min(1000.0f, std::max(-1000.0f, graw[i] * gs));
-    s.update(g, dec_);  // 4.5, 4.6
+    const uint64_t key = lo_r16_tensor_key(uint64_t(t_), uint32_t(ti.index));
+    s.update(g, dec_, h.bf16_record ? &key : nullptr);  // 4.5, 4.6
     double sq[30] = {0};
     float x[30];
     for (int64_t i = 0; i < n; i++) {

@@ -215,6 +215,12 @@ TEST(ReportPylo, ExperimentFilesAndNames) {
   EXPECT_EQ(optimizer_of_extra("-o small_fc_lopt --set small_fc_lopt.fast=1 --lopt-random 1"), "small_fc_lopt:fast");
   EXPECT_EQ(optimizer_of_extra("--qkv fused"), "adamw");
   EXPECT_EQ(optimizer_of_extra("-o velo -l 0.01"), "velo");
+  EXPECT_EQ(optimizer_of_extra("-o velo --set velo.bf16_record=1"), "velo:rec16");
+  EXPECT_EQ(optimizer_of_extra("-o small_fc_lopt --set small_fc_lopt.fast=1 --set small_fc_lopt.bf16_record=1"),
+            "small_fc_lopt:fast:rec16");
+  EXPECT_EQ(optimizer_of_extra("-o velo --set small_fc_lopt.bf16_record=1"), "velo");  // another optimizer's
+  EXPECT_EQ(optimizer_title("small_fc_lopt:fast:rec16"), "small_fc_lopt (fast), bf16 records");
+  EXPECT_EQ(optimizer_title("velo:rec16"), "VeLO, bf16 records");
   EXPECT_EQ(canonical_model("d24"), "gpt2-355m");
   EXPECT_EQ(model_title("vit-ti16"), "ViT-Ti/16");
   EXPECT_EQ(model_title("mlp-w4096-d4"), "MLP 4096 wide, 4 layers");

@@ -63,5 +63,10 @@ TEST(StepCost, FlagsAddTheirBytesAndUnknownNamesAreRefused) {
   EXPECT_GT(less, 3.9);
   EXPECT_NEAR(bytes_per_param("small_fc_lopt", t, f), bytes_per_param("small_fc_lopt", t) - less, 1e-9);
   EXPECT_NEAR(bytes_per_param("elo", t, f), bytes_per_param("elo", t) - less, 1e-9);
+  f = StepBytesFlags{};
+  f.lopt_rec16 = true;  // bf16 records: 24 bytes less on every element, nothing for the others
+  EXPECT_NEAR(bytes_per_param("velo", t, f), bytes_per_param("velo", t) - 24, 1e-9);
+  EXPECT_NEAR(bytes_per_param("small_fc_lopt", t, f), bytes_per_param("small_fc_lopt", t) - 24, 1e-9);
+  EXPECT_EQ(bytes_per_param("adamw", t, f), bytes_per_param("adamw", t));
   expect_user_error([&] { step_bytes_per_elem("sgd", t[0]); }, "no step cost is known");
 }

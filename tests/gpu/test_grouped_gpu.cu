@@ -49,6 +49,9 @@ std::vector<std::pair<std::string, OptimOptions>> groupable_cases() {
   fast.small_fc.fast = fast.elo.fast = true;
   cases.push_back({"small_fc_lopt", fast});
   cases.push_back({"elo", fast});
+  OptimOptions rec16 = fast;  // the draws hang on the tensor's index in the table, whichever group steps it
+  rec16.small_fc.bf16_record = true;
+  cases.push_back({"small_fc_lopt", rec16});
   return cases;
 }
 
@@ -107,7 +110,7 @@ TEST_F(GroupedGpu, GroupsStepLikeTheWholeSetBitForBit) {
   const SmallGpt2 m;
   const std::vector<float> p0 = optim_test::random_params(m.table, 5);
   for (const auto& [name, o] : groupable_cases()) {
-    SCOPED_TRACE(name + (o.small_fc.fast ? " fast" : ""));
+    SCOPED_TRACE(name + (o.small_fc.fast ? " fast" : "") + (o.small_fc.bf16_record ? " bf16_record" : ""));
     Arena a(m.table, true), b(m.table, true);
     upload(a, p0, false);
     upload(b, p0, false);

@@ -10,8 +10,10 @@
 #include "common/cuda_check.h"
 #include "common/cuda_graph.h"
 #include "optim/grad_clip.h"
+#include "optim/lopt/lo_record16.h"
 #include "optim/lopt/lopt_weights.h"
 #include "optim/optimizer.h"
+#include "optim/ref/ref_lopt.h"
 #include "optim/ref/ref_optim.h"
 #include "tests/gpu/optimizer_test_util.h"
 #include "tests/test_util.h"
@@ -229,15 +231,19 @@ OptimOptions resume_options() {
 }  // namespace
 
 // A resumed VeLO's (and fast small_fc_lopt's) first step reads p where the uninterrupted run uses the sums of
-// p^2 its last pass C took: the two must agree to the bit.
+// p^2 its last pass C took: the two must agree to the bit. With bf16 records (":rec16") too, and a run with
+// fp32 records refuses their state.
 TEST_F(Gpu, SaveLoadContinuesBitForBit) {
   const std::string dir = make_temp_dir();
-  for (const std::string label : {"adamw", "adafactor", "muon", "small_fc_lopt", "small_fc_lopt:fast", "velo"}) {
+  for (const std::string label : {"adamw", "adafactor", "muon", "small_fc_lopt", "small_fc_lopt:fast", "velo",
+                                   "small_fc_lopt:fast:rec16", "velo:rec16"}) {
     SCOPED_TRACE(label);
     const std::string name = label.substr(0, label.find(':'));
+    const bool rec16 = label.find(":rec16") != std::string::npos;
     ParamTable table = mixed_table(false);
     OptimOptions o = resume_options();
-    o.small_fc.fast = label == "small_fc_lopt:fast";
+    o.small_fc.fast = label.find(":fast") != std::string::npos;
+    o.small_fc.bf16_record = o.velo.bf16_record = rec16;
     Arena a(table, false);
     upload(a, random_params(table, 3), false);
     auto opt = make_optimizer(name, o, a);
@@ -261,6 +267,12 @@ TEST_F(Gpu, SaveLoadContinuesBitForBit) {
     const std::vector<float> resumed = b.get_params_flat();
     ASSERT_EQ(std::memcmp(straight.data(), resumed.data(), straight.size() * 4), 0) << "resume is not bit-identical";
     EXPECT_GT(opt->state_bytes(), 0u);
+    if (rec16) {
+      OptimOptions o32 = o;
+      o32.small_fc.bf16_record = o32.velo.bf16_record = false;
+      auto fp32 = make_optimizer(name, o32, b);
+      expect_user_error([&] { fp32->load_state(SectionReader(path)); }, "it was saved with other settings");
+    }
   }
 }
 
@@ -436,6 +448,86 @@ TEST_F(Gpu, VeloMatchesReference) {
   o.velo.num_steps = 30;
   o.velo.weight_decay = 0.01;
   compare_with_reference("velo", o, 0.0f, true, {}, 22, false);
+}
+
+namespace {
+// bf16 records (velo. / small_fc_lopt.bf16_record): after every step the GPU's records are the CPU
+// reference's (RefLoTensor, the one both references step), value for value. The records follow the
+// gradients alone (not p), so the two see the same inputs throughout; a value whose fp32 update differs by an
+// ulp between them can round the other way (about 1 draw in 65536), and stays different, so up to 1 in 1000
+// may differ. Without the rounding, or with other draws, about half of them would. g_clip: the gradient's
+// clamp in the optimizer's pass B (VeLO's 1000), 0 for none.
+void expect_bf16_records_are_the_references(const std::string& name, const OptimOptions& o, TieRule tie,
+                                            const LoDecays& dec, float g_clip) {
+  ParamTable table = mixed_table(false);
+  Arena arena(table, true);
+  upload(arena, random_params(table, 11), false);
+  auto gpu = make_optimizer(name, o, arena);
+  std::vector<RefLoTensor> ref;
+  for (const auto& ti : table.tensors()) ref.emplace_back(ti.shape, tie);
+  DeviceBuffer<float> d_loss(1, "loss");
+  const Optimizer::StateBuffer moments = gpu->saved_buffers().at(1);
+  ASSERT_EQ(moments.name, "lopt.moments");
+  for (int s = 0; s < 10; s++) {
+    const std::vector<float> g = make_grads(table, 100 + uint32_t(s));
+    upload(arena, g, true);
+    const float loss = synthetic_loss(s);
+    d_loss.upload(&loss, 1);
+    StepInfo info;
+    info.d_loss = d_loss.get();
+    gpu->step(info, 0);
+    for (const auto& ti : table.tensors()) {
+      std::vector<float> gi(g.begin() + ti.offset, g.begin() + ti.offset + ti.numel);
+      if (g_clip > 0)
+        for (float& x : gi) x = std::min(g_clip, std::max(-g_clip, x));
+      const uint64_t key = lo_r16_tensor_key(uint64_t(s), uint32_t(ti.index));
+      ref[size_t(ti.index)].update(gi, dec, &key);
+    }
+    std::vector<uint2> rec(moments.bytes / sizeof(uint2));
+    CUDA_CHECK(cudaMemcpy(rec.data(), moments.ptr, rec.size() * sizeof(uint2), cudaMemcpyDeviceToHost));
+    int64_t off = 0, values = 0, differ = 0;  // the records lie tensor by tensor, each start aligned
+    for (const auto& ti : table.tensors()) {
+      const RefLoTensor& r = ref[size_t(ti.index)];
+      for (int64_t i = 0; i < ti.numel; i++) {
+        const uint2 u = rec[size_t(off + i)];
+        const float got[4] = {lo_bf16_value(uint16_t(u.x)), lo_bf16_value(uint16_t(u.x >> 16)),
+                              lo_bf16_value(uint16_t(u.y)), lo_bf16_value(uint16_t(u.y >> 16))};
+        const float want[4] = {r.m[0][size_t(i)], r.m[1][size_t(i)], r.m[2][size_t(i)], r.v[size_t(i)]};
+        for (int k = 0; k < 4; k++) differ += got[k] != want[k];
+        values += 4;
+      }
+      off += (ti.numel + ParamTable::kAlignElems - 1) / ParamTable::kAlignElems * ParamTable::kAlignElems;
+    }
+    ASSERT_LE(off, int64_t(rec.size())) << "the records' layout";
+    ASSERT_LE(differ * 1000, values) << name << " step " << s << ": " << differ << " of " << values << " differ";
+  }
+}
+}  // namespace
+
+TEST_F(Gpu, VeloBf16RecordsAreTheReferencesRecords) {
+  OptimOptions o = resume_options();
+  o.velo.num_steps = 30;
+  o.velo.bf16_record = true;
+  expect_bf16_records_are_the_references("velo", o, kVeloPyloTie, nominal_decays(), 1000.0f);
+  // The steps, with the reference keeping its records in bf16 too: the few values rounded the other way
+  // (above) move their elements' steps by about a bf16 step of a moment, far below a misread record's error.
+  Tolerance tol;
+  tol.other = 5e-3;
+  compare_with_reference("velo", o, 0.0f, true, tol, 10, false);
+}
+
+// Exact and fast: the fast pass C stages the tiles' records through shared memory (8 bytes each).
+TEST_F(Gpu, SmallFcLoptBf16RecordsAreTheReferencesRecords) {
+  for (const bool fast : {false, true}) {
+    SCOPED_TRACE(fast ? "fast" : "exact");
+    OptimOptions o = resume_options();
+    o.small_fc.bf16_record = true;
+    o.small_fc.fast = fast;
+    expect_bf16_records_are_the_references("small_fc_lopt", o, kSmallFcPyloTie, small_fc_decays(), 0.0f);
+    Tolerance tol;  // as VeLO's above; fast: its own bound (SmallFcLoptFastModeWithinBf16Tolerance)
+    tol.other = fast ? 2e-2 : 5e-3;
+    compare_with_reference("small_fc_lopt", o, 0.0f, true, tol, 10, false);
+  }
 }
 
 TEST_F(Gpu, VeloArgsortTiesClippedPastNumStepsMatchesReference) {

@@ -116,8 +116,10 @@ std::vector<Case> cases() {
   o.velo.weights = weights_dir() + "/velo";
   o.velo.num_steps = 10;
   o.celo2.weights = o.elo_celo2.weights = weights_dir() + "/celo2";
-  OptimOptions fast = o, clip = o;
+  OptimOptions fast = o, clip = o, rec16 = o;
   fast.small_fc.fast = fast.elo.fast = true;
+  rec16.velo.bf16_record = true;  // the draws hang on the tensor and element, not the rank: the cut table too
+  rec16.small_fc.bf16_record = rec16.small_fc.fast = true;
   clip.elo.clip_grad = true;  // ELO's own global norm, across ranks
   clip.celo2.clip_grad = true;
   return {{"adamw", "adamw", o},
@@ -125,8 +127,10 @@ std::vector<Case> cases() {
           {"muon", "muon", o},
           {"small_fc_lopt", "small_fc_lopt", o},
           {"small_fc_lopt", "small_fc_lopt fast", fast},
+          {"small_fc_lopt", "small_fc_lopt fast bf16_record", rec16},
           {"elo", "elo clip_grad", clip},
           {"velo", "velo", o},
+          {"velo", "velo bf16_record", rec16},
           {"celo2", "celo2 clip_grad", clip},
           {"elo_celo2", "elo_celo2", o}};
 }

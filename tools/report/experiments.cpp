@@ -86,10 +86,12 @@ std::string Paper::gpu(const std::string& item) const {
 std::string optimizer_of_extra(const std::string& extra) {
   std::smatch m;
   static const std::regex opt(R"((?:^|\s)(?:-o|--optimizer)[ =](\S+))");
-  std::string name = std::regex_search(extra, m, opt) ? std::string(m[1]) : "adamw";
-  if (extra.find(name + ".fast=1") != std::string::npos || extra.find(name + ".fast=true") != std::string::npos)
-    name += ":fast";
-  return name;
+  const std::string base = std::regex_search(extra, m, opt) ? std::string(m[1]) : "adamw";
+  auto set = [&](const std::string& key) {
+    return extra.find(base + "." + key + "=1") != std::string::npos ||
+           extra.find(base + "." + key + "=true") != std::string::npos;
+  };
+  return base + (set("fast") ? ":fast" : "") + (set("bf16_record") ? ":rec16" : "");
 }
 
 std::string canonical_model(const std::string& model) {
@@ -119,6 +121,9 @@ std::string model_title(const std::string& model) {
 }
 
 std::string optimizer_title(const std::string& opt) {
+  const std::string rec16 = ":rec16";  // the learned records in bf16 (optimizer_of_extra)
+  if (opt.size() > rec16.size() && opt.compare(opt.size() - rec16.size(), rec16.size(), rec16) == 0)
+    return optimizer_title(opt.substr(0, opt.size() - rec16.size())) + ", bf16 records";
   static const std::map<std::string, std::string> names = {
       {"adamw", "AdamW"}, {"adafactor", "Adafactor"}, {"muon", "Muon"}, {"velo", "VeLO"},
       {"small_fc_lopt", "small_fc_lopt"}, {"small_fc_lopt:fast", "small_fc_lopt (fast)"}, {"celo2", "CELO2"},

@@ -1,9 +1,9 @@
 // The learned optimizers' record {m0, m1, m2, v} in bf16 (velo.bf16_record, small_fc_lopt.bf16_record;
-// docs/performance.md, "The records in bf16"): 8 bytes an element instead of 16. Each value is rounded stochastically: up to the
-// next bf16 with probability equal to its distance from the lower one over their gap, so that an EMA with
-// decay 0.999 keeps its expectation where round-to-nearest would drop every update below half a bf16 step
-// (1/512 to 1/256 of the value) and stall. The random bits are a hash of (step key, element), so a run
-// repeats itself and the CPU reference rounds as the GPU does. Host and device.
+// docs/performance.md, "The records in bf16"): 8 bytes an element instead of 16. Each value is rounded
+// stochastically: up to the next bf16 with probability equal to its distance from the lower one over their
+// gap, so that an EMA with decay 0.999 keeps its expectation where round-to-nearest would drop every update
+// below half a bf16 step (1/512 to 1/256 of the value) and stall. The random bits are a hash of (step key,
+// element), so a run repeats itself and the CPU reference rounds as the GPU does. Host and device.
 #pragma once
 #include <cstdint>
 #include <cstring>

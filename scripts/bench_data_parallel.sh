@@ -20,8 +20,9 @@
 # -i OUTFILE` writes both tables (PARTS="table3 weak", in that order: tools/report/dp_tables.h).
 #
 # Environment: OUTFILE (required), PARTS, WORLD (every GPU), WORLDS ("1 2 WORLD"), QKV ("fused separate"),
-# OPTIMIZERS ("adamw muon small_fc_lopt:fast velo"), CONFIGS ("d12:4 d12:16 d24:8"), VIT ("vit-b16:32"),
-# SHARDED ("d24:8:velo"), SUMS ("copy nccl"), STEPS (12), WARMUP (3), CONCURRENT (0). NVLink multicast stays off.
+# OPTIMIZERS ("adamw muon small_fc_lopt:fast velo"; a ":rec16" suffix adds the learned records in bf16), CONFIGS
+# ("d12:4 d12:16 d24:8"), VIT ("vit-b16:32"), SHARDED ("d24:8:velo"), SUMS ("copy nccl"), STEPS (12), WARMUP
+# (3), CONCURRENT (0). NVLink multicast stays off.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0

@@ -131,19 +131,18 @@ __global__ void __launch_bounds__(kThreads)
                  double* __restrict__ side) {
   const LoTensor t = ts[slices[blockIdx.x].slot];
   if (!t.tile2d) return;
+  // One side's entries: its three values and their 1 / sqrt, squared and summed in double.
+  auto squares = [](const float4* rec, const float4* rs, int64_t len, double (&out)[6]) {
+    for (int64_t e = threadIdx.x; e < len; e += kThreads) {
+      const float4 v = rec[e], q = rs[e];
+      const double x[6] = {v.x, v.y, v.z, q.x, q.y, q.z};
+#pragma unroll
+      for (int k = 0; k < 6; k++) out[k] += x[k] * x[k];
+    }
+  };
   double r[6] = {0, 0, 0, 0, 0, 0}, c[6] = {0, 0, 0, 0, 0, 0};
-  for (int64_t e = threadIdx.x; e < t.r_len; e += kThreads) {
-    const float4 v = rrec[t.r_off + e], q = rsr[t.r_off + e];
-    const double x[6] = {v.x, v.y, v.z, q.x, q.y, q.z};
-#pragma unroll
-    for (int k = 0; k < 6; k++) r[k] += x[k] * x[k];
-  }
-  for (int64_t e = threadIdx.x; e < t.c_len; e += kThreads) {
-    const float4 v = crec[t.c_off + e], q = rsc[t.c_off + e];
-    const double x[6] = {v.x, v.y, v.z, q.x, q.y, q.z};
-#pragma unroll
-    for (int k = 0; k < 6; k++) c[k] += x[k] * x[k];
-  }
+  squares(rrec + t.r_off, rsr + t.r_off, t.r_len, r);
+  squares(crec + t.c_off, rsc + t.c_off, t.c_len, c);
   const double nr = double(t.numel / t.r_len), nc = double(t.numel / t.c_len);
   // channel order 15-26: R_0..2, C_0..2, rsR_0..2, rsC_0..2
   const double sums[12] = {r[0], r[1], r[2], c[0], c[1], c[2], r[3], r[4], r[5], c[3], c[4], c[5]};

@@ -16,34 +16,24 @@
 #define LO_R16_HD inline
 #endif
 
-LO_R16_HD uint32_t lo_r16_bits_of(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-#endif
-}
-LO_R16_HD float lo_r16_float_of(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-#endif
+// The bits of a 4-byte value as another 4-byte type: a float's as uint32_t, or back (a move on either side).
+template <class To, class From>
+LO_R16_HD To lo_r16_cast(From x) {
+  static_assert(sizeof(To) == 4 && sizeof(From) == 4, "4-byte values");
+  To y;
+  std::memcpy(&y, &x, 4);
+  return y;
 }
 
 // x as bf16 bits, rounded stochastically by the 16 random bits r: adding r below the kept bits and
 // truncating rounds the magnitude up exactly when r >= 65536 - (x's dropped bits). Inf stays; a NaN stays a
 // (quiet) NaN, whose dropped bits must not carry into the sign.
 LO_R16_HD uint16_t lo_bf16_sr(float x, uint32_t r) {
-  const uint32_t u = lo_r16_bits_of(x);
+  const uint32_t u = lo_r16_cast<uint32_t>(x);
   if ((u & 0x7f800000u) == 0x7f800000u) return uint16_t((u >> 16) | ((u & 0x007fffffu) ? 0x0040u : 0u));
   return uint16_t((u + (r & 0xffffu)) >> 16);
 }
-LO_R16_HD float lo_bf16_value(uint16_t b) { return lo_r16_float_of(uint32_t(b) << 16); }
+LO_R16_HD float lo_bf16_value(uint16_t b) { return lo_r16_cast<float>(uint32_t(b) << 16); }
 
 // One tensor's key at a step, then 64 random bits for its element i: four 16-bit draws, one per value of the
 // record (m0 in the low bits). The draws hang on (step, tensor, element), not on where an arena puts the

@@ -13,7 +13,7 @@
 #include "tests/test_util.h"
 
 namespace {
-float bits_float(uint32_t u) { return lo_r16_float_of(u); }
+float bits_float(uint32_t u) { return lo_r16_cast<float>(u); }
 
 // Values with every kind of low half: normal of both signs, tiny, subnormal, near the largest finite.
 std::vector<float> probes() {

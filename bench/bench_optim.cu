@@ -118,7 +118,8 @@ void measure(const Measure& m, const std::string& entry, const OptimOptions& oo,
   bf.own_clip = name == "elo" && eo.elo.clip_grad;
   bf.dx_bf16 = c2.ns == "bf16" && c2.orthogonalize;
   bf.lopt_fast = (name == "small_fc_lopt" && eo.small_fc.fast) || (name == "elo" && eo.elo.fast);
-  bf.lopt_rec16 = (name == "velo" && eo.velo.bf16_record) || (name == "small_fc_lopt" && eo.small_fc.bf16_record);
+  bf.lopt_rec16 = (name == "velo" && eo.velo.bf16_record) || (name == "small_fc_lopt" && eo.small_fc.bf16_record) ||
+                  ((name == "celo2" || name == "elo_celo2") && c2.bf16_record);
   const std::vector<Part> parts = owned_parts(table, owned);
   const std::vector<int> mine = part_tensors(parts);
   const double bytes = step_bytes(name, table, parts, bf), floor_ms = bytes / m.bandwidth * 1e3, med = median_ms(ms);

@@ -38,7 +38,7 @@ double step_bytes_per_elem(const std::string& o, const TensorInfo& t, const Step
   else if (o == "velo")
     per = (t.ndim() > 1 ? 68 : 96) - (f.lopt_rec16 ? 24 : 0);
   else if (celo2_family(o))
-    per = celo2_learned(t) ? (f.dx_bf16 ? 82 : 92) : 28;
+    per = celo2_learned(t) ? (f.dx_bf16 ? 82 : 92) - (f.lopt_rec16 ? 24 : 0) : 28;
   else
     user_error("no step cost is known for optimizer '", o, "'.");
   return per + (f.bf16_copy ? 2 : 0) + (f.trainer_clip ? 4 : 0) + (f.own_clip ? 4 : 0);

@@ -14,7 +14,7 @@ struct StepBytesFlags {
   bool own_clip = false;      // the optimizer's own global clip (elo.clip_grad) reads g once more (+4)
   bool dx_bf16 = true;        // CELO2's direction buffer in bf16 (its Newton-Schulz in bf16, the default)
   bool lopt_fast = false;     // small_fc_lopt / ELO fast: pass B reads no p of a matrix (-4 on 2-D tensors)
-  bool lopt_rec16 = false;    // the learned records in bf16 (velo. / small_fc_lopt.bf16_record): 8 bytes, not 16
+  bool lopt_rec16 = false;    // the learned records in bf16 (VeLO, small_fc_lopt, CELO2's learned tensors): -24
 };
 
 // Bytes per element of t that `optimizer` reads and writes in one step; UserError for an unknown name.

@@ -56,6 +56,7 @@ __global__ void __launch_bounds__(kThreads)
   sc.lr_adam = float(a.adam_lr_mult * lr);
   sc.bc1 = float(1.0 - pow(a.beta1, double(t + 1)));
   sc.bc2 = float(1.0 - pow(a.beta2, double(t + 1)));
+  sc.count = t;
   *out = sc;
   *step = t + 1;
 }
@@ -149,7 +150,7 @@ void Celo2::plan_clip() {
 void Celo2::plan_learned(const std::vector<int>& learned) {
   if (learned.empty()) return;
   const ParamTable& tab = arena_.table();
-  core_ = std::make_unique<LoCore>(arena_, learned, parse_tie_rule(h_.tie, kCelo2PyloTie), false, kRun);
+  core_ = std::make_unique<LoCore>(arena_, learned, parse_tie_rule(h_.tie, kCelo2PyloTie), false, kRun, h_.bf16_record);
   using Shape = std::pair<int64_t, int64_t>;
   std::map<Shape, int> count;
   for (int k = 0; k < int(learned.size()); k++) {

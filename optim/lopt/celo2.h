@@ -43,6 +43,7 @@ struct C2Item {
 struct C2Scalars {
   float gs, clip, gs_total;  // trainer's scale, CELO2's global clip factor, and their product (LoCore)
   float lr, lr_adam, bc1, bc2;
+  int64_t count;  // earlier steps (the bf16 records' draws, celo2.bf16_record)
 };
 
 // Which of the two optimizers a Celo2 is.
@@ -68,7 +69,7 @@ class Celo2 : public Optimizer {
   void plan_adam(const std::vector<Part>& adam);
   void plan_clip();
   void learned_step(cudaStream_t s);  // celo2_learned.cu
-  template <typename T>
+  template <typename T, bool k16>
   void direction_passes(T* dx, cudaStream_t s);
 
   bool elo_;  // ELO_CELO2

@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include "optim/lopt/celo2.h"
+#include "optim/lopt/lo_record16.h"
 
 namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
@@ -18,6 +19,13 @@ constexpr int kH = 8, kW0 = 0, kB0 = kCh * kH, kW1 = kB0 + kH, kB1 = kW1 + kH * 
 
 __device__ __forceinline__ float keep_nan_clamp(float x, float lo, float hi) {
   return x < lo ? lo : (x > hi ? hi : x);  // torch.clamp: NaN stays NaN
+}
+
+// Element `at` of the learned record {m0, m1, m2, v}: LoCore's state holds float4s, or with k16
+// (celo2.bf16_record) four bf16 an element.
+template <bool k16>
+__device__ __forceinline__ float4 c2_rec(const float4* state, int64_t at) {
+  return lo_rec_load(reinterpret_cast<const LoRec<k16>*>(state), at);
 }
 
 // 5.1: the trainer's scale, then the global clip factor, then the +-grad_clip_val clamp.

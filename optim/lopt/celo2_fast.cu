@@ -92,6 +92,7 @@ struct C2RowIn {
   float4 st, f_row;
   float2 hr;
 };
+template <bool k16>
 __device__ __forceinline__ C2RowIn c2_row_in(const C2FastArgs& a, const LoTensor& t, const float4* side_rows,
                                              const float4* f_rows, int64_t row, int64_t col, bool mine, int tq) {
   C2RowIn in{0.0f, 0.0f, make_float4(0, 0, 0, 0), f_rows[row],
@@ -100,12 +101,12 @@ __device__ __forceinline__ C2RowIn c2_row_in(const C2FastArgs& a, const LoTensor
     const int64_t i = row * t.nb + col;
     in.g = a.g[t.p_off + i];
     in.p = a.p[t.p_off + i];
-    in.st = a.state[t.s_off + i];
+    in.st = c2_rec<k16>(a.state, t.s_off + i);
   }
   return in;
 }
 
-template <typename T>
+template <typename T, bool k16>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) c2_pass_c_fast_k(const C2FastArgs a, T* __restrict__ dx) {
   __shared__ __align__(16) __nv_bfloat16 feat[kWarps][32][kFeatLd];  // 48-byte rows: ldmatrix conflict-free
   const int w = a.tiles[blockIdx.x];
@@ -146,11 +147,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) c2_pass_c_fast_k(const C
   double acc = 0;
   // The next row's loads are issued before this row's work (one row of loads in flight per warp would leave
   // the memory system idle while the warp computes).
-  C2RowIn next = c2_row_in(a, t, side_rows, f_rows, wk.row0, col, mine, tq);
+  C2RowIn next = c2_row_in<k16>(a, t, side_rows, f_rows, wk.row0, col, mine, tq);
   for (int r = 0; r < wk.n; r++) {
     const int64_t row = wk.row0 + r;
     const C2RowIn in = next;
-    if (r + 1 < wk.n) next = c2_row_in(a, t, side_rows, f_rows, row + 1, col, mine, tq);
+    if (r + 1 < wk.n) next = c2_row_in<k16>(a, t, side_rows, f_rows, row + 1, col, mine, tq);
     const float2 hr = in.hr;
     uint32_t packed[kFeatLd / 2] = {};
     if (mine) {
@@ -188,7 +189,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) c2_pass_c_fast_k(const C
 
 template <typename T>
 void c2_pass_c_fast(const C2FastArgs& a, T* dx, cudaStream_t s) {
-  c2_pass_c_fast_k<T><<<unsigned(a.n_tiles), kThreads, 0, s>>>(a, dx);
+  if (a.rec16)
+    c2_pass_c_fast_k<T, true><<<unsigned(a.n_tiles), kThreads, 0, s>>>(a, dx);
+  else
+    c2_pass_c_fast_k<T, false><<<unsigned(a.n_tiles), kThreads, 0, s>>>(a, dx);
   CUDA_CHECK_LAUNCH();
 }
 template void c2_pass_c_fast(const C2FastArgs& a, float* dx, cudaStream_t s);

@@ -27,6 +27,7 @@ struct C2FastArgs {
   float cv, exp_mult;
   int param_scale_mult;
   double* tile_partial;  // per work item: the tile's sum of D^2
+  bool rec16;            // state holds the records in bf16 (celo2.bf16_record): 8 bytes an element
 };
 
 // T: float or __nv_bfloat16 (the direction buffer's type).

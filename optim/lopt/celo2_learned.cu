@@ -33,19 +33,20 @@ struct C2Pass {
 // Features of element i of tensor t, whose R and C entries are ri and ci (record indices, lo_rc_index plus
 // the tensor's offsets); update: advance the record first (pass B) or read it (pass C). kReadP false: p is
 // not read and channel 2 is 0 (pass B taking the sum of p^2 from the last apply). kSided: channels 15-26 are
-// left unset and R, C and their 1 / sqrt are not read (c2_side_sums).
-template <bool kReadP = true, bool kSided = false>
+// left unset and R, C and their 1 / sqrt are not read (c2_side_sums). k16: the record in bf16, stored
+// rounded with the tensor's key of this step (lo_record16.h).
+template <bool kReadP = true, bool kSided = false, bool k16 = false>
 __device__ __forceinline__ void c2_element_rc(const C2Pass& a, const LoTensor& t, int64_t i, int64_t ri, int64_t ci,
-                                              bool update, const C2Scalars& sc, float* x) {
+                                              bool update, const C2Scalars& sc, float* x, uint64_t key = 0) {
   const float g = c2_grad(a.g[t.p_off + i], sc, a.cv), p = kReadP ? a.p[t.p_off + i] : 0.0f;
-  float4 st = a.state[t.s_off + i];
+  float4 st = c2_rec<k16>(a.state, t.s_off + i);
   if (update) {
     const LoDecays& d = a.d;
     st.x = d.m[0] * st.x + (1.0f - d.m[0]) * g;
     st.y = d.m[1] * st.y + (1.0f - d.m[1]) * g;
     st.z = d.m[2] * st.z + (1.0f - d.m[2]) * g;
     st.w = d.v * st.w + (1.0f - d.v) * g * g;
-    a.state[t.s_off + i] = st;
+    st = lo_rec_store(reinterpret_cast<LoRec<k16>*>(a.state), t.s_off + i, st, key, i);
   }
   if (kSided) {
     const float4 none = make_float4(0, 0, 0, 0);
@@ -56,12 +57,12 @@ __device__ __forceinline__ void c2_element_rc(const C2Pass& a, const LoTensor& t
 }
 
 // The same, the record indices from i.
-template <bool kReadP = true, bool kSided = false>
+template <bool kReadP = true, bool kSided = false, bool k16 = false>
 __device__ __forceinline__ void c2_element(const C2Pass& a, const LoTensor& t, int64_t i, bool update,
-                                           const C2Scalars& sc, float* x) {
+                                           const C2Scalars& sc, float* x, uint64_t key = 0) {
   int64_t ri, ci;
   lo_rc_index(t, i, ri, ci);
-  c2_element_rc<kReadP, kSided>(a, t, i, ri + t.r_off, ci + t.c_off, update, sc, x);
+  c2_element_rc<kReadP, kSided, k16>(a, t, i, ri + t.r_off, ci + t.c_off, update, sc, x, key);
 }
 
 // The features 1 / sqrt(R + 1e-8) and 1 / sqrt(C + 1e-8) once per R and C entry instead of once per
@@ -77,18 +78,19 @@ __global__ void c2_rsqrt_rc(const float4* __restrict__ rec, int64_t n, float4* _
 // kSided (the tile2d tensors: 2-D, rows na x columns nb): channels 15-26 stay 0, and the thread's row and
 // column are divided out once and then stepped by kThreads columns, instead of lo_rc_index's division per
 // element (the same indices).
-template <bool kReadP, bool kSided>
+template <bool kReadP, bool kSided, bool k16>
 __device__ __forceinline__ void c2_pass_b_item(const C2Pass& a, const LoTensor& t, const C2Item& it,
                                                const C2Scalars& sc, float* acc) {
+  const uint64_t key = k16 ? lo_r16_tensor_key(uint64_t(sc.count), uint32_t(t.table)) : 0;
   int64_t row = (it.begin + threadIdx.x) / t.nb, col = (it.begin + threadIdx.x) - row * t.nb;
   for (int e = threadIdx.x; e < it.n; e += kThreads) {
     float x[kCh];
     if (kSided) {  // lo_rc_index of a 2-D tensor: R drops d0, so R is indexed by the column when d0 is axis A
       const int64_t ri = t.d0_is_a ? col : row, ci = t.d0_is_a ? row : col;
-      c2_element_rc<kReadP, true>(a, t, it.begin + e, ri + t.r_off, ci + t.c_off, true, sc, x);
+      c2_element_rc<kReadP, true, k16>(a, t, it.begin + e, ri + t.r_off, ci + t.c_off, true, sc, x, key);
       for (col += kThreads; col >= t.nb; col -= t.nb) row++;
     } else {
-      c2_element<kReadP, false>(a, t, it.begin + e, true, sc, x);
+      c2_element<kReadP, false, k16>(a, t, it.begin + e, true, sc, x, key);
     }
 #pragma unroll
     for (int c = 0; c < kCh; c++)
@@ -101,8 +103,8 @@ __device__ __forceinline__ void c2_pass_b_item(const C2Pass& a, const LoTensor& 
 // memory-bound pass), the block in double (c2_block_sums). The tile2d tensors' channels 15-26 are left to
 // c2_side_sums (0 here). kReadP false: no p is read, and channel 2's sum (p is channel 2) is p2[item], which
 // the last apply took over the same elements in the same order as it wrote them: the same bits, 4 bytes an
-// element less.
-template <bool kReadP>
+// element less. k16: the records in bf16.
+template <bool kReadP, bool k16>
 __global__ void __launch_bounds__(kThreads, 3)
     c2_pass_b(const C2Pass a, double* __restrict__ partial, const double* __restrict__ p2) {
   const C2Item it = a.items[blockIdx.x];
@@ -112,9 +114,9 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
   for (int c = 0; c < kCh; c++) acc[c] = 0;
   if (t.tile2d)
-    c2_pass_b_item<kReadP, true>(a, t, it, sc, acc);
+    c2_pass_b_item<kReadP, true, k16>(a, t, it, sc, acc);
   else
-    c2_pass_b_item<kReadP, false>(a, t, it, sc, acc);
+    c2_pass_b_item<kReadP, false, k16>(a, t, it, sc, acc);
   c2_block_sums<kCh>(acc, partial + int64_t(blockIdx.x) * kPart);
   if (kReadP) return;
   __syncthreads();  // after thread 2's store of channel 2
@@ -287,7 +289,7 @@ __device__ __forceinline__ void c2_emit(const C2PassC& c, float dir, float mag, 
 // Frobenius norm, or the final RMS without NS). Two elements per iteration, e and e + kThreads, so that
 // each MLP weight is loaded once for both. When the second is past the item's end the first is computed
 // twice and the copy dropped. D^2 is added in the order of the one-element loop (e, e + kThreads, ...).
-template <typename T>
+template <typename T, bool k16>
 __global__ void __launch_bounds__(kThreads, 2)
     c2_pass_c(const C2Pass a, const C2PassC c, const int32_t* __restrict__ item_ids, T* __restrict__ dx) {
   const int item = item_ids[blockIdx.x];
@@ -303,8 +305,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     const bool two = e + kThreads < it.n;
     const int f = two ? e + kThreads : e;
     float x[kCh], y[kCh];
-    c2_element(a, t, it.begin + e, false, sc, x);
-    c2_element(a, t, it.begin + f, false, sc, y);
+    c2_element<true, false, k16>(a, t, it.begin + e, false, sc, x);
+    c2_element<true, false, k16>(a, t, it.begin + f, false, sc, y);
 #pragma unroll
     for (int k = 0; k < kCh; k++) {
       x[k] *= sg[k];
@@ -320,11 +322,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // The features of element (row, col) of a tile2d tensor but channels 15-26, from the two sides' factors.
+template <bool k16>
 __device__ __forceinline__ void c2_tile_features(const C2Pass& a, const LoTensor& t, int64_t i, float4 f_row,
                                                  float4 f_col, const C2Scalars& sc, float* x) {
   const float g = c2_grad(a.g[t.p_off + i], sc, a.cv), p = a.p[t.p_off + i];
   const float4 none = make_float4(0, 0, 0, 0);
-  c2_features<true>(g, p, a.state[t.s_off + i], none, none, f_row, f_col, none, none, x);  // rf cf = cf rf
+  c2_features<true>(g, p, c2_rec<k16>(a.state, t.s_off + i), none, none, f_row, f_col, none, none, x);  // rf cf = cf rf
 }
 
 // Pass C over a tile of a tile2d tensor (LoCore's work item: up to kTileRows rows x 256 columns, a column per
@@ -332,7 +335,7 @@ __device__ __forceinline__ void c2_tile_features(const C2Pass& a, const LoTensor
 // row that every thread of the block shares; channels 15-26 come only through the side tables (c2_side).
 // Two rows per iteration, so that each MLP weight load feeds two elements. The tile's sum of D^2, each
 // thread's rows in order, into tile_partial.
-template <typename T>
+template <typename T, bool k16>
 __global__ void __launch_bounds__(kThreads, 2)
     c2_pass_c_tiles(const C2Pass a, const C2PassC c, const LoWork* __restrict__ works,
                     const int32_t* __restrict__ tile_ids, double* __restrict__ tile_partial, T* __restrict__ dx) {
@@ -368,8 +371,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         hx[j] = ha[j] + hc[j];
         hy[j] = hb[j] + hc[j];
       }
-      c2_tile_features(a, t, r0 * t.nb + col, f_rows[r0], f_col, sc, x);
-      c2_tile_features(a, t, r1 * t.nb + col, f_rows[r1], f_col, sc, y);
+      c2_tile_features<k16>(a, t, r0 * t.nb + col, f_rows[r0], f_col, sc, x);
+      c2_tile_features<k16>(a, t, r1 * t.nb + col, f_rows[r1], f_col, sc, y);
 #pragma unroll
       for (int k = 0; k < kCh; k++) {
         if (c2_side_channel(k)) continue;
@@ -458,14 +461,20 @@ void Celo2::learned_step(cudaStream_t s) {
     c2_rsqrt_rc<<<unsigned((n + 255) / 256), 256, 0, s>>>(rec->get(), n, out->get());
     CUDA_CHECK_LAUNCH();
   }
-  if (dx_bf16_)
-    direction_passes(reinterpret_cast<__nv_bfloat16*>(dx_.get()), s);
+  const bool r16 = core_->bf16_records;
+  if (dx_bf16_ && r16)
+    direction_passes<__nv_bfloat16, true>(reinterpret_cast<__nv_bfloat16*>(dx_.get()), s);
+  else if (dx_bf16_)
+    direction_passes<__nv_bfloat16, false>(reinterpret_cast<__nv_bfloat16*>(dx_.get()), s);
+  else if (r16)
+    direction_passes<float, true>(reinterpret_cast<float*>(dx_.get()), s);
   else
-    direction_passes(reinterpret_cast<float*>(dx_.get()), s);
+    direction_passes<float, false>(reinterpret_cast<float*>(dx_.get()), s);
 }
 
-// Passes B and C, Newton-Schulz and the apply pass, with the direction buffer's element type T.
-template <typename T>
+// Passes B and C, Newton-Schulz and the apply pass, with the direction buffer's element type T; k16: the
+// records in bf16.
+template <typename T, bool k16>
 void Celo2::direction_passes(T* dx, cudaStream_t s) {
   const C2Pass a{items_.get(),           mats_.get(),        core_->tensors.get(), arena_.grads(),    arena_.params(),
                  arena_.params_bf16(),   core_->state.get(), core_->rrec.get(),    core_->crec.get(), core_->rfac.get(),
@@ -473,9 +482,9 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
                  float(h_.grad_clip_val), side_r_.get(),     side_c_.get()};
   const unsigned ni = unsigned(n_items_), ns = unsigned(n_slices_);
   if (p2_ready_)
-    c2_pass_b<false><<<ni, kThreads, 0, s>>>(a, partial_.get(), p2_.get());
+    c2_pass_b<false, k16><<<ni, kThreads, 0, s>>>(a, partial_.get(), p2_.get());
   else
-    c2_pass_b<true><<<ni, kThreads, 0, s>>>(a, partial_.get(), nullptr);
+    c2_pass_b<true, k16><<<ni, kThreads, 0, s>>>(a, partial_.get(), nullptr);
   CUDA_CHECK_LAUNCH();
   c2_side_sums<<<ns, kThreads, 0, s>>>(slices_.get(), core_->tensors.get(), core_->rrec.get(), core_->crec.get(),
                                        rsr_.get(), rsc_.get(), side_sums_.get());
@@ -497,17 +506,18 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
   c.exp_mult = float(h_.exp_mult);
   c.param_scale_mult = h_.param_scale_mult ? 1 : 0;
   if (c_items_.size()) {
-    c2_pass_c<<<unsigned(c_items_.size()), kThreads, 0, s>>>(a, c, c_items_.get(), dx);
+    c2_pass_c<T, k16><<<unsigned(c_items_.size()), kThreads, 0, s>>>(a, c, c_items_.get(), dx);
     CUDA_CHECK_LAUNCH();
   }
   if (c_tiles_.size() && h_.fast) {
     const C2FastArgs f{core_->work.get(), c_tiles_.get(), int(c_tiles_.size()), core_->tensors.get(), mats_.get(),
                        arena_.grads(),    arena_.params(), core_->state.get(), core_->rfac.get(), core_->cfac.get(),
                        side_r_.get(),     side_c_.get(),   sigma_.get(),       psq_.get(),        weights_.get(),
-                       scalars_.get(),    float(h_.grad_clip_val), c.exp_mult, c.param_scale_mult, tile_partial_.get()};
+                       scalars_.get(),    float(h_.grad_clip_val), c.exp_mult, c.param_scale_mult, tile_partial_.get(),
+                       k16};
     c2_pass_c_fast(f, dx, s);
   } else if (c_tiles_.size()) {
-    c2_pass_c_tiles<<<unsigned(c_tiles_.size()), kThreads, 0, s>>>(a, c, core_->work.get(), c_tiles_.get(),
+    c2_pass_c_tiles<T, k16><<<unsigned(c_tiles_.size()), kThreads, 0, s>>>(a, c, core_->work.get(), c_tiles_.get(),
                                                                tile_partial_.get(), dx);
     CUDA_CHECK_LAUNCH();
   }
@@ -530,5 +540,7 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   p2_ready_ = true;  // the next pass B takes channel 2's sums from this apply
 }
-template void Celo2::direction_passes(float* dx, cudaStream_t s);
-template void Celo2::direction_passes(__nv_bfloat16* dx, cudaStream_t s);
+template void Celo2::direction_passes<float, false>(float* dx, cudaStream_t s);
+template void Celo2::direction_passes<float, true>(float* dx, cudaStream_t s);
+template void Celo2::direction_passes<__nv_bfloat16, false>(__nv_bfloat16* dx, cudaStream_t s);
+template void Celo2::direction_passes<__nv_bfloat16, true>(__nv_bfloat16* dx, cudaStream_t s);

@@ -304,8 +304,8 @@ static std::vector<Part> whole_parts(const ParamTable& tab, const std::vector<in
   return v;
 }
 
-LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool mup, int chunk_elems)
-    : LoCore(a, whole_parts(a.table(), owned), {}, nullptr, tie, mup, chunk_elems) {}
+LoCore::LoCore(const Arena& a, const std::vector<int>& owned, TieRule tie, bool mup, int chunk_elems, bool bf16)
+    : LoCore(a, whole_parts(a.table(), owned), {}, nullptr, tie, mup, chunk_elems, bf16) {}
 
 // What the constructor builds on the host before uploading it.
 struct LoCore::HostPlan {

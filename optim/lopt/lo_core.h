@@ -112,7 +112,8 @@ struct LoItem {
 class LoCore {
  public:
   // Over the tensors `owned` (table indices, ascending), whole; slot k of every device table is owned[k].
-  LoCore(const Arena& arena, const std::vector<int>& owned, TieRule tie, bool mup, int chunk_elems);
+  LoCore(const Arena& arena, const std::vector<int>& owned, TieRule tie, bool mup, int chunk_elems,
+         bool bf16_records = false);
   // Over `parts` (owned_parts: sorted, ends filled in) as one rank's share of a sharded step: `cut` is the
   // plan's cut tensor (Owned::cut: at most one, held here or not), whose statistics are summed over the
   // ranks through `cross` (lo_core.h's top).

@@ -109,6 +109,9 @@ struct Celo2Options {
   // Pass C's MLP on tensor cores for the 2-D matrices (bf16 layer 1, fp16 layers 2-3, fp32 accumulation;
   // celo2_fast.cu) instead of exact fp32.
   bool fast = false;
+  // The learned tensors' {m0, m1, m2, v} in bf16, rounded stochastically (lo_record16.h); ELO_CELO2's AdamW
+  // side path keeps its fp32 accumulators.
+  bool bf16_record = false;
   std::string weights;  // folder or model.safetensors (CELO2MLP layout); empty = the default (celo2_weights.h)
   std::string tie = "pylo";
   double adam_wd() const { return adam_weight_decay < 0 ? weight_decay : adam_weight_decay; }

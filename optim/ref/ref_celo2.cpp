@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "optim/lopt/lo_record16.h"
+
 RefCelo2::RefCelo2(const ParamTable& t, const OptimOptions& o, const Celo2Options& h, const Celo2Weights& w,
                    std::string name, bool own_adam, Celo2Trace* trace)
     : RefOptimizer(t, o), h_(h), w_(w), name_(std::move(name)), trace_(trace), dec_(celo2_decays()) {
@@ -74,7 +76,8 @@ float rms(const float* p, int64_t n) {
 
 void RefCelo2::learned_tensor(const TensorInfo& ti, float* p, const std::vector<float>& g, float lr, float wd) {
   RefLoTensor& s = *lo_[size_t(ti.index)];
-  s.update(g, dec_);  // 5.4, 5.5
+  const uint64_t key = lo_r16_tensor_key(uint64_t(t_ - 1), uint32_t(ti.index));  // t_ counts this step already
+  s.update(g, dec_, h_.bf16_record ? &key : nullptr);  // 5.4, 5.5
   const int64_t n = ti.numel, slice = slice_size(ti);
   const int nf = s.fd.factored ? 30 : 15;
   // Pass 1: each channel's mean square over each slice (5.7).

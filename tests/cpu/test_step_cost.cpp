@@ -68,5 +68,9 @@ TEST(StepCost, FlagsAddTheirBytesAndUnknownNamesAreRefused) {
   EXPECT_NEAR(bytes_per_param("velo", t, f), bytes_per_param("velo", t) - 24, 1e-9);
   EXPECT_NEAR(bytes_per_param("small_fc_lopt", t, f), bytes_per_param("small_fc_lopt", t) - 24, 1e-9);
   EXPECT_EQ(bytes_per_param("adamw", t, f), bytes_per_param("adamw", t));
+  for (const auto& ti : t.tensors()) {  // CELO2: its learned tensors (hidden matrices) only
+    const double d = step_bytes_per_elem("celo2", ti) - step_bytes_per_elem("celo2", ti, f);
+    EXPECT_EQ(d, ti.ndim() == 2 && ti.role == Role::Hidden ? 24.0 : 0.0) << ti.name;
+  }
   expect_user_error([&] { step_bytes_per_elem("sgd", t[0]); }, "no step cost is known");
 }

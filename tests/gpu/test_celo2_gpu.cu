@@ -179,19 +179,37 @@ TEST_F(Celo2Gpu, FastMlpStaysNearReference) {
       << "celo2.fast gave the exact mode's bits: the tensor-core pass did not run";
 }
 
+// celo2.bf16_record: the learned tensors' records in bf16, rounded stochastically with the draws the
+// reference uses, against the reference with bf16 records, exact pass C and the fast one (exact Newton-Schulz).
+// A record value whose fp32 update lands an ulp apart on the two sides can round the other way (about 1 draw
+// in 65536) and move its element's step by a bf16 step of a moment, so the exact path's bound is 5e-3 (its
+// own, 1e-4, is for fp32 records); a record read in the wrong layout moves every step by its whole size.
+TEST_F(Celo2Gpu, Bf16RecordsMatchTheReference) {
+  for (const bool fast : {false, true}) {
+    SCOPED_TRACE(fast ? "fast" : "exact");
+    OptimOptions o = celo2_options();
+    o.celo2.bf16_record = o.elo_celo2.bf16_record = true;
+    o.celo2.fast = o.elo_celo2.fast = fast;
+    compare_with_reference("celo2", o, 0.0f, true, 22, fast ? 2e-2 : 5e-3);
+    compare_with_reference("elo_celo2", o, 0.0f, false, 22, fast ? 2e-2 : 5e-3);
+  }
+}
+
 TEST_F(Celo2Gpu, SaveLoadContinuesBitForBit) {
   const std::string dir = make_temp_dir();
-  for (const std::string name : {"celo2", "elo_celo2"}) {
-    SCOPED_TRACE(name);
+  for (const std::string label : {"celo2", "elo_celo2", "celo2:rec16"}) {
+    SCOPED_TRACE(label);
+    const std::string name = label.substr(0, label.find(':'));
     ParamTable table = lopt_mixed_table();
     OptimOptions o = celo2_options();
     o.celo2.ns = o.elo_celo2.ns = "bf16";  // the default
+    o.celo2.bf16_record = label == "celo2:rec16";
     Arena a(table, false);
     upload(a, random_params(table, 3), false);
     auto opt = make_optimizer(name, o, a);
     run_steps(*opt, a, 500, 8);
     const std::vector<float> mid = a.get_params_flat();
-    const std::string path = dir + "/" + name + ".state";
+    const std::string path = dir + "/" + label + ".state";
     {
       SectionWriter w(path);
       opt->save_state(w);

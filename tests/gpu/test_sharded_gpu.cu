@@ -120,6 +120,7 @@ std::vector<Case> cases() {
   fast.small_fc.fast = fast.elo.fast = true;
   rec16.velo.bf16_record = true;  // the draws hang on the tensor and element, not the rank: the cut table too
   rec16.small_fc.bf16_record = rec16.small_fc.fast = true;
+  rec16.celo2.bf16_record = rec16.celo2.fast = true;
   clip.elo.clip_grad = true;  // ELO's own global norm, across ranks
   clip.celo2.clip_grad = true;
   return {{"adamw", "adamw", o},
@@ -132,6 +133,7 @@ std::vector<Case> cases() {
           {"velo", "velo", o},
           {"velo", "velo bf16_record", rec16},
           {"celo2", "celo2 clip_grad", clip},
+          {"celo2", "celo2 bf16_record", rec16},
           {"elo_celo2", "elo_celo2", o}};
 }
 

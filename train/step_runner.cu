@@ -313,9 +313,11 @@ void StepRunner::enqueue_optimizer() {
   if (grouped_) return;  // stepped in enqueue_grads
   StepInfo info;
   info.d_loss = loss_.get();
+  if (trace_) trace_->optimizer_begin(stream_);
   clipper_.run(stream_);
   if (clip_) info.d_grad_scale = clipper_.d_scale();
   opt_.step(info, stream_);
+  if (trace_) trace_->optimizer_end(stream_);
   if (plan_) {  // every rank's refreshed tensors to every rank: the copy the model reads
     // With a bf16 copy, the fp32 weights of other ranks' tensors are gathered only when a checkpoint
     // needs them (DataParallel::gather_params): every step it would move 2/3 of the bytes for nothing.

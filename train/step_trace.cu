@@ -17,13 +17,15 @@ StepTrace::StepTrace(int groups, int rank) : rank_(rank) {
   start_ = make();
   bwd_ = make();
   comm_ = make();
+  opt0_ = make();
+  opt1_ = make();
   end_ = make();
 }
 
 StepTrace::~StepTrace() {  // no checks: nothing may throw from here
   for (auto* v : {&ready_, &summed_})
     for (cudaEvent_t e : *v) cudaEventDestroy(e);
-  for (cudaEvent_t e : {start_, bwd_, comm_, end_})
+  for (cudaEvent_t e : {start_, bwd_, comm_, opt0_, opt1_, end_})
     if (e) cudaEventDestroy(e);
 }
 
@@ -36,6 +38,7 @@ cudaEvent_t StepTrace::make() {
 void StepTrace::start(cudaStream_t s) {
   if (!on_) return;
   ready_n_ = summed_n_ = 0;
+  opt_ = false;
   CUDA_CHECK(cudaEventRecord(start_, s));
 }
 
@@ -53,6 +56,16 @@ void StepTrace::backward_end(cudaStream_t compute) {
 
 void StepTrace::comm_end(cudaStream_t comm) {
   if (on_) CUDA_CHECK(cudaEventRecord(comm_, comm));
+}
+
+void StepTrace::optimizer_begin(cudaStream_t compute) {
+  if (on_) CUDA_CHECK(cudaEventRecord(opt0_, compute));
+}
+
+void StepTrace::optimizer_end(cudaStream_t compute) {
+  if (!on_) return;
+  CUDA_CHECK(cudaEventRecord(opt1_, compute));
+  opt_ = true;
 }
 
 void StepTrace::print(cudaStream_t s) {
@@ -75,7 +88,7 @@ void StepTrace::print(cudaStream_t s) {
   };
   std::fprintf(stderr,
                "{\"trace\":%d,\"rank\":%d,\"ready\":%s,\"summed\":%s,\"backward_end\":%.3f,\"comm_end\":%.3f,"
-               "\"step_end\":%.3f}\n",
+               "\"opt_begin\":%.3f,\"opt_end\":%.3f,\"step_end\":%.3f}\n",
                ++steps_, rank_, list(ready_, ready_n_).c_str(), list(summed_, summed_n_).c_str(), ms(bwd_), ms(comm_),
-               ms(end_));
+               opt_ ? ms(opt0_) : -1.0f, opt_ ? ms(opt1_) : -1.0f, ms(end_));
 }

@@ -42,7 +42,7 @@ std::vector<int> trace_ranks(const std::string& text) {
 }
 
 TraceSummary summarise_trace(const std::string& text, int rank, int first_step) {
-  std::vector<double> ready0, bwd, comm, end, gap, sum, tail, last;
+  std::vector<double> ready0, bwd, comm, end, gap, sum, tail, last, opt, gather;
   for (const Json& j : trace_lines(text)) {
     if (num(j, "rank", -1) != rank || num(j, "trace", -1) < first_step) continue;
     const std::vector<double> ready = numbers(j, "ready"), summed = numbers(j, "summed");
@@ -58,6 +58,11 @@ TraceSummary summarise_trace(const std::string& text, int rank, int first_step) 
     sum.push_back(median(lag));
     tail.push_back(comm.back() - bwd.back());
     last.push_back(bwd.back() - ready[blocks - 1]);
+    const double o0 = num(j, "opt_begin", -1), o1 = num(j, "opt_end", -1);
+    if (o0 >= 0 && o1 >= o0) {
+      opt.push_back(o1 - o0);
+      gather.push_back(end.back() - o1);
+    }
   }
   TraceSummary s;
   s.steps = int(ready0.size());
@@ -70,6 +75,10 @@ TraceSummary summarise_trace(const std::string& text, int rank, int first_step) 
   s.sum = median(sum);
   s.tail = median(tail);
   s.last = median(last);
+  if (opt.size() == ready0.size()) {  // every step has them, or none counts
+    s.opt = median(opt);
+    s.gather = median(gather);
+  }
   return s;
 }
 
@@ -80,7 +89,12 @@ std::string trace_line(const std::string& name, const TraceSummary& s) {
       "%-20s n=%2d ready0 %6.2f  bwd_end %6.2f  comm_end %6.2f  step %6.2f  blockgap %.3f  sum %.3f  tail %.3f  "
       "last %.3f",
       name.c_str(), s.steps, s.ready0, s.backward_end, s.comm_end, s.step_end, s.block_gap, s.sum, s.tail, s.last);
-  return buf;
+  std::string line = buf;
+  if (s.opt >= 0) {
+    std::snprintf(buf, sizeof buf, "  opt %.3f  gather %.3f", s.opt, s.gather);
+    line += buf;
+  }
+  return line;
 }
 
 }  // namespace report

@@ -2,6 +2,7 @@
 
 #include "kernels/device_utils.cuh"
 #include "optim/lopt/lo_core.h"
+#include "optim/lopt/lo_device.cuh"
 #include "optim/step_scalars.cuh"
 #include "optim/tile_reduce.cuh"
 
@@ -253,6 +254,17 @@ __global__ void __launch_bounds__(kThreads) lo_f1b(const int2* __restrict__ grou
                     rsqrtf(fmaxf(r.z / (mu2 + 1e-9f), 1e-9f)), 0.0f);
   }
 }
+
+// One block of 1024 threads a slot: a factored tensor's side sums into sums[12 slot, 12 slot + 12).
+__global__ void __launch_bounds__(1024) lo_side_sums_kernel(const LoTensor* __restrict__ ts,
+                                                            const float4* __restrict__ rrec,
+                                                            const float4* __restrict__ crec, double* __restrict__ sums) {
+  const LoTensor t = ts[blockIdx.x];
+  if (!t.factored) return;
+  __shared__ double side[12];
+  lo_side_sums(t, rrec, crec, side);
+  if (threadIdx.x < 12) sums[blockIdx.x * 12 + threadIdx.x] = side[threadIdx.x];
+}
 }  // namespace
 
 // One tensor's LoTensor before any offset into the shared buffers: its view [outer, nA, mid, nB, inner]
@@ -443,6 +455,36 @@ void LoCore::upload(const HostPlan& h, const std::vector<LoWork>& host_work, con
   part_.zero();
 }
 
+LoCore::~LoCore() {  // no checks: nothing may throw from here
+  if (side_) cudaStreamDestroy(side_);
+  for (cudaEvent_t e : {forked_, summed_})
+    if (e) cudaEventDestroy(e);
+}
+
+void LoCore::reserve_side_sums() {
+  if (side_) return;
+  side_sums_.alloc(size_t(std::max(n_tensors, 1)) * 12, "side sums");
+  side_sums_.zero();
+  CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
+}
+
+void LoCore::launch_side_sums(cudaStream_t s) {
+  if (!side_ || n_tensors == 0) return;
+  CUDA_CHECK(cudaEventRecord(forked_, s));
+  CUDA_CHECK(cudaStreamWaitEvent(side_, forked_, 0));
+  lo_side_sums_kernel<<<unsigned(n_tensors), 1024, 0, side_>>>(tensors.get(), rrec.get(), crec.get(), side_sums_.get());
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaEventRecord(summed_, side_));
+}
+
+const double* LoCore::join_side_sums(cudaStream_t s) {
+  CHECK(side_);  // reserve_side_sums first
+  if (n_tensors > 0) CUDA_CHECK(cudaStreamWaitEvent(s, summed_, 0));
+  return side_sums_.get();
+}
+
 void LoCore::reserve_item_sums(int per_item) {
   shared_.per_item = per_item;
   if (shared_.on && shared_.slot < 0)
@@ -522,6 +564,7 @@ void LoCore::launch_factor_passes(const float* grad_scale, const float* scale2, 
     lo_f1<kNanToNum><<<unsigned(items_.size()), kThreads, 0, s>>>(a);
     CUDA_CHECK_LAUNCH();
   }
+  launch_side_sums(s);
   if (groups_.size()) {
     lo_f1b<<<unsigned(groups_.size()), kThreads, 0, s>>>(groups_.get(), tensors.get(), rrec.get(), rfac.get());
     CUDA_CHECK_LAUNCH();

@@ -122,6 +122,10 @@ class LoCore {
   LoCore(const Arena& arena, const std::vector<Part>& parts, const std::vector<int>& cut, CrossRank* cross, TieRule tie,
          bool mup, int chunk_elems, bool bf16_records = false);
 
+  ~LoCore();
+  LoCore(const LoCore&) = delete;
+  LoCore& operator=(const LoCore&) = delete;
+
   // Launches pass A, F1 and F1b. grad_scale: device pointer or null; clip > 0 clamps g to [-clip, clip].
   void factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);
   // The same with ELO's gradient: nan_to_num((g * *grad_scale) * *clip_factor), NaN to 0 and +-inf to
@@ -131,6 +135,12 @@ class LoCore {
   // reserve_item_sums in the optimizer's constructor, share_item_sums after pass B. No-ops without a cut.
   void reserve_item_sums(int per_item);
   void share_item_sums(double* partial, cudaStream_t s);
+  // The factored tensors' side sums (lo_side_sums: 12 doubles a slot) read only R and C, final after F1.
+  // After reserve_side_sums (the optimizer's constructor) the factor passes launch them on a stream of
+  // their own, beside F1b and pass B rather than before the tensor norms (one block a tensor: for the
+  // 50k-row embedding 20 us); join_side_sums orders s after them and returns them.
+  void reserve_side_sums();
+  const double* join_side_sums(cudaStream_t s);
   // Pass B's arguments over this core's buffers, the arena's gradients and parameters, the optimizer's
   // partial sums, scalars and decays.
   template <class Scalars>
@@ -172,7 +182,11 @@ class LoCore {
   CrossRank* cross_ = nullptr;
   DeviceBuffer<float> zeros_f_;   // a rank without the cut tensor: its stand-in partials
   DeviceBuffer<double> zeros_d_;  // and item sums
+  DeviceBuffer<double> side_sums_;
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t forked_ = nullptr, summed_ = nullptr;
   void share_tile_partials(cudaStream_t s);
+  void launch_side_sums(cudaStream_t s);
   struct HostPlan;
   void place_part(const Part& part, bool is_cut, TieRule tie, bool mup, int chunk_elems, HostPlan* h);
   void upload(const HostPlan& h, const std::vector<LoWork>& work, const std::vector<LoSideItem>& side);

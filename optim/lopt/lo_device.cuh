@@ -65,9 +65,16 @@ __device__ __forceinline__ void lo_tensor_sums(const double* __restrict__ partia
   __shared__ double part[16][65];
   const int c = threadIdx.x % 64, j = threadIdx.x / 64;
   double s = 0;
-  if (c < N) {  // eight independent sums so that eight loads are in flight (big tensors have ~10^3 items)
+  if (c < N) {  // eight independent sums, sixteen loads in flight (big tensors have ~10^3 items: latency)
     double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int ch = begin + j;
+    for (; ch + 240 < end; ch += 256) {  // two rounds of the loop below, their loads first: the same sums
+      double v[16];
+#pragma unroll
+      for (int u = 0; u < 16; u++) v[u] = partial[int64_t(ch + 16 * u) * N + c];
+#pragma unroll
+      for (int u = 0; u < 16; u++) s8[u % 8] += v[u];
+    }
     for (; ch + 112 < end; ch += 128)
 #pragma unroll
       for (int u = 0; u < 8; u++) s8[u] += partial[int64_t(ch + 16 * u) * N + c];

@@ -187,12 +187,10 @@ __device__ __forceinline__ void lo_add_squares_tile(const float* x, float* acc) 
   for (int j = 0; j < kN; j++) acc[lo_elem_ch<kLead>(j)] += x[j] * x[j];
 }
 
-// F2 of a factored tensor: the side features' sums of squares (lo_side_sums, into `side`) added to the
-// per-element ones in S. S and side: shared memory; blockDim 1024.
+// F2 of a factored tensor: the side features' sums of squares (lo_side_sums, 12 doubles: LoCore's
+// join_side_sums) added to the per-element ones in S (shared memory).
 template <int kLead>
-__device__ __forceinline__ void lo_add_side_sums(const LoTensor& t, const float4* rrec, const float4* crec,
-                                                 double* side, double* S) {
-  lo_side_sums(t, rrec, crec, side);
+__device__ __forceinline__ void lo_add_side_sums(const double* __restrict__ side, double* S) {
   if (threadIdx.x < 3) {
     const int k = threadIdx.x;
     S[kLead + k] += side[k];

@@ -109,10 +109,10 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoPassB<SfScalars>
 }
 
 __global__ void __launch_bounds__(1024)
-    sf_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial, const float4* __restrict__ rrec,
-             const float4* __restrict__ crec, float* __restrict__ norm) {
+    sf_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial, const double* __restrict__ side,
+             float* __restrict__ norm) {
   const LoTensor t = ts[blockIdx.x];
-  __shared__ double S[kF], side[12], part[32][kF + 1];
+  __shared__ double S[kF], part[32][kF + 1];
   {  // S = sums of the work items' partials in a fixed order: 32 strides x 32 channel lanes (28 used),
      // 8 loads in flight per thread (the embedding has thousands of items: latency, not bandwidth).
      // Not lo_tensor_sums (VeLO's 38 channels: 16 strides x 64 lanes): another tree, other roundings.
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(1024)
     }
     __syncthreads();
   }
-  if (t.factored) lo_add_side_sums<kLead>(t, rrec, crec, side, S);
+  if (t.factored) lo_add_side_sums<kLead>(side + blockIdx.x * 12, S);
   if (threadIdx.x < kF) norm[blockIdx.x * kNormLd + threadIdx.x] = lo_normaliser(S[threadIdx.x], double(t.numel));
 }
 
@@ -198,6 +198,7 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
   partial_.alloc(core_.work.size() * kF, str_cat(what, " partial sums").c_str());
   if (rule_.fast) psq_.alloc(core_.work.size(), str_cat(what, " sums of p^2 from pass C").c_str());
   core_.reserve_item_sums(kF);
+  core_.reserve_side_sums();
   norm_.alloc(size_t(core_.n_tensors) * kNormLd, str_cat(what, " normalisers").c_str());
   scalars_.alloc(1, str_cat(what, " scalars").c_str());
   const SfScalars one{1.0f, 1.0f, 1.0f, 0};  // clip stays 1 unless ELO's global clip writes it
@@ -240,8 +241,8 @@ void SmallFcLopt::passes(cudaStream_t s) {
     sf_pass_b<kElo, true, k16><<<nw, kLoThreads, 0, s>>>(pass_b_, nullptr);
   CUDA_CHECK_LAUNCH();
   core_.share_item_sums(partial_.get(), s);  // a cut tensor's sums over its ranks
-  sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(),
-                                                      core_.crec.get(), norm_.get());
+  const double* side = core_.join_side_sums(s);
+  sf_norms<<<unsigned(core_.n_tensors), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), side, norm_.get());
   CUDA_CHECK_LAUNCH();
   if (fast_c) {
     fast_pass_c<kElo, k16>(s);  // small_fc_fast.cu; sums the tiles' p^2 for the next pass B

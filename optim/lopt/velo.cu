@@ -21,36 +21,47 @@ using namespace velo;
 namespace {
 constexpr int kChunk = 4096;  // LoCore's chunk map (small_fc_lopt's exact pass C; VeLO's passes use LoWork)
 
-__global__ void velo_begin(int64_t* step, VeloLossState* lb, const float* loss, int64_t num_steps, double lr,
-                           LrSchedule sched, const float* gscale, VeloScalars* scalars) {
+// One warp, lane j the loss EMA of decay j (j < 10): each lane computes what the one-thread loop computed
+// for its j, in the same expressions, so the bits are the same, in a quarter of the time (a step's first
+// kernel, before everything else).
+__global__ void __launch_bounds__(32) velo_begin(int64_t* step, VeloLossState* lb, const float* loss,
+                                                 int64_t num_steps, double lr, LrSchedule sched, const float* gscale,
+                                                 VeloScalars* scalars) {
+  const int j = int(threadIdx.x), jj = j < 10 ? j : 0;  // lanes 10-31 repeat lane 0: a max over them is lane 0's
   const int64_t t = *step;
-  scalars->count = t;
   const float L = *loss;
   VeloLossState& b = *lb;
-  float cm_prev[10], approx_max = L;
-  for (int j = 0; j < 10; j++) cm_prev[j] = b.means[j] / (1.0f - powf(b.decay[j], float(b.it + 1)));
-  if (b.it > 0) {
-    approx_max = cm_prev[0];
-    for (int j = 1; j < 10; j++) approx_max = fmaxf(approx_max, cm_prev[j]);
+  const int64_t it = b.it;
+  const float decay = b.decay[jj], unbias = 1.0f - powf(decay, float(it + 1));
+  float approx_max = L;
+  if (it > 0) {
+    approx_max = b.means[jj] / unbias;
+    for (int o = 16; o > 0; o >>= 1) approx_max = fmaxf(approx_max, __shfl_xor_sync(0xffffffffu, approx_max, o));
   }
   const float lc = fminf(2.0f * fabsf(approx_max), L);
-  for (int j = 0; j < 10; j++) {
-    b.means[j] = b.decay[j] * b.means[j] + (1.0f - b.decay[j]) * lc;
-    b.running_min[j] = fminf(b.running_min[j], b.means[j] / (1.0f - powf(b.decay[j], float(b.it + 1))));
+  // As the loop compiled: decay * mean fused into the add of the other product (the same bits).
+  const float mean = __fmaf_rn(decay, b.means[jj], lc * (1.0f - decay));
+  const float cm = mean / unbias, run_min = fminf(b.running_min[jj], cm);
+  const float cm_next = __shfl_down_sync(0xffffffffu, cm, 1);
+  __syncwarp();  // every lane has read the state before lanes 0-9 write it
+  if (j < 10) {
+    b.means[j] = mean;
+    b.running_min[j] = run_min;
   }
-  b.it++;
   const float tau[9] = {0.03f, 0.1f, 0.2f, 0.4f, 0.6f, 0.8f, 0.9f, 1.0f, 1.1f};
-  const float frac = float(double(t) / double(num_steps));
-  for (int j = 0; j < 9; j++) scalars->lstm_shared[j] = tanhf(10.0f * (frac - tau[j]));
-  float cm[10];
-  for (int j = 0; j < 10; j++) cm[j] = b.means[j] / (1.0f - powf(b.decay[j], float(b.it)));
-  for (int j = 0; j < 9; j++) {
-    float num = cm[j] - b.running_min[j], den = fmaxf(1e-8f, cm[j + 1] - b.running_min[j]);
-    scalars->lstm_shared[9 + j] = b.it <= 2 ? 0.0f : fminf(1.0f, fmaxf(-1.0f, num / den - 1.0f));
+  if (j < 9) {
+    const float frac = float(double(t) / double(num_steps));
+    scalars->lstm_shared[j] = tanhf(10.0f * (frac - tau[j]));
+    const float num = cm - run_min, den = fmaxf(1e-8f, cm_next - run_min);
+    scalars->lstm_shared[9 + j] = it + 1 <= 2 ? 0.0f : fminf(1.0f, fmaxf(-1.0f, num / den - 1.0f));
   }
-  scalars->step.grad_scale = read_grad_scale(gscale);
-  scalars->step.lr = float(lr * sched.factor(t));
-  *step = t + 1;
+  if (j == 0) {
+    b.it = it + 1;
+    scalars->count = t;
+    scalars->step.grad_scale = read_grad_scale(gscale);
+    scalars->step.lr = float(lr * sched.factor(t));
+    *step = t + 1;
+  }
 }
 
 // Pass B: moments, and per block the sums of squares of the features plus the old state's sums (LSTM
@@ -123,13 +134,12 @@ __device__ __forceinline__ float velo_la(double x) {
 
 // One block of 1024 threads per tensor: normalisers, param scale, and the LSTM input row.
 __global__ void __launch_bounds__(1024)
-    velo_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial, const float4* __restrict__ rrec,
-               const float4* __restrict__ crec, const VeloScalars* __restrict__ sc, float* __restrict__ norm,
-               float* __restrict__ x) {
+    velo_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial, const double* __restrict__ side,
+               const VeloScalars* __restrict__ sc, float* __restrict__ norm, float* __restrict__ x) {
   const LoTensor t = ts[blockIdx.x];
-  __shared__ double S[kS], side[12];
+  __shared__ double S[kS];
   lo_tensor_sums<kS>(partial, t.work_begin, t.work_end, S);
-  if (t.factored) lo_add_side_sums<kLead>(t, rrec, crec, side, S);
+  if (t.factored) lo_add_side_sums<kLead>(side + blockIdx.x * 12, S);
   const int k = threadIdx.x;
   const double n = double(t.numel);
   if (k < kF) norm[blockIdx.x * kNormLd + k] = lo_normaliser(S[k], n);
@@ -257,6 +267,7 @@ Velo::Velo(Arena& arena, const OptimOptions& opts, const VeloWeights& w, const O
   partial_.alloc(core_.work.size() * kS, "VeLO partial sums");
   psq_.alloc(core_.work.size(), "VeLO sums of p^2 from pass C");
   core_.reserve_item_sums(kS);
+  core_.reserve_side_sums();
   side_a_.alloc(size_t(core_.side_a_len), "VeLO row-side first-layer shares");
   side_b_.alloc(size_t(core_.side_b_len), "VeLO column-side first-layer shares");
   norm_.alloc(size_t(n_) * kNormLd, "VeLO normalisers");
@@ -283,7 +294,7 @@ Velo::~Velo() {
 void Velo::step(const StepInfo& info, cudaStream_t s) {
   if (!info.d_loss) user_error("VeLO needs the step's training loss (StepInfo::d_loss); none was given.");
   const VeloOptions& h = opts_.velo;
-  velo_begin<<<1, 1, 0, s>>>(d_step_.get(), loss_.get(), info.d_loss, h.num_steps, h.lr, opts_.schedule,
+  velo_begin<<<1, 32, 0, s>>>(d_step_.get(), loss_.get(), info.d_loss, h.num_steps, h.lr, opts_.schedule,
                              info.d_grad_scale, scalars_.get());
   CUDA_CHECK_LAUNCH();
   core_.factor_passes(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
@@ -300,8 +311,9 @@ void Velo::step(const StepInfo& info, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   psq_ready_ = true;                         // pass C below sums p^2 as it writes p
   core_.share_item_sums(partial_.get(), s);  // a cut tensor's sums over its ranks
-  velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), core_.rrec.get(), core_.crec.get(),
-                                           scalars_.get(), norm_.get(), x_.get());
+  const double* side = core_.join_side_sums(s);
+  velo_norms<<<unsigned(n_), 1024, 0, s>>>(core_.tensors.get(), partial_.get(), side, scalars_.get(), norm_.get(),
+                                           x_.get());
   CUDA_CHECK_LAUNCH();
   CUBLAS_CHECK(cublasSetStream(blas_, s));
   gemm_rows(blas_, rows_, 1024, kLdX, w_mix_.get(), kLdX, x_.get(), kLdX, mix_.get(), 1024);

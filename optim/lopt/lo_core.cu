@@ -256,9 +256,9 @@ __global__ void __launch_bounds__(kThreads) lo_f1b(const int2* __restrict__ grou
 }
 
 // One block of 1024 threads a slot: a factored tensor's side sums into sums[12 slot, 12 slot + 12).
-__global__ void __launch_bounds__(1024) lo_side_sums_kernel(const LoTensor* __restrict__ ts,
-                                                            const float4* __restrict__ rrec,
-                                                            const float4* __restrict__ crec, double* __restrict__ sums) {
+__global__ void __launch_bounds__(1024)
+    lo_side_sums_kernel(const LoTensor* __restrict__ ts, const float4* __restrict__ rrec,
+                        const float4* __restrict__ crec, double* __restrict__ sums) {
   const LoTensor t = ts[blockIdx.x];
   if (!t.factored) return;
   __shared__ double side[12];

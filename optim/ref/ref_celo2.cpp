@@ -76,8 +76,9 @@ float rms(const float* p, int64_t n) {
 
 void RefCelo2::learned_tensor(const TensorInfo& ti, float* p, const std::vector<float>& g, float lr, float wd) {
   RefLoTensor& s = *lo_[size_t(ti.index)];
-  const uint64_t key = lo_r16_tensor_key(uint64_t(t_ - 1), uint32_t(ti.index));  // t_ counts this step already
-  s.update(g, dec_, h_.bf16_record ? &key : nullptr);  // 5.4, 5.5
+  // 5.4, 5.5; with bf16 records the draws of this step (t_ counts it already)
+  const uint64_t key = lo_r16_tensor_key(uint64_t(t_ - 1), uint32_t(ti.index));
+  s.update(g, dec_, h_.bf16_record ? &key : nullptr);
   const int64_t n = ti.numel, slice = slice_size(ti);
   const int nf = s.fd.factored ? 30 : 15;
   // Pass 1: each channel's mean square over each slice (5.7).

@@ -62,16 +62,18 @@ TEST(ReportTrace, MediansOverSteps) {
 TEST(ReportTrace, TheOptimizerAndTheGather) {
   std::string text;
   for (int step = 4; step < 7; step++)
-    text += "{\"trace\":" + std::to_string(step) + ",\"rank\":0,\"ready\":[1,3,4],\"summed\":[2,4,5],"
-            "\"backward_end\":10,\"comm_end\":11,\"opt_begin\":11.5,\"opt_end\":" + std::to_string(12 + step) +
-            ",\"step_end\":20}\n";
+    text += "{\"trace\":" + std::to_string(step) +
+            ",\"rank\":0,\"ready\":[1,3,4],\"summed\":[2,4,5],"
+            "\"backward_end\":10,\"comm_end\":11,\"opt_begin\":11.5,\"opt_end\":" +
+            std::to_string(12 + step) + ",\"step_end\":20}\n";
   const TraceSummary s = summarise_trace(text, 0, 4);
   EXPECT_DOUBLE_EQ(s.opt, 5.5);     // 16, 17, 18 - 11.5
   EXPECT_DOUBLE_EQ(s.gather, 3.0);  // 20 - 17
   const std::string line = trace_line("x", s), tail = "last 7.000  opt 5.500  gather 3.000";
   EXPECT_EQ(line.substr(line.size() - tail.size()), tail);
-  const std::string grouped = "{\"trace\":5,\"rank\":0,\"ready\":[1,3,4],\"summed\":[2,4,5],\"backward_end\":10,"
-                              "\"comm_end\":11,\"opt_begin\":-1,\"opt_end\":-1,\"step_end\":20}\n";
+  const std::string grouped =
+      "{\"trace\":5,\"rank\":0,\"ready\":[1,3,4],\"summed\":[2,4,5],\"backward_end\":10,"
+      "\"comm_end\":11,\"opt_begin\":-1,\"opt_end\":-1,\"step_end\":20}\n";
   EXPECT_EQ(summarise_trace(grouped, 0, 4).opt, -1);
 }
 }  // namespace

@@ -250,7 +250,8 @@ void Velo::pass_c(cudaStream_t s) {
     velo_pass_c<<<unsigned(core_.work.size()), kLoThreads, 0, s>>>(
         core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(), state,
         core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(), side_a_.get(),
-        side_b_.get(), norm_.get(), theta_.get(), cs_.get(), scalars_.get(), float(opts_.velo.weight_decay), psq_.get());
+        side_b_.get(), norm_.get(), theta_.get(), cs_.get(), scalars_.get(), float(opts_.velo.weight_decay),
+        psq_.get());
     CUDA_CHECK_LAUNCH();
   };
   if (core_.bf16_records)

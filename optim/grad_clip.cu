@@ -52,15 +52,30 @@ GradClipper::GradClipper(const Arena& arena, float max_norm, const Owned& owned,
   for (const auto& ti : t.tensors()) same.push_back(ti.offset);
   const std::vector<Part> parts = owned_parts(t, owned);
   CHECK(cross || all_whole(t, parts));  // a part of a tensor only as one rank's share of a sharded step
-  auto c = cross ? plan_table_chunks(t, owned, kChunk) : plan_chunks(t, part_tensors(parts), same, kChunk);
-  chunks_.alloc(c.size(), "grad-norm chunk map");
-  chunks_.upload(c);
-  partial_.alloc(c.size(), "grad-norm partials");
+  host_chunks_ = cross ? plan_table_chunks(t, owned, kChunk) : plan_chunks(t, part_tensors(parts), same, kChunk);
+  n_chunks_ = int(host_chunks_.size());
+  chunks_.alloc(host_chunks_.size(), "grad-norm chunk map");
+  chunks_.upload(host_chunks_);
+  partial_.alloc(host_chunks_.size(), "grad-norm partials");
   out_.alloc(2, "grad-norm result");
 }
 
+void GradClipper::take(const std::vector<int>& taken, int n_extra) {
+  CHECK(n_extra >= 0 && n_chunks_ == int(host_chunks_.size()));  // once
+  std::vector<char> gone(size_t(arena_.table().size()), 0);
+  for (int k : taken) gone[size_t(k)] = 1;
+  std::vector<Chunk> kept;
+  for (const Chunk& c : host_chunks_)
+    if (!gone[size_t(c.tensor)]) kept.push_back(c);
+  n_chunks_ = int(kept.size());
+  if (!kept.empty()) chunks_.upload(kept);
+  partial_.alloc(kept.size() + size_t(n_extra), "grad-norm partials");
+  partial_.zero();
+}
+
 void GradClipper::run(cudaStream_t s) {
-  sumsq_chunks<<<unsigned(chunks_.size()), kThreads, 0, s>>>(chunks_.get(), arena_.grads(), partial_.get());
+  if (n_chunks_ > 0)
+    sumsq_chunks<<<unsigned(n_chunks_), kThreads, 0, s>>>(chunks_.get(), arena_.grads(), partial_.get());
   CUDA_CHECK_LAUNCH();
   if (cross_) cross_->sum(partial_.get(), partial_.size(), s);
   finish_norm<<<1, kFinal, 0, s>>>(partial_.get(), int(partial_.size()), max_norm_, out_.get());

@@ -31,6 +31,8 @@ struct StepInfo {
 // Given a CrossRank (optim/cross_rank.h), the owned tensors are this rank's share of a sharded
 // data-parallel step: what a step computes over all tensors (a global norm, VeLO's pooling) is then
 // combined across the ranks.
+class GradClipper;
+
 class Optimizer {
  public:
   Optimizer(Arena& arena, const OptimOptions& opts, const Owned& owned, CrossRank* cross = nullptr);
@@ -47,6 +49,13 @@ class Optimizer {
   virtual size_t state_bytes() const;  // device bytes of optimizer state (saved buffers)
   // Groups of tensors that step as one optimizer each (GroupedOptimizer); 1 for a whole-set optimizer.
   virtual int groups() const { return 1; }
+  // The trainer's clip taken into the optimizer's first pass, which reads the gradients anyway: true when
+  // the optimizer has set `clipper` up for it (GradClipper::take) and from now on runs it inside step(),
+  // where info.d_grad_scale is then valid; the caller no longer runs it. Before the first step, once.
+  virtual bool take_clip(GradClipper* clipper) {
+    (void)clipper;
+    return false;
+  }
   // Sections "optim.*"; load checks optimizer name, model fingerprint and every size before it
   // overwrites anything, so a refused file leaves the optimizer as it was.
   void save_state(SectionWriter& w) const;

@@ -32,6 +32,8 @@ StepRunner::StepRunner(Model& model, Optimizer& opt, GradClipper& clipper, bool 
   comm_ = comm;
   plan_ = plan;
   CHECK(!plan_ || (comm_ && !grouped_ && plan_->world == comm_->world()));
+  // The learned optimizers' pass A reads every matrix's gradient anyway: there the clipper's sums come free.
+  clip_taken_ = !grouped_ && opt_.take_clip(&clipper_);
   if (comm_) plan_sums(model, hook_groups, mlp_groups, bf16_sums, copy_sums);
   try {  // the destructor frees what was made if a later call throws
     if (overlap || comm_) {
@@ -314,7 +316,7 @@ void StepRunner::enqueue_optimizer() {
   StepInfo info;
   info.d_loss = loss_.get();
   if (trace_) trace_->optimizer_begin(stream_);
-  clipper_.run(stream_);
+  if (!clip_taken_) clipper_.run(stream_);  // else the optimizer runs it after its pass A
   if (clip_) info.d_grad_scale = clipper_.d_scale();
   opt_.step(info, stream_);
   if (trace_) trace_->optimizer_end(stream_);

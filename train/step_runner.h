@@ -109,6 +109,7 @@ class StepRunner {
   void fork_side(cudaStream_t s);
   const ShardPlan* plan_ = nullptr;
   bool clip_, graphs_;
+  bool clip_taken_ = false;  // Optimizer::take_clip
   int accum_;
   BatchShape shape_;
   size_t micro_bytes_ = 0;  // one staged micro-batch: its fields and the mix draw

@@ -27,6 +27,14 @@ __device__ __forceinline__ float lo_grad(float g, float scale, float scale2, flo
 // 16-byte load adds its four squares to the row sum one at a time (Adafactor: (a + b) + (c + d), another
 // rounding), every tile of 16-byte aligned rows takes 16-byte loads, and there is no sum of p^2 and no
 // batch slice.
+//
+// With the trainer's clip taken (LoCore::pass_a_unscaled) it runs twice. kRaw, before the clip coefficient s
+// is known: sums of g^2 unscaled, and per tile their total (the clipper's partial sum) and the largest |g|.
+// kRepair, after it: only the tiles whose total is not finite or (with a clip) where the clamp binds (largest
+// |g| times s over clip) sum again, (s g)^2 over s^2, so that F1's s^2 times the sums is what kScaled would
+// have given up to rounding.
+enum PassAMode { kScaled, kRaw, kRepair };
+}  // namespace
 struct LoPassA {
   const Tile* tiles;  // one block each
   const LoTensor* ts;
@@ -36,8 +44,12 @@ struct LoPassA {
   const float* gscale;   // clip coefficient, or null
   float clip;            // > 0: g clamped to [-clip, clip]
   const float* gscale2;  // kNanToNum: the second factor (ELO's global clip)
+  float* tile_sq;        // kRaw writes, kRepair reads: per tile of the table (tile_index), the sum of g^2
+  float* tile_max;       // the same per tile here: the largest |g|
+  const int32_t* tile_index;  // per tile here: its number over the whole table (LoCore::number_table_tiles)
 };
-template <bool kNanToNum>
+namespace {
+template <bool kNanToNum, int kMode = kScaled>
 __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
   // __restrict__ copies of the pointers (lo_core.h: kernel arguments)
   const Tile* __restrict__ tiles = a.tiles;
@@ -51,6 +63,11 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
   const Tile tl = tiles[blockIdx.x];
   const LoTensor t = ts[tl.slot];
   const float gs = read_grad_scale(gscale), gs2 = kNanToNum ? *a.gscale2 : 1.0f;
+  if (kMode == kRepair && (clip <= 0.0f || a.tile_max[blockIdx.x] * gs <= clip) &&
+      isfinite(a.tile_sq[a.tile_index[blockIdx.x]]))
+    return;
+  const float over = kMode != kRepair ? 1.0f : gs > 0.0f ? 1.0f / (gs * gs) : 0.0f;
+  float mx = 0.0f, total = 0.0f;  // kRaw: this lane's largest |g|; lane 0: its warp's rows' sums
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t C = t.nb;
   const float* G = g + t.p_off;
@@ -78,13 +95,16 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
 #pragma unroll
         for (int k = 0; k < 4; k++) {
           float y = lo_grad<kNanToNum>(x[k], gs, gs2, clip);
+          if (kMode == kRaw) mx = fmaxf(mx, fabsf(y));
           y *= y;
+          if (kMode == kRepair) y *= over;
           rs += y;
           acc[4 * j + k] += y;
         }
       }
       rs = warp_sum(rs);
       if (lane == 0) rowpart[t.rowpart_off + int64_t(tl.tc) * t.na + r] = rs;
+      total += rs;
     }
 #pragma unroll
     for (int j = 0; j < 8; j++)
@@ -99,19 +119,46 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
         int cc = lane + 32 * j;
         if (cc < tl.nc) {
           float v = lo_grad<kNanToNum>(row[cc], gs, gs2, clip);
+          if (kMode == kRaw) mx = fmaxf(mx, fabsf(v));
           v *= v;
+          if (kMode == kRepair) v *= over;
           rs += v;
           acc[j] += v;
         }
       }
       rs = warp_sum(rs);
       if (lane == 0) rowpart[t.rowpart_off + int64_t(tl.tc) * t.na + r] = rs;
+      total += rs;
     }
 #pragma unroll
     for (int j = 0; j < 32; j++) cols[warp][lane + 32 * j] = acc[j];
   }
+  __shared__ float tot_w[kWarps], max_w[kWarps];
+  if (kMode == kRaw) {
+    mx = warp_max(mx);
+    if (lane == 0) {
+      tot_w[warp] = total;
+      max_w[warp] = mx;
+    }
+  }
   __syncthreads();
   sum_warp_columns(cols, tl.nc, colpart + t.colpart_off + int64_t(tl.tr) * C + tl.c0);
+  if (kMode == kRaw && threadIdx.x == 0) {  // the warps in order: one rounding on every run
+    float sq = 0.0f, m = 0.0f;
+    for (int w = 0; w < kWarps; w++) {
+      sq += tot_w[w];
+      m = fmaxf(m, max_w[w]);
+    }
+    a.tile_sq[a.tile_index[blockIdx.x]] = sq;
+    a.tile_max[blockIdx.x] = m;
+  }
+}
+
+// The mean of (s g)^2 from an unscaled sum of g^2 (pass A's kRaw): s^2 sum / n, in double as the scaled
+// form divides.
+__device__ __forceinline__ float lo_scaled_mean(float sum, const float* gscale, int64_t n) {
+  const double gs = read_grad_scale(gscale);
+  return float(gs * gs * double(sum) / double(n) + 1e-30);
 }
 
 // EMA of one R or C entry from the mean of g^2; C entries also refresh their factor cf.
@@ -138,6 +185,7 @@ struct LoF1 {
   float clip;
   LoDecays d;
   const float* gscale2;  // kNanToNum: the second factor
+  int unscaled;          // pass A's sums are of g, not of s g (kRaw): the means take s^2
 };
 template <bool kNanToNum>
 __global__ void __launch_bounds__(kThreads) lo_f1(const LoF1 a) {
@@ -159,7 +207,7 @@ __global__ void __launch_bounds__(kThreads) lo_f1(const LoF1 a) {
     if (r >= t.na) return;
     float s = 0.0f;
     for (int k = 0; k < t.col_tiles; k++) s += rowpart[t.rowpart_off + int64_t(k) * t.na + r];
-    const float mean = float(double(s) / double(t.nb) + 1e-30);
+    const float mean = a.unscaled ? lo_scaled_mean(s, gscale, t.nb) : float(double(s) / double(t.nb) + 1e-30);
     if (t.d0_is_a)
       lo_update_entry(crec + t.c_off, cfac + t.c_off, r, mean, d);  // tall: axis 1 is d1
     else
@@ -177,7 +225,7 @@ __global__ void __launch_bounds__(kThreads) lo_f1(const LoF1 a) {
     float tot = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; w++) tot += part[w][lane];
-    const float mean = float(double(tot) / double(t.na) + 1e-30);
+    const float mean = a.unscaled ? lo_scaled_mean(tot, gscale, t.na) : float(double(tot) / double(t.na) + 1e-30);
     if (t.d0_is_a)
       lo_update_entry(rrec + t.r_off, nullptr, c, mean, d);
     else
@@ -326,6 +374,8 @@ struct LoCore::HostPlan {
   std::vector<int2> groups;
   std::vector<Chunk> chunks, flat;
   std::vector<std::pair<int64_t, int64_t>> rows;  // per slot: the rows of its part (2-D tensors)
+  std::vector<int64_t> tile_base;                 // per table tensor: its first tile in the table's numbering
+  std::vector<int32_t> tile_index;                // per tile here: its number in the table's
   int64_t nr = 0, nc = 0, nv = 0, nrp = 0, ncp = 0, state = 0;
 };
 
@@ -349,6 +399,7 @@ LoCore::LoCore(const Arena& a, const std::vector<Part>& parts, const std::vector
     shared_.len = cut_rows + int64_t(c.row_tiles) * c.nb;
     if (held) h.ncp = shared_.len - cut_rows;
   }
+  number_table_tiles(tie, mup, &h);
   for (const Part& part : parts) place_part(part, part.tensor == cut_tensor, tie, mup, chunk_elems, &h);
   if (held) {  // the cut tensor's row partials end the row part: [its rows | its columns] is one run
     host_tensors[size_t(shared_.slot)].rowpart_off = h.nrp;
@@ -405,8 +456,11 @@ void LoCore::place_part(const Part& part, bool is_cut, TieRule tie, bool mup, in
       }
       std::vector<Tile> all;
       append_tiles(&all, slot, 1, t.na, t.nb, gr);
-      for (const Tile& tl : all)  // the part's own tiles (a cut falls where tiles end)
-        if (tl.r0 >= h->rows.back().first && tl.r0 < h->rows.back().second) h->tiles.push_back(tl);
+      for (size_t k = 0; k < all.size(); k++)  // the part's own tiles (a cut falls where tiles end)
+        if (all[k].r0 >= h->rows.back().first && all[k].r0 < h->rows.back().second) {
+          h->tiles.push_back(all[k]);
+          h->tile_index.push_back(int32_t(h->tile_base[size_t(part.tensor)] + int64_t(k)));
+        }
       for (int64_t r = 0; r < t.na; r += kThreads) h->items.push_back({slot, LoItem::kRows, r});
       for (int64_t c = 0; c < t.nb; c += 32) h->items.push_back({slot, LoItem::kCols, c});
     } else {
@@ -419,6 +473,25 @@ void LoCore::place_part(const Part& part, bool is_cut, TieRule tie, bool mup, in
     h->nv += ti.numel;
   }
   host_tensors.push_back(t);
+}
+
+// Pass A's tiles numbered over the whole table: every factored 2-D tensor in table order, its tiles in
+// append_tiles' order. The same on every rank of a sharded step, and on one GPU the order of the tiles:
+// where pass A leaves each tile's total for the clipper (GradClipper::take), whose partials add up across
+// ranks entry by entry.
+void LoCore::number_table_tiles(TieRule tie, bool mup, HostPlan* h) {
+  const ParamTable& tab = arena.table();
+  h->tile_base.assign(size_t(tab.size()), -1);
+  int64_t n = 0;
+  for (const TensorInfo& ti : tab.tensors()) {
+    const LoTensor t = describe_tensor(ti, 0, tie, mup);
+    if (!t.factored || !t.is2d) continue;
+    h->tile_base[size_t(ti.index)] = n;
+    n += int64_t(t.row_tiles) * t.col_tiles;
+    table_pass_a_.push_back(ti.index);
+  }
+  CHECK(n < (int64_t(1) << 31));
+  table_tiles_ = int(n);
 }
 
 void LoCore::upload(const HostPlan& h, const std::vector<LoWork>& host_work, const std::vector<LoSideItem>& side) {
@@ -446,6 +519,9 @@ void LoCore::upload(const HostPlan& h, const std::vector<LoWork>& host_work, con
   cfac.alloc(crec.size(), "C factors");
   tiles_.alloc(h.tiles.size(), "pass-A tiles");
   tiles_.upload(h.tiles);
+  tile_max_.alloc(h.tiles.size(), "pass-A tile maxima");  // pass_a_unscaled's
+  tile_index_.alloc(h.tile_index.size(), "pass-A tile numbers");
+  tile_index_.upload(h.tile_index);
   items_.alloc(h.items.size(), "F1 items");
   items_.upload(h.items);
   groups_.alloc(h.groups.size(), "F1b groups");
@@ -548,19 +624,32 @@ void LoCore::factor_passes_nan_to_num(const float* grad_scale, const float* clip
 template <bool kNanToNum>
 void LoCore::launch_factor_passes(const float* grad_scale, const float* scale2, float clip, const LoDecays& d,
                                   cudaStream_t s) {
-  float* const rowpart = part_.get();
-  float* const colpart = part_.get() + nrp_;
-  float* const shared = shared_.slot >= 0 ? rowpart + shared_.off : zeros_f_.get();
-  if (shared_.on) CUDA_CHECK(cudaMemsetAsync(shared, 0, size_t(shared_.len) * sizeof(float), s));
+  if (shared_.on) CUDA_CHECK(cudaMemsetAsync(shared_part(), 0, size_t(shared_.len) * sizeof(float), s));
   if (tiles_.size()) {
-    const LoPassA a{tiles_.get(), tensors.get(), arena.grads(), rowpart, colpart, grad_scale, clip, scale2};
-    lo_pass_a<kNanToNum><<<unsigned(tiles_.size()), kThreads, 0, s>>>(a);
+    lo_pass_a<kNanToNum><<<unsigned(tiles_.size()), kThreads, 0, s>>>(pass_a_args(grad_scale, clip, scale2));
     CUDA_CHECK_LAUNCH();
   }
+  f1_passes<kNanToNum>(grad_scale, scale2, clip, false, d, s);
+}
+
+LoPassA LoCore::pass_a_args(const float* grad_scale, float clip, const float* scale2) const {
+  float* const rowpart = part_.get();
+  return LoPassA{tiles_.get(), tensors.get(),   arena.grads(),      rowpart, rowpart + nrp_, grad_scale,
+                 clip,         scale2,          tile_sq_ptr_, tile_max_.get(), tile_index_.get()};
+}
+
+float* LoCore::shared_part() { return shared_.slot >= 0 ? part_.get() + shared_.off : zeros_f_.get(); }
+
+// The cut tensor's partials over the ranks, F1 (its means times s^2 where pass A summed unscaled g), the
+// side sums, F1b.
+template <bool kNanToNum>
+void LoCore::f1_passes(const float* grad_scale, const float* scale2, float clip, bool unscaled, const LoDecays& d,
+                       cudaStream_t s) {
   if (shared_.on) share_tile_partials(s);
   if (items_.size()) {
-    const LoF1 a{items_.get(), tensors.get(), arena.grads(), rowpart, colpart, rrec.get(),
-                 crec.get(),   cfac.get(),    grad_scale,    clip,    d,       scale2};
+    const LoF1 a{items_.get(), tensors.get(), arena.grads(), part_.get(), part_.get() + nrp_, rrec.get(),
+                 crec.get(),   cfac.get(),    grad_scale,    clip,        d,                  scale2,
+                 int(unscaled)};
     lo_f1<kNanToNum><<<unsigned(items_.size()), kThreads, 0, s>>>(a);
     CUDA_CHECK_LAUNCH();
   }
@@ -569,4 +658,26 @@ void LoCore::launch_factor_passes(const float* grad_scale, const float* scale2, 
     lo_f1b<<<unsigned(groups_.size()), kThreads, 0, s>>>(groups_.get(), tensors.get(), rrec.get(), rfac.get());
     CUDA_CHECK_LAUNCH();
   }
+}
+
+void LoCore::pass_a_unscaled(float* tile_sq, cudaStream_t s) {
+  tile_sq_ptr_ = tile_sq;
+  // After last step's in-place sums over the ranks, the other ranks' entries hold their values: zeros
+  // again, in the tile totals and (as launch_factor_passes does) in the cut tensor's partials.
+  if (cross_) CUDA_CHECK(cudaMemsetAsync(tile_sq, 0, size_t(table_tiles_) * sizeof(float), s));
+  if (shared_.on) CUDA_CHECK(cudaMemsetAsync(shared_part(), 0, size_t(shared_.len) * sizeof(float), s));
+  if (!tiles_.size()) return;
+  const LoPassA a = pass_a_args(nullptr, 0.0f, nullptr);
+  lo_pass_a<false, kRaw><<<unsigned(tiles_.size()), kThreads, 0, s>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LoCore::factor_passes_after_clip(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s) {
+  CHECK(tile_sq_ptr_ || !tiles_.size());  // pass_a_unscaled first
+  if (tiles_.size()) {  // the tiles whose total is not finite, or (with a clip) where the clamp binds
+    const LoPassA a = pass_a_args(grad_scale, clip, nullptr);
+    lo_pass_a<false, kRepair><<<unsigned(tiles_.size()), kThreads, 0, s>>>(a);
+    CUDA_CHECK_LAUNCH();
+  }
+  f1_passes<false>(grad_scale, nullptr, clip, true, d, s);
 }

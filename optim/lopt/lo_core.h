@@ -109,6 +109,8 @@ struct LoItem {
   int64_t first;  // first entry (row, column, or R/C entry) handled by the block
 };
 
+struct LoPassA;  // lo_core.cu: pass A's kernel arguments
+
 class LoCore {
  public:
   // Over the tensors `owned` (table indices, ascending), whole; slot k of every device table is owned[k].
@@ -141,6 +143,16 @@ class LoCore {
   // 50k-row embedding 20 us); join_side_sums orders s after them and returns them.
   void reserve_side_sums();
   const double* join_side_sums(cudaStream_t s);
+  // The trainer's clip taken into pass A (Optimizer::take_clip): pass_a_unscaled sums g^2 before the clip
+  // coefficient s is known, writing each tile's total into tile_sq, numbered over the whole table (the
+  // clipper's partial sums for pass_a_tensors(), table_tiles() of them, the same on every rank of a sharded
+  // step); after the clipper has run, factor_passes_after_clip sums again, scaled and clamped, only the tiles
+  // where the clamp binds or whose total is not finite (s = 0 then), then F1 takes s^2 times the sums. Not for
+  // ELO's nan_to_num form, which keeps factor_passes_nan_to_num.
+  const std::vector<int>& pass_a_tensors() const { return table_pass_a_; }  // the table's, by index
+  int table_tiles() const { return table_tiles_; }
+  void pass_a_unscaled(float* tile_sq, cudaStream_t s);
+  void factor_passes_after_clip(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);
   // Pass B's arguments over this core's buffers, the arena's gradients and parameters, the optimizer's
   // partial sums, scalars and decays.
   template <class Scalars>
@@ -185,9 +197,20 @@ class LoCore {
   DeviceBuffer<double> side_sums_;
   cudaStream_t side_ = nullptr;
   cudaEvent_t forked_ = nullptr, summed_ = nullptr;
+  float* tile_sq_ptr_ = nullptr;  // pass_a_unscaled's tile totals (the clipper's buffer)
+  DeviceBuffer<float> tile_max_;
+  DeviceBuffer<int32_t> tile_index_;  // per tile here: its number over the whole table
+  std::vector<int> table_pass_a_;     // the table's factored 2-D tensors
+  int table_tiles_ = 0;               // their tiles
   void share_tile_partials(cudaStream_t s);
   void launch_side_sums(cudaStream_t s);
+  float* shared_part();
+  LoPassA pass_a_args(const float* grad_scale, float clip, const float* scale2) const;
+  template <bool kNanToNum>
+  void f1_passes(const float* grad_scale, const float* scale2, float clip, bool unscaled, const LoDecays& d,
+                 cudaStream_t s);
   struct HostPlan;
+  void number_table_tiles(TieRule tie, bool mup, HostPlan* h);
   void place_part(const Part& part, bool is_cut, TieRule tie, bool mup, int chunk_elems, HostPlan* h);
   void upload(const HostPlan& h, const std::vector<LoWork>& work, const std::vector<LoSideItem>& side);
   void plan_element_work(std::vector<LoWork>* work, std::vector<LoSideItem>* side);

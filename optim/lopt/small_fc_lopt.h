@@ -40,6 +40,8 @@ class SmallFcLopt : public Optimizer {
   std::string name() const override { return mode_ == SmallFcMode::kElo ? "elo" : "small_fc_lopt"; }
   void step(const StepInfo& info, cudaStream_t s) override;
   void params_changed() override { psq_ready_ = false; }
+  // small_fc_lopt (not ELO, whose gradient is nan_to_num'd): pass A sums the norm's matrices.
+  bool take_clip(GradClipper* clipper) override;
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
@@ -59,6 +61,7 @@ class SmallFcLopt : public Optimizer {
   Rule rule_;
   LoCore core_;
   LoDecays dec_;
+  GradClipper* trainer_clip_ = nullptr;  // take_clip's: run inside step, after pass A
   DeviceBuffer<float> weights_;   // w0 (32x39) | b0 | w1 | b1 | w2 | b2, torch layout
   DeviceBuffer<float> mlp_;       // per step: weights with the time features folded in (see the .cu)
   DeviceBuffer<double> partial_;  // per pass-B work item: 28 sums of squares

@@ -31,6 +31,7 @@ class Velo : public Optimizer {
   std::string name() const override { return "velo"; }
   void step(const StepInfo& info, cudaStream_t s) override;
   void params_changed() override { psq_ready_ = false; }
+  bool take_clip(GradClipper* clipper) override;  // pass A sums the norm's matrices
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;
@@ -38,7 +39,8 @@ class Velo : public Optimizer {
  private:
   LoCore core_;
   LoDecays dec_;
-  int n_ = 0;  // tensors
+  GradClipper* trainer_clip_ = nullptr;  // take_clip's: run inside step, after pass A
+  int n_ = 0;                            // tensors
   // The GEMMs' rows: n_, or in a rank's share of a sharded step as many as the table has tensors (the
   // rows past n_ zero), so that cuBLAS picks the whole table's algorithm and rounds as one GPU does.
   int rows_ = 0;

@@ -72,5 +72,12 @@ TEST(StepCost, FlagsAddTheirBytesAndUnknownNamesAreRefused) {
     const double d = step_bytes_per_elem("celo2", ti) - step_bytes_per_elem("celo2", ti, f);
     EXPECT_EQ(d, ti.ndim() == 2 && ti.role == Role::Hidden ? 24.0 : 0.0) << ti.name;
   }
+  f = StepBytesFlags{};
+  f.trainer_clip = true;  // the clip's read of the matrices taken by pass A: 4 bytes less there, only with a clip
+  StepBytesFlags taken = f;
+  taken.clip_in_pass_a = true;
+  EXPECT_NEAR(bytes_per_param("velo", t, taken), bytes_per_param("velo", t, f) - less, 1e-9);
+  taken.trainer_clip = false;
+  EXPECT_EQ(bytes_per_param("velo", t, taken), bytes_per_param("velo", t));
   expect_user_error([&] { step_bytes_per_elem("sgd", t[0]); }, "no step cost is known");
 }

@@ -69,8 +69,9 @@ struct Tolerance {
 // ||p_ref - p0|| (error relative to the distance travelled).
 float synthetic_loss(int s) { return 3.0f * std::exp(-0.05f * float(s)) + 0.1f * float(s % 3); }
 
+// take_clip: the optimizer takes the clipper into its pass A (Optimizer::take_clip) and runs it in its step.
 void compare_with_reference(const std::string& name, const OptimOptions& o, float clip, bool bf16, Tolerance tol,
-                            int steps = 22, bool big = true) {
+                            int steps = 22, bool big = true, bool take_clip = false) {
   ParamTable table = mixed_table(big);
   Arena arena(table, bf16);
   const std::vector<float> p0 = random_params(table, 11);
@@ -78,6 +79,8 @@ void compare_with_reference(const std::string& name, const OptimOptions& o, floa
   auto gpu = make_optimizer(name, o, arena);
   auto ref = make_ref_optimizer(name, o, table);
   GradClipper clipper(arena, clip);
+  const bool taken = take_clip && gpu->take_clip(&clipper);
+  ASSERT_EQ(taken, take_clip) << name << " did not take the clip";
   std::vector<float> p_ref = p0;
   std::map<std::string, double> worst;
   DeviceBuffer<float> d_loss(1, "loss");
@@ -89,9 +92,10 @@ void compare_with_reference(const std::string& name, const OptimOptions& o, floa
     StepInfo info;
     info.d_loss = d_loss.get();
     float scale_ref = 1.0f;
+    if (clip > 0) info.d_grad_scale = clipper.d_scale();
+    if (taken) gpu->step(info, 0);  // the clipper runs inside, after pass A
     if (clip > 0) {
-      clipper.run(0);
-      info.d_grad_scale = clipper.d_scale();
+      if (!taken) clipper.run(0);
       double norm_ref = ref_grad_norm(table, g);
       scale_ref = std::min(1.0f, clip / (float(norm_ref) + 1e-6f));
       float out[2];
@@ -101,7 +105,7 @@ void compare_with_reference(const std::string& name, const OptimOptions& o, floa
       ASSERT_LT(scale_ref, 1.0f) << "the test should exercise clipping";
       scale_ref = out[0];  // the clipper is checked above; from here on compare the optimizers alone
     }
-    gpu->step(info, 0);
+    if (!taken) gpu->step(info, 0);
     ref->step(p_ref, g, scale_ref, loss);
     for (const auto& ti : table.tensors()) {
       std::vector<float> pg = arena.get_param(ti.index);
@@ -485,20 +489,22 @@ void expect_bf16_records_are_the_references(const std::string& name, const Optim
     }
     std::vector<uint2> rec(moments.bytes / sizeof(uint2));
     CUDA_CHECK(cudaMemcpy(rec.data(), moments.ptr, rec.size() * sizeof(uint2), cudaMemcpyDeviceToHost));
-    int64_t off = 0, values = 0, differ = 0;  // the records lie tensor by tensor, each start aligned
+    std::vector<int64_t> at;  // the records lie tensor by tensor, each start aligned (core/chunks.h)
+    std::vector<int> all(size_t(table.size()));
+    for (int k = 0; k < table.size(); k++) all[size_t(k)] = k;
+    ASSERT_LE(plan_state_offsets(table, all, &at), int64_t(rec.size())) << "the records' layout";
+    int64_t values = 0, differ = 0;
     for (const auto& ti : table.tensors()) {
       const RefLoTensor& r = ref[size_t(ti.index)];
       for (int64_t i = 0; i < ti.numel; i++) {
-        const uint2 u = rec[size_t(off + i)];
+        const uint2 u = rec[size_t(at[size_t(ti.index)] + i)];
         const float got[4] = {lo_bf16_value(uint16_t(u.x)), lo_bf16_value(uint16_t(u.x >> 16)),
                               lo_bf16_value(uint16_t(u.y)), lo_bf16_value(uint16_t(u.y >> 16))};
         const float want[4] = {r.m[0][size_t(i)], r.m[1][size_t(i)], r.m[2][size_t(i)], r.v[size_t(i)]};
         for (int k = 0; k < 4; k++) differ += got[k] != want[k];
         values += 4;
       }
-      off += (ti.numel + ParamTable::kAlignElems - 1) / ParamTable::kAlignElems * ParamTable::kAlignElems;
     }
-    ASSERT_LE(off, int64_t(rec.size())) << "the records' layout";
     ASSERT_LE(differ * 1000, values) << name << " step " << s << ": " << differ << " of " << values << " differ";
   }
 }
@@ -536,6 +542,90 @@ TEST_F(Gpu, VeloArgsortTiesClippedPastNumStepsMatchesReference) {
   o.velo.num_steps = 10;   // runs past num_steps: fraction > 1
   o.velo.tie = "argsort";  // the non-default rule (PyLO's is swapped)
   compare_with_reference("velo", o, 0.5f, false, {}, 22, false);
+}
+
+// The trainer's clip taken into pass A (Optimizer::take_clip): the norm from pass A's unscaled tile sums and the
+// clipper's other tensors, the means as s^2 times those sums; against the reference as with the clipper apart.
+TEST_F(Gpu, LearnedOptimizersTakingTheClipMatchReference) {
+  OptimOptions o = resume_options();
+  o.schedule = LrSchedule{};
+  o.velo.num_steps = 30;
+  compare_with_reference("velo", o, 0.5f, true, {}, 22, false, true);
+  compare_with_reference("small_fc_lopt", o, 0.5f, true, {}, 22, false, true);
+  o.small_fc.fast = true;
+  Tolerance fast;
+  fast.other = 2e-2;  // as SmallFcLoptFastModeWithinBf16Tolerance
+  compare_with_reference("small_fc_lopt", o, 0.5f, true, fast, 10, false, true);
+  o.small_fc.fast = false;
+  ParamTable table = mixed_table(false);
+  Arena arena(table, false);
+  GradClipper clipper(arena, 0.5f);
+  EXPECT_FALSE(make_optimizer("adamw", o, arena)->take_clip(&clipper));  // no pass A: the clipper stays apart
+}
+
+namespace {
+// An optimizer taking the clip against the same optimizer beside the clipper, over 6 steps of gradients with
+// one element of each large matrix set to `big` (alternating in sign), clip `max_norm`: the same parameters up
+// to rounding, and finite.
+void expect_taking_the_clip_steps_as_beside(const std::string& name, float big, float max_norm) {
+  SCOPED_TRACE(name);
+  OptimOptions o = resume_options();
+  o.schedule = LrSchedule{};
+  o.velo.num_steps = 30;
+  ParamTable table = mixed_table(false);
+  Arena a(table, false), b(table, false);
+  const std::vector<float> p0 = random_params(table, 5);
+  upload(a, p0, false);
+  upload(b, p0, false);
+  auto taking = make_optimizer(name, o, a), apart = make_optimizer(name, o, b);
+  GradClipper ca(a, max_norm), cb(b, max_norm);
+  ASSERT_TRUE(taking->take_clip(&ca));
+  DeviceBuffer<float> d_loss(1, "loss");
+  int bent = 0;
+  for (int s = 0; s < 6; s++) {
+    std::vector<float> g = make_grads(table, 300 + s);
+    for (const auto& ti : table.tensors())
+      if (ti.ndim() == 2 && ti.numel > 1000) {
+        g[size_t(ti.offset + 7 * s)] = s % 2 ? -big : big;
+        bent++;
+      }
+    upload(a, g, true);
+    upload(b, g, true);
+    const float loss = synthetic_loss(s);
+    d_loss.upload(&loss, 1);
+    StepInfo ia, ib;
+    ia.d_loss = ib.d_loss = d_loss.get();
+    ia.d_grad_scale = ca.d_scale();
+    ib.d_grad_scale = cb.d_scale();
+    taking->step(ia, 0);
+    cb.run(0);
+    apart->step(ib, 0);
+    const std::vector<float> pa = a.get_params_flat(), pb = b.get_params_flat();
+    for (const auto& ti : table.tensors()) {
+      double num = 0, den = 0;
+      for (int64_t i = ti.offset; i < ti.offset + ti.numel; i++) {
+        ASSERT_TRUE(std::isfinite(pa[size_t(i)])) << ti.name << " step " << s;
+        num += (double(pa[size_t(i)]) - pb[size_t(i)]) * (double(pa[size_t(i)]) - pb[size_t(i)]);
+        den += (double(pb[size_t(i)]) - p0[size_t(i)]) * (double(pb[size_t(i)]) - p0[size_t(i)]);
+      }
+      ASSERT_LE(std::sqrt(num), 1e-4 * std::sqrt(den) + 1e-7) << ti.name << " step " << s;
+    }
+  }
+  EXPECT_GT(bent, 0) << "the test should bend some tiles";
+}
+}  // namespace
+
+// Where VeLO's clamp of s g to +-1000 binds, pass A's unscaled sums are wrong for the clamped elements: those
+// tiles are summed again, clamped (kRepair). An element of 1e5 in each matrix, clip 1e9 (s = 1: the clamp
+// binds).
+TEST_F(Gpu, VeloTakingTheClipRepairsTilesWhereTheClampBinds) {
+  expect_taking_the_clip_steps_as_beside("velo", 1e5f, 1e9f);
+}
+
+// A finite gradient whose square overflows (3e19^2 > 3.4e38): the norm is infinite, s = 0, and the scaled sums
+// are 0, but s^2 times an infinite unscaled sum is NaN. Such tiles are summed again too, also without a clamp.
+TEST_F(Gpu, LearnedOptimizersTakingTheClipRepairTilesWhoseSumOverflows) {
+  for (const std::string name : {"velo", "small_fc_lopt"}) expect_taking_the_clip_steps_as_beside(name, 3e19f, 1.0f);
 }
 
 TEST_F(Gpu, LearnedOptimizersOnATensorOver10MElements) {

@@ -49,6 +49,30 @@ struct LoPassA {
   const int32_t* tile_index;  // per tile here: its number over the whole table (LoCore::number_table_tiles)
 };
 namespace {
+// One element's share of the sums: its (clamped, scaled) g squared; kRaw also keeps the largest |g|, kRepair
+// takes the square over s^2.
+template <bool kNanToNum, int kMode>
+__device__ __forceinline__ float lo_pass_a_square(float x, float gs, float gs2, float clip, float over, float* mx) {
+  float y = lo_grad<kNanToNum>(x, gs, gs2, clip);
+  if (kMode == kRaw) *mx = fmaxf(*mx, fabsf(y));
+  y *= y;
+  if (kMode == kRepair) y *= over;
+  return y;
+}
+
+// kRaw's tile totals, after the block's __syncthreads: the warps' row sums added in warp order (one rounding on
+// every run) and their largest |g|.
+__device__ __forceinline__ void lo_tile_totals(const float* tot_w, const float* max_w, float* tile_sq, float* tile_max,
+                                               const int32_t* tile_index) {
+  float sq = 0.0f, m = 0.0f;
+  for (int w = 0; w < kWarps; w++) {
+    sq += tot_w[w];
+    m = fmaxf(m, max_w[w]);
+  }
+  tile_sq[tile_index[blockIdx.x]] = sq;
+  tile_max[blockIdx.x] = m;
+}
+
 template <bool kNanToNum, int kMode = kScaled>
 __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
   // __restrict__ copies of the pointers (lo_core.h: kernel arguments)
@@ -94,10 +118,7 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
         const float x[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-          float y = lo_grad<kNanToNum>(x[k], gs, gs2, clip);
-          if (kMode == kRaw) mx = fmaxf(mx, fabsf(y));
-          y *= y;
-          if (kMode == kRepair) y *= over;
+          const float y = lo_pass_a_square<kNanToNum, kMode>(x[k], gs, gs2, clip, over, &mx);
           rs += y;
           acc[4 * j + k] += y;
         }
@@ -118,10 +139,7 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
       for (int j = 0; j < 32; j++) {
         int cc = lane + 32 * j;
         if (cc < tl.nc) {
-          float v = lo_grad<kNanToNum>(row[cc], gs, gs2, clip);
-          if (kMode == kRaw) mx = fmaxf(mx, fabsf(v));
-          v *= v;
-          if (kMode == kRepair) v *= over;
+          const float v = lo_pass_a_square<kNanToNum, kMode>(row[cc], gs, gs2, clip, over, &mx);
           rs += v;
           acc[j] += v;
         }
@@ -143,15 +161,7 @@ __global__ void __launch_bounds__(kThreads) lo_pass_a(const LoPassA a) {
   }
   __syncthreads();
   sum_warp_columns(cols, tl.nc, colpart + t.colpart_off + int64_t(tl.tr) * C + tl.c0);
-  if (kMode == kRaw && threadIdx.x == 0) {  // the warps in order: one rounding on every run
-    float sq = 0.0f, m = 0.0f;
-    for (int w = 0; w < kWarps; w++) {
-      sq += tot_w[w];
-      m = fmaxf(m, max_w[w]);
-    }
-    a.tile_sq[a.tile_index[blockIdx.x]] = sq;
-    a.tile_max[blockIdx.x] = m;
-  }
+  if (kMode == kRaw && threadIdx.x == 0) lo_tile_totals(tot_w, max_w, a.tile_sq, a.tile_max, a.tile_index);
 }
 
 // The mean of (s g)^2 from an unscaled sum of g^2 (pass A's kRaw): s^2 sum / n, in double as the scaled

@@ -162,7 +162,8 @@ begin() {
 # carry_runs FILE: an experiment that the deadline stopped goes on where it stopped. The runs its file
 # records as ended (each run's JSON lines come before its "run" line) are copied into the new file, and
 # run() skips their commands, counted (a command given twice runs twice); the runs the deadline left out or
-# cut short run now. --redo, or a GPU of another name, starts over.
+# cut short run now. --redo, or a GPU of another name, starts over. Each run line names the commit it ran at
+# (a carried line without one, from before run lines had it, takes its file's header's).
 declare -A ran=() ran_failed=()
 carried_s=0  # the carried runs' time
 carry_runs() {
@@ -172,7 +173,8 @@ carry_runs() {
     echo "reproduce_pylo: $name stopped on another kind of GPU; it starts over" >&2
     return 0
   fi
-  local line key lines=() n=0
+  local line key lines=() n=0 old_commit
+  old_commit=$(head -n 1 "$1" | sed -n 's/.*"commit":\("[^"]*"\).*/\1/p')
   while IFS= read -r line; do
     case "$line" in
       '{"experiment":'* | '{"experiment_end":'*) ;;
@@ -184,6 +186,7 @@ carry_runs() {
         [[ "$line" == *'"exit":0,'* ]] || ran_failed[$key]=$((${ran_failed[$key]:-0} + 1))
         carried_s=$(awk -v a="$carried_s" -v b="$(sed -n 's/.*"wall_s":\([0-9.]*\).*/\1/p' <<<"$line")" \
           'BEGIN { printf "%.1f", a + b }')
+        [[ "$line" == *'"commit":'* ]] || line="${line%\}\}},\"commit\":${old_commit:-\"unknown\"}}}"
         printf '%s\n' "${lines[@]}" "$line" >>"$part"
         lines=()
         n=$((n + 1)) ;;
@@ -239,7 +242,7 @@ run() {
     return 0
   fi
   grep '^{' "$tmp/stdout" >>"$part"
-  printf '{"run":{"cmd":%s,"exit":%d,"wall_s":%s}}\n' "$key" "$rc" "$wall" >>"$part"
+  printf '{"run":{"cmd":%s,"exit":%d,"wall_s":%s,"commit":%s}}\n' "$key" "$rc" "$wall" "$(json_str "$commit")" >>"$part"
   if [ "$rc" != 0 ]; then
     failed=$((failed + 1))
     echo "reproduce_pylo:   exit status $rc after ${wall} s: $printed (log: $log)" >&2

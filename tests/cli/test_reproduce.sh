@@ -161,9 +161,10 @@ check skipped_peer_shapes [ "$(calls)" -gt "$before" ]
 
 # ------------------------------------------------------------------------------------------------ the deadline
 # A run that ends past the deadline stops its experiment (the runs after it are recorded as not started) ...
-FAKE_SLEEP=2.1 $R single --quick --out "$out" --only table2_step_breakdown --redo table2_step_breakdown --deadline 2 \
-  >"$T/run3.txt" 2>&1
+FAKE_SLEEP=2.1 COMMIT=old1111 $R single --quick --out "$out" --only table2_step_breakdown --redo table2_step_breakdown \
+  --deadline 2 >"$T/run3.txt" 2>&1
 check deadline_exit_1 [ $? = 1 ]
+check run_names_commit grep -q '"run":{.*"exit":0,.*"commit":"old1111"}}' "$out/exp/table2_step_breakdown.jsonl"
 check deadline_stopped [ "$(status_of "$out/exp/table2_step_breakdown.jsonl")" = stopped ]
 check deadline_skipped_runs [ "$(grep -c '"skipped":"the deadline"' "$out/exp/table2_step_breakdown.jsonl")" = 7 ]
 # ... and no experiment starts after it; the next call goes on.
@@ -172,9 +173,13 @@ check deadline_first_done [ "$(status_of "$T/out2/exp/fig6_synthetic_mlp.jsonl")
 check deadline_leaves_rest [ ! -e "$T/out2/exp/fig9_matrix_8192.jsonl" ]
 check deadline_says_so grep -q "run the same command again" "$T/run4.txt"
 # The next call goes on where the stopped one ended: the run that ended is kept, the seven others run.
+# Its run lines name the commit each ran at; one written before they did takes its file's header's.
 before=$(calls)
-$R single --quick --out "$out" --only table2_step_breakdown >"$T/run5.txt" 2>&1
 f="$out/exp/table2_step_breakdown.jsonl"
+sed -i 's/,"commit":"old1111"}}$/}}/' "$f"
+COMMIT=new2222 $R single --quick --out "$out" --only table2_step_breakdown >"$T/run5.txt" 2>&1
+check carried_run_keeps_its_commit [ "$(grep -c '"run":{.*"commit":"old1111"}}' "$f")" = 1 ]
+check new_runs_name_theirs [ "$(grep -c '"run":{.*"commit":"new2222"}}' "$f")" = 7 ]
 check stopped_runs_again [ "$(status_of "$f")" = ok ]
 check stopped_goes_on [ $(($(calls) - before)) = 7 ]
 check stopped_says_so grep -q "goes on after the 1 runs that ended" "$T/run5.txt"

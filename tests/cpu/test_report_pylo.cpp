@@ -11,6 +11,7 @@
 #include "tools/report/experiments.h"
 #include "tools/report/jsonl.h"
 #include "tools/report/pylo_report.h"
+#include "tools/report/pylo_sections.h"
 
 namespace {
 using namespace report;
@@ -200,6 +201,24 @@ TEST(ReportPylo, TrainingSectionsReadTheirOwnFolders) {
   EXPECT_FALSE(std::filesystem::exists(f.dir + "/train_gpt2_fig16.svg"));
 }
 
+// A resumed experiment carries the runs of its earlier call, which may have run at another commit: the report
+// names each commit with its runs, in the order they ran (the run lines say, scripts/reproduce_pylo.sh).
+TEST(ReportPylo, ResumedExperimentNamesEachCommit) {
+  const auto run_at = [](const std::string& commit) {
+    return "{\"run\":{\"cmd\":\"c\",\"exit\":0,\"wall_s\":1,\"commit\":\"" + commit + "\"}}\n";
+  };
+  const auto e = experiment_of(
+      parse_json_lines(header("x") + run_at("0d6155c") + run_at("0d6155c") + run_at("abc1234") +
+                           "{\"run\":{\"cmd\":\"c\",\"exit\":null,\"wall_s\":0,\"skipped\":\"the deadline\"}}\n" +
+                           end_line("stopped", 3, 4, 0),
+                       "t"),
+      "x");
+  EXPECT_EQ(e.commits(), "commits 0d6155c (2 runs), abc1234 (1 run)");
+  PyloCtx c;
+  EXPECT_NE(c.produced_by(e).find(", commits 0d6155c (2 runs), abc1234 (1 run); status **stopped**"), std::string::npos)
+      << c.produced_by(e);
+}
+
 TEST(ReportPylo, ExperimentFilesAndNames) {
   const auto e = experiment_of(parse_json_lines(header("x") + "{\"model\":\"d12\"}\n" + run_line(2, 1.5) +
                                                     "{\"run\":{\"cmd\":\"c\",\"exit\":null,\"wall_s\":0,\"skipped\":\"the deadline\"}}\n",
@@ -212,6 +231,7 @@ TEST(ReportPylo, ExperimentFilesAndNames) {
   EXPECT_EQ(e.lines.size(), 1u);
   EXPECT_EQ(e.gpu, "NVIDIA H100 80GB HBM3");
   EXPECT_TRUE(e.quick);
+  EXPECT_EQ(e.commits(), "commit abc1234") << "runs without a commit of their own ran at the header's";
   EXPECT_EQ(optimizer_of_extra("-o small_fc_lopt --set small_fc_lopt.fast=1 --lopt-random 1"), "small_fc_lopt:fast");
   EXPECT_EQ(optimizer_of_extra("--qkv fused"), "adamw");
   EXPECT_EQ(optimizer_of_extra("-o velo -l 0.01"), "velo");

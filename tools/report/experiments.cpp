@@ -1,5 +1,6 @@
 #include "tools/report/experiments.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <regex>
@@ -9,6 +10,27 @@
 namespace report {
 
 std::string Experiment::header_str(const std::string& key) const { return str(header, key, ""); }
+
+std::string Experiment::commits() const {
+  std::vector<std::pair<std::string, int>> seen;  // commit, runs, in order of first appearance
+  for (const Run& r : runs) {
+    if (r.skipped) continue;
+    const std::string& c = r.commit.empty() ? commit : r.commit;
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& p) { return p.first == c; });
+    if (it == seen.end())
+      seen.push_back({c, 1});
+    else
+      it->second++;
+  }
+  if (seen.size() <= 1)
+    return seen.empty() || seen[0].first.empty() ? (commit.empty() ? "" : "commit " + commit)
+                                                 : "commit " + seen[0].first;
+  std::string o = "commits ";
+  for (size_t i = 0; i < seen.size(); i++)
+    o += (i ? ", " : "") + (seen[i].first.empty() ? "unknown" : seen[i].first) + " (" + std::to_string(seen[i].second) +
+         (seen[i].second == 1 ? " run)" : " runs)");
+  return o;
+}
 
 Experiment experiment_of(const std::vector<Json>& lines, const std::string& name) {
   Experiment e;
@@ -36,6 +58,7 @@ Experiment experiment_of(const std::vector<Json>& lines, const std::string& name
       run.exit = int(num(r, "exit", -1));
       run.wall_s = num(r, "wall_s", 0);
       run.skipped = r.has("skipped");
+      run.commit = str(r, "commit", "");
       if (run.exit != 0 && !run.skipped) e.failed++;
       e.runs.push_back(run);
     } else {

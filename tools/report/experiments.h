@@ -15,6 +15,7 @@ struct Run {
   int exit = 0;
   double wall_s = 0;
   bool skipped = false;  // not started: the deadline
+  std::string commit;    // the commit it ran at (a resumed experiment carries runs of an earlier call)
 };
 
 struct Experiment {
@@ -27,6 +28,9 @@ struct Experiment {
   int failed = 0;
   bool done() const { return status == "ok" || status == "partial"; }
   std::string header_str(const std::string& key) const;
+  // "commit abc1234", or where carried runs ran at other commits "commits abc1234 (41 runs), def5678 (22 runs)"
+  // in the order of their first run; "" when none is known.
+  std::string commits() const;
 };
 
 // DIR/exp/NAME.jsonl, or an Experiment with present = false when there is none.

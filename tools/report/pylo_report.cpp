@@ -215,7 +215,8 @@ std::string PyloCtx::produced_by(const Experiment& e) const {
   o += std::to_string(runs) + (runs == 1 ? " run" : " runs");
   if (e.failed) o += " (" + std::to_string(e.failed) + " failed)";
   o += ", " + human_seconds(e.wall_s) + " on " + (e.gpu.empty() ? "an unnamed GPU" : e.gpu) + ", " + e.started;
-  if (!e.commit.empty()) o += ", commit " + e.commit;
+  const std::string commits = e.commits();
+  if (!commits.empty()) o += ", " + commits;
   o += "; status **" + e.status + "**" + (e.quick ? " (quick pass)" : "") + ".";
   if (!e.runs.empty()) {
     o += "\n\n<details><summary>its commands</summary>\n\n";

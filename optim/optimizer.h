@@ -82,6 +82,9 @@ class Optimizer {
   OptimOptions opts_;
   // Checks that each of `tensors` (ascending) that this optimizer owns is owned whole: those it computes over.
   void require_whole(const std::vector<int>& tensors) const;
+  // Whether this optimizer steps the whole table or a rank's share of it (a sharded step), so that its
+  // passes see every gradient the trainer's clip sums (take_clip), not a group's subset.
+  bool steps_table() const { return cross_ || int(owned_.size()) == arena_.table().size(); }
 
   std::vector<int> owned_;
   std::vector<Part> parts_;

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "kernels/device_utils.cuh"
+#include "optim/grad_clip.h"
 #include "optim/lopt/lo_core.h"
 #include "optim/lopt/lo_device.cuh"
 #include "optim/step_scalars.cuh"
@@ -28,7 +29,7 @@ __device__ __forceinline__ float lo_grad(float g, float scale, float scale2, flo
 // rounding), every tile of 16-byte aligned rows takes 16-byte loads, and there is no sum of p^2 and no
 // batch slice.
 //
-// With the trainer's clip taken (LoCore::pass_a_unscaled) it runs twice. kRaw, before the clip coefficient s
+// With the trainer's clip taken (LoCore::run_taken_clip) it runs twice. kRaw, before the clip coefficient s
 // is known: sums of g^2 unscaled, and per tile their total (the clipper's partial sum) and the largest |g|.
 // kRepair, after it: only the tiles whose total is not finite or (with a clip) where the clamp binds (largest
 // |g| times s over clip) sum again, (s g)^2 over s^2, so that F1's s^2 times the sums is what kScaled would
@@ -529,7 +530,7 @@ void LoCore::upload(const HostPlan& h, const std::vector<LoWork>& host_work, con
   cfac.alloc(crec.size(), "C factors");
   tiles_.alloc(h.tiles.size(), "pass-A tiles");
   tiles_.upload(h.tiles);
-  tile_max_.alloc(h.tiles.size(), "pass-A tile maxima");  // pass_a_unscaled's
+  tile_max_.alloc(h.tiles.size(), "pass-A tile maxima");  // run_taken_clip's
   tile_index_.alloc(h.tile_index.size(), "pass-A tile numbers");
   tile_index_.upload(h.tile_index);
   items_.alloc(h.items.size(), "F1 items");
@@ -622,7 +623,10 @@ void LoCore::plan_element_work(std::vector<LoWork>* work_out, std::vector<LoSide
 }
 
 void LoCore::factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s) {
-  launch_factor_passes<false>(grad_scale, nullptr, clip, d, s);
+  if (clipper_)
+    factor_passes_after_clip(grad_scale, clip, d, s);
+  else
+    launch_factor_passes<false>(grad_scale, nullptr, clip, d, s);
 }
 
 void LoCore::factor_passes_nan_to_num(const float* grad_scale, const float* clip_factor, const LoDecays& d,
@@ -645,7 +649,7 @@ void LoCore::launch_factor_passes(const float* grad_scale, const float* scale2, 
 LoPassA LoCore::pass_a_args(const float* grad_scale, float clip, const float* scale2) const {
   float* const rowpart = part_.get();
   return LoPassA{tiles_.get(), tensors.get(),   arena.grads(),      rowpart, rowpart + nrp_, grad_scale,
-                 clip,         scale2,          tile_sq_ptr_, tile_max_.get(), tile_index_.get()};
+                 clip,         scale2,          clipper_ ? clipper_->extra_partials() : nullptr, tile_max_.get(), tile_index_.get()};
 }
 
 float* LoCore::shared_part() { return shared_.slot >= 0 ? part_.get() + shared_.off : zeros_f_.get(); }
@@ -670,20 +674,31 @@ void LoCore::f1_passes(const float* grad_scale, const float* scale2, float clip,
   }
 }
 
-void LoCore::pass_a_unscaled(float* tile_sq, cudaStream_t s) {
-  tile_sq_ptr_ = tile_sq;
+bool LoCore::take_clip(GradClipper* clipper) {
+  if (clipper_) return false;
+  clipper->take(table_pass_a_, table_tiles_);
+  clipper_ = clipper;
+  return true;
+}
+
+void LoCore::run_taken_clip(cudaStream_t s) {
+  if (!clipper_) return;
+  float* tile_sq = clipper_->extra_partials();
   // After last step's in-place sums over the ranks, the other ranks' entries hold their values: zeros
   // again, in the tile totals and (as launch_factor_passes does) in the cut tensor's partials.
   if (cross_) CUDA_CHECK(cudaMemsetAsync(tile_sq, 0, size_t(table_tiles_) * sizeof(float), s));
   if (shared_.on) CUDA_CHECK(cudaMemsetAsync(shared_part(), 0, size_t(shared_.len) * sizeof(float), s));
-  if (!tiles_.size()) return;
-  const LoPassA a = pass_a_args(nullptr, 0.0f, nullptr);
-  lo_pass_a<false, kRaw><<<unsigned(tiles_.size()), kThreads, 0, s>>>(a);
-  CUDA_CHECK_LAUNCH();
+  if (tiles_.size()) {
+    lo_pass_a<false, kRaw><<<unsigned(tiles_.size()), kThreads, 0, s>>>(pass_a_args(nullptr, 0.0f, nullptr));
+    CUDA_CHECK_LAUNCH();
+  }
+  pass_a_ran_ = true;
+  clipper_->run(s);
 }
 
 void LoCore::factor_passes_after_clip(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s) {
-  CHECK(tile_sq_ptr_ || !tiles_.size());  // pass_a_unscaled first
+  CHECK(pass_a_ran_);  // run_taken_clip first
+  pass_a_ran_ = false;
   if (tiles_.size()) {  // the tiles whose total is not finite, or (with a clip) where the clamp binds
     const LoPassA a = pass_a_args(grad_scale, clip, nullptr);
     lo_pass_a<false, kRepair><<<unsigned(tiles_.size()), kThreads, 0, s>>>(a);

@@ -110,6 +110,7 @@ struct LoItem {
 };
 
 struct LoPassA;  // lo_core.cu: pass A's kernel arguments
+class GradClipper;
 
 class LoCore {
  public:
@@ -129,6 +130,7 @@ class LoCore {
   LoCore& operator=(const LoCore&) = delete;
 
   // Launches pass A, F1 and F1b. grad_scale: device pointer or null; clip > 0 clamps g to [-clip, clip].
+  // With the trainer's clip taken (take_clip) pass A has run in run_taken_clip: the after-clip form below.
   void factor_passes(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);
   // The same with ELO's gradient: nan_to_num((g * *grad_scale) * *clip_factor), NaN to 0 and +-inf to
   // +-FLT_MAX, no clamp (celo2.md 8, E2). Both pointers on the device, non-null.
@@ -143,16 +145,14 @@ class LoCore {
   // 50k-row embedding 20 us); join_side_sums orders s after them and returns them.
   void reserve_side_sums();
   const double* join_side_sums(cudaStream_t s);
-  // The trainer's clip taken into pass A (Optimizer::take_clip): pass_a_unscaled sums g^2 before the clip
-  // coefficient s is known, writing each tile's total into tile_sq, numbered over the whole table (the
-  // clipper's partial sums for pass_a_tensors(), table_tiles() of them, the same on every rank of a sharded
-  // step); after the clipper has run, factor_passes_after_clip sums again, scaled and clamped, only the tiles
-  // where the clamp binds or whose total is not finite (s = 0 then), then F1 takes s^2 times the sums. Not for
-  // ELO's nan_to_num form, which keeps factor_passes_nan_to_num.
-  const std::vector<int>& pass_a_tensors() const { return table_pass_a_; }  // the table's, by index
-  int table_tiles() const { return table_tiles_; }
-  void pass_a_unscaled(float* tile_sq, cudaStream_t s);
-  void factor_passes_after_clip(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);
+  // The trainer's clip taken into pass A (Optimizer::take_clip; not for ELO's nan_to_num form). Once taken,
+  // run_taken_clip, first in each step, runs pass A unscaled, before the clip coefficient s is known: each
+  // tile's total of g^2, numbered over the whole table, is one of the clipper's partial sums (table_tiles()
+  // of them, for the table's factored 2-D tensors; the same on every rank of a sharded step), and then the
+  // clipper. factor_passes then sums again, scaled and clamped, only the tiles where the clamp binds or whose
+  // total is not finite (s = 0 then), and F1 takes s^2 times the sums.
+  bool take_clip(GradClipper* clipper);  // false when already taken
+  void run_taken_clip(cudaStream_t s);   // no-op unless taken
   // Pass B's arguments over this core's buffers, the arena's gradients and parameters, the optimizer's
   // partial sums, scalars and decays.
   template <class Scalars>
@@ -197,12 +197,14 @@ class LoCore {
   DeviceBuffer<double> side_sums_;
   cudaStream_t side_ = nullptr;
   cudaEvent_t forked_ = nullptr, summed_ = nullptr;
-  float* tile_sq_ptr_ = nullptr;  // pass_a_unscaled's tile totals (the clipper's buffer)
+  GradClipper* clipper_ = nullptr;  // take_clip's
+  bool pass_a_ran_ = false;         // run_taken_clip's pass A, which factor_passes then completes
   DeviceBuffer<float> tile_max_;
   DeviceBuffer<int32_t> tile_index_;  // per tile here: its number over the whole table
   std::vector<int> table_pass_a_;     // the table's factored 2-D tensors
   int table_tiles_ = 0;               // their tiles
   void share_tile_partials(cudaStream_t s);
+  void factor_passes_after_clip(const float* grad_scale, float clip, const LoDecays& d, cudaStream_t s);
   void launch_side_sums(cudaStream_t s);
   float* shared_part();
   LoPassA pass_a_args(const float* grad_scale, float clip, const float* scale2) const;

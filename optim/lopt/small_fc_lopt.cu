@@ -15,7 +15,6 @@
 // This file: the step's first kernel, pass B, the normalisers (F2), the exact pass C and the optimizer.
 #include <cmath>
 
-#include "optim/grad_clip.h"
 #include "optim/lopt/small_fc_exact.cuh"
 #include "optim/step_scalars.cuh"
 
@@ -214,18 +213,11 @@ SmallFcLopt::SmallFcLopt(Arena& arena, const OptimOptions& opts, const SmallFcWe
 }
 
 bool SmallFcLopt::take_clip(GradClipper* clipper) {
-  const bool whole = cross_ || int(owned_.size()) == arena_.table().size();  // the table, or a rank's share
-  if (mode_ == SmallFcMode::kElo || trainer_clip_ || !whole) return false;
-  clipper->take(core_.pass_a_tensors(), core_.table_tiles());
-  trainer_clip_ = clipper;
-  return true;
+  return mode_ != SmallFcMode::kElo && steps_table() && core_.take_clip(clipper);
 }
 
 void SmallFcLopt::step(const StepInfo& info, cudaStream_t s) {
-  if (trainer_clip_) {  // pass A's unscaled sums give the clipper the matrices' share of the norm
-    core_.pass_a_unscaled(trainer_clip_->extra_partials(), s);
-    trainer_clip_->run(s);
-  }
+  core_.run_taken_clip(s);  // when taken: the clip coefficient for sf_begin
   sf_begin<<<1, 256, 0, s>>>(d_step_.get(), rule_.lr, opts_.schedule, info.d_grad_scale, weights_.get(), mlp_.get(),
                              scalars_.get());
   CUDA_CHECK_LAUNCH();
@@ -244,8 +236,6 @@ void SmallFcLopt::passes(cudaStream_t s) {
   SfScalars* sc = scalars_.get();
   if (kElo)
     core_.factor_passes_nan_to_num(&sc->grad_scale, &sc->clip, dec_, s);
-  else if (trainer_clip_)
-    core_.factor_passes_after_clip(&sc->grad_scale, 0.0f, dec_, s);
   else
     core_.factor_passes(&sc->grad_scale, 0.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());

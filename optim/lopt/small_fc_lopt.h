@@ -61,7 +61,6 @@ class SmallFcLopt : public Optimizer {
   Rule rule_;
   LoCore core_;
   LoDecays dec_;
-  GradClipper* trainer_clip_ = nullptr;  // take_clip's: run inside step, after pass A
   DeviceBuffer<float> weights_;   // w0 (32x39) | b0 | w1 | b1 | w2 | b2, torch layout
   DeviceBuffer<float> mlp_;       // per step: weights with the time features folded in (see the .cu)
   DeviceBuffer<double> partial_;  // per pass-B work item: 28 sums of squares

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "optim/grad_clip.h"
 #include "optim/lopt/velo_device.cuh"
 #include "optim/step_scalars.cuh"
 
@@ -292,28 +291,16 @@ Velo::~Velo() {
   if (blas_) cublasDestroy(blas_);
 }
 
-bool Velo::take_clip(GradClipper* clipper) {
-  const bool whole = cross_ || int(owned_.size()) == arena_.table().size();  // the table, or a rank's share
-  if (trainer_clip_ || !whole) return false;
-  clipper->take(core_.pass_a_tensors(), core_.table_tiles());
-  trainer_clip_ = clipper;
-  return true;
-}
+bool Velo::take_clip(GradClipper* clipper) { return steps_table() && core_.take_clip(clipper); }
 
 void Velo::step(const StepInfo& info, cudaStream_t s) {
   if (!info.d_loss) user_error("VeLO needs the step's training loss (StepInfo::d_loss); none was given.");
   const VeloOptions& h = opts_.velo;
-  if (trainer_clip_) {  // pass A's unscaled sums give the clipper the matrices' share of the norm
-    core_.pass_a_unscaled(trainer_clip_->extra_partials(), s);
-    trainer_clip_->run(s);
-  }
+  core_.run_taken_clip(s);  // when taken: the clip coefficient for velo_begin
   velo_begin<<<1, 32, 0, s>>>(d_step_.get(), loss_.get(), info.d_loss, h.num_steps, h.lr, opts_.schedule,
                               info.d_grad_scale, scalars_.get());
   CUDA_CHECK_LAUNCH();
-  if (trainer_clip_)
-    core_.factor_passes_after_clip(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
-  else
-    core_.factor_passes(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
+  core_.factor_passes(&scalars_.get()->step.grad_scale, 1000.0f, dec_, s);
   const unsigned nw = unsigned(core_.work.size());
   const bool b16 = core_.bf16_records;
   if (psq_ready_ && b16)

@@ -22,9 +22,8 @@ std::string Experiment::commits() const {
     else
       it->second++;
   }
-  if (seen.size() <= 1)
-    return seen.empty() || seen[0].first.empty() ? (commit.empty() ? "" : "commit " + commit)
-                                                 : "commit " + seen[0].first;
+  if (seen.empty()) return commit.empty() ? "" : "commit " + commit;
+  if (seen.size() == 1) return seen[0].first.empty() ? "" : "commit " + seen[0].first;
   std::string o = "commits ";
   for (size_t i = 0; i < seen.size(); i++)
     o += (i ? ", " : "") + (seen[i].first.empty() ? "unknown" : seen[i].first) + " (" + std::to_string(seen[i].second) +

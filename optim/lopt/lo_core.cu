@@ -648,8 +648,9 @@ void LoCore::launch_factor_passes(const float* grad_scale, const float* scale2, 
 
 LoPassA LoCore::pass_a_args(const float* grad_scale, float clip, const float* scale2) const {
   float* const rowpart = part_.get();
+  float* const tile_sq = clipper_ ? clipper_->extra_partials() : nullptr;  // kRaw writes, kRepair reads
   return LoPassA{tiles_.get(), tensors.get(),   arena.grads(),      rowpart, rowpart + nrp_, grad_scale,
-                 clip,         scale2,          tile_sq_,           tile_max_.get(), tile_index_.get()};
+                 clip,         scale2,          tile_sq,            tile_max_.get(), tile_index_.get()};
 }
 
 float* LoCore::shared_part() { return shared_.slot >= 0 ? part_.get() + shared_.off : zeros_f_.get(); }
@@ -678,7 +679,6 @@ bool LoCore::take_clip(GradClipper* clipper) {
   if (clipper_) return false;
   clipper->take(table_pass_a_, table_tiles_);
   clipper_ = clipper;
-  tile_sq_ = clipper->extra_partials();
   return true;
 }
 
@@ -686,7 +686,7 @@ void LoCore::run_taken_clip(cudaStream_t s) {
   if (!clipper_) return;
   // After last step's in-place sums over the ranks, the other ranks' entries hold their values: zeros
   // again, in the tile totals and (as launch_factor_passes does) in the cut tensor's partials.
-  if (cross_) CUDA_CHECK(cudaMemsetAsync(tile_sq_, 0, size_t(table_tiles_) * sizeof(float), s));
+  if (cross_) CUDA_CHECK(cudaMemsetAsync(clipper_->extra_partials(), 0, size_t(table_tiles_) * sizeof(float), s));
   if (shared_.on) CUDA_CHECK(cudaMemsetAsync(shared_part(), 0, size_t(shared_.len) * sizeof(float), s));
   if (tiles_.size()) {
     lo_pass_a<false, kRaw><<<unsigned(tiles_.size()), kThreads, 0, s>>>(pass_a_args(nullptr, 0.0f, nullptr));

@@ -198,7 +198,6 @@ class LoCore {
   cudaStream_t side_ = nullptr;
   cudaEvent_t forked_ = nullptr, summed_ = nullptr;
   GradClipper* clipper_ = nullptr;  // take_clip's
-  float* tile_sq_ = nullptr;        // its partial sums that pass A's tile totals are (kRaw writes, kRepair reads)
   bool pass_a_ran_ = false;         // run_taken_clip's pass A, which factor_passes then completes
   DeviceBuffer<float> tile_max_;
   DeviceBuffer<int32_t> tile_index_;  // per tile here: its number over the whole table

@@ -39,7 +39,7 @@ class Velo : public Optimizer {
  private:
   LoCore core_;
   LoDecays dec_;
-  int n_ = 0;                            // tensors
+  int n_ = 0;  // tensors
   // The GEMMs' rows: n_, or in a rank's share of a sharded step as many as the table has tensors (the
   // rows past n_ zero), so that cuBLAS picks the whole table's algorithm and rounds as one GPU does.
   int rows_ = 0;

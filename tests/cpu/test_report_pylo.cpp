@@ -219,6 +219,49 @@ TEST(ReportPylo, ResumedExperimentNamesEachCommit) {
       << c.produced_by(e);
 }
 
+// Experiments that ran on two kinds of GPU (a pass resumed on another machine): the page names both and each
+// experiment's, and no section joins numbers across them (Figure 5's peers, Table 2's batch 32 in Figure 1),
+// while experiments of one GPU still join (the control).
+TEST(ReportPylo, ExperimentsOfTwoGpusAreNotJoined) {
+  const auto on = [](std::string text, const std::string& gpu) {
+    const std::string h100 = "NVIDIA H100 80GB HBM3";
+    for (size_t at = text.find(h100); at != std::string::npos; at = text.find(h100, at + gpu.size()))
+      text.replace(at, h100.size(), gpu);
+    return text;
+  };
+  const auto fig1 = [&](const std::string& gpu) {
+    return on(header("fig1_vit_batch_breakdown") + vit_line("-o adamw", 20, 1, 5, 12, 64) + run_line(0, 9) +
+                  end_line("ok", 9, 1, 0),
+              gpu);
+  };
+  const std::string peers = read_file(FakeRun().dir + "/exp/fig5_peers.jsonl");
+  for (const bool two : {false, true}) {
+    FakeRun f;
+    const std::string gpu = two ? "NVIDIA H200" : "NVIDIA H100 80GB HBM3";
+    write_file(f.dir + "/exp/fig5_peers.jsonl", on(peers, gpu));
+    write_file(f.dir + "/exp/fig1_vit_batch_breakdown.jsonl", fig1(gpu));
+    const std::string md = write_pylo_report(f.dir, f.dir, "tools/report/pylo_paper.jsonl");
+    const size_t f1 = md.find("## Figure 1:"), f5 = md.find("## Figure 5:");
+    ASSERT_NE(f1, std::string::npos);
+    ASSERT_NE(f5, std::string::npos);
+    const std::string s1 = md.substr(f1, f5 - f1), s5 = md.substr(f5, md.find("\n## ", f5 + 1) - f5);
+    EXPECT_EQ(
+        md.find("Our programs on **NVIDIA H100 80GB HBM3** and **NVIDIA H200** (the table names each experiment's)") !=
+            std::string::npos,
+        two)
+        << md.substr(0, 600);
+    EXPECT_EQ(md.find("| Figure 5 (peers) | `fig5_peers` | ok | 1 | 30 s | NVIDIA H200 |") != std::string::npos, two);
+    EXPECT_EQ(
+        s5.find("`fig5_peers` ran on NVIDIA H200, not on this section's NVIDIA H100 80GB HBM3") != std::string::npos,
+        two)
+        << s5;
+    EXPECT_EQ(s5.find("| GPT-2 355M | 354.8M | VeLO | 9.41 | 90% | 446 |") != std::string::npos, !two) << s5;
+    EXPECT_EQ(s1.find("| 32 | AdamW |") != std::string::npos, !two) << s1;
+    EXPECT_EQ(s1.find("Batch 32 here is Table 2's run.") != std::string::npos, !two) << s1;
+    EXPECT_NE(s1.find("| 64 | AdamW |"), std::string::npos) << s1;
+  }
+}
+
 TEST(ReportPylo, ExperimentFilesAndNames) {
   const auto e = experiment_of(parse_json_lines(header("x") + "{\"model\":\"d12\"}\n" + run_line(2, 1.5) +
                                                     "{\"run\":{\"cmd\":\"c\",\"exit\":null,\"wall_s\":0,\"skipped\":\"the deadline\"}}\n",

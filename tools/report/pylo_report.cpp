@@ -1,5 +1,6 @@
 #include "tools/report/pylo_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -186,6 +187,58 @@ void section_configs(PyloCtx& c) {
           "sizes they take Figure 8's recipe (the same steps and tokens per step).\n\n";
 }
 
+// The page's head: the GPUs the experiments ran on and a table of every experiment of the kinds of machine
+// present (added to `kinds`) with its status, runs and time, and a GPU column where they ran on several.
+void page_head(PyloCtx& c, std::set<std::string>& kinds) {
+  std::vector<std::string> gpus;  // in the page's order
+  std::set<std::string> invocations;
+  std::string started;
+  bool quick = false;
+  for (const auto& x : kExperiments) {
+    const Experiment& e = c.exp(x.name);
+    if (!e.present) continue;
+    kinds.insert(x.kind);
+    if (!e.gpu.empty() && std::find(gpus.begin(), gpus.end(), e.gpu) == gpus.end()) gpus.push_back(e.gpu);
+    if (started.empty() || (!e.started.empty() && e.started < started)) started = e.started;
+    quick |= e.quick;
+    if (!e.invocation.empty()) invocations.insert(e.invocation);
+  }
+  if (kinds.empty()) kinds = {"single", "multi"};
+  std::string on = gpus.empty() ? "(no GPU recorded yet)" : "";
+  for (size_t i = 0; i < gpus.size(); i++)
+    on += std::string(i == 0 ? "" : i + 1 == gpus.size() ? " and " : ", ") + "**" + gpus[i] + "**";
+  if (gpus.size() > 1) on += " (the table names each experiment's)";
+  c.md = "# The PyLO paper, reproduced\n\n";
+  c.md += "Our programs on " + on + (started.empty() ? "" : ", from " + started) +
+          (quick ? ", **the quick pass** (few sizes, few steps)" : "") +
+          ". Each section: our figure, the paper's (its GPU named), the peer measured in the same run where there is "
+          "one, the ratio, and the command that produced it with how long it ran. The paper: Janson et al., \"PyLO: "
+          "Towards Accessible Learned Optimizers in PyTorch\" (arXiv 2506.10315); its figures as transcribed in "
+          "`tools/report/pylo_paper.jsonl`. Written by `./report pylo` from the experiment files in `exp/`"
+          " (`scripts/reproduce_pylo.sh`; docs/reproduce.md).\n\n";
+  MdTable s;
+  s.head = {"the paper's", "experiment", "status", "runs", "time"};
+  s.align = {'l', 'l', 'l', 'r', 'r'};
+  if (gpus.size() > 1) s.head.push_back("GPU"), s.align.push_back('l');
+  double total = 0;
+  for (const auto& x : kExperiments) {
+    if (!kinds.count(x.kind)) continue;
+    const Experiment& e = c.exp(x.name);
+    int runs = 0;
+    for (const auto& r : e.runs) runs += !r.skipped;
+    total += e.wall_s;
+    s.rows.push_back(
+        {x.item, "`" + std::string(x.name) + "`", e.status == "skipped" ? "skipped: " + e.reason : e.status,
+         e.present ? std::to_string(runs) + (e.failed ? " (" + std::to_string(e.failed) + " failed)" : "") : kNone,
+         e.present ? human_seconds(e.wall_s) : kNone});
+    if (gpus.size() > 1) s.rows.back().push_back(e.gpu.empty() ? kNone : e.gpu);
+  }
+  const std::string how = invocations.size() == 1 ? " (`" + *invocations.begin() + "`, resumed calls included)"
+                          : invocations.empty()   ? ""
+                                                  : " (the commands each section names, resumed calls included)";
+  c.md += s.render() + "\nIn all: " + human_seconds(total) + " of runs" + how + ".\n\n";
+}
+
 }  // namespace
 
 const Experiment& PyloCtx::exp(const std::string& name) {
@@ -197,6 +250,15 @@ const Experiment& PyloCtx::exp(const std::string& name) {
 void PyloCtx::figure(const svg::Figure& f, const std::string& name, const std::string& alt) {
   svg::write(f, out + "/" + name + ".svg");
   md += "\n![" + alt + "](" + name + ".svg)\n\n";
+}
+
+const Experiment& PyloCtx::on_same_gpu(const Experiment& ours, const std::string& name) {
+  static const Experiment kAbsent;
+  const Experiment& other = exp(name);
+  if (!ours.present || !other.present || ours.gpu.empty() || other.gpu.empty() || ours.gpu == other.gpu) return other;
+  md += "`" + name + "` ran on " + other.gpu + ", not on this section's " + ours.gpu +
+        ": its numbers are left out here (a ratio between two kinds of GPU compares the GPUs, not the code).\n\n";
+  return kAbsent;
 }
 
 void PyloCtx::open_section(const std::string& title, const Experiment& e, const Experiment* peers) {
@@ -236,43 +298,7 @@ std::string write_pylo_report(const std::string& dir, const std::string& out, co
   std::filesystem::create_directories(out, ec);
   // The kinds of machine this folder's experiments ran on; sections of other kinds are left out.
   std::set<std::string> kinds;
-  std::string gpu, started, invocation;
-  bool quick = false;
-  for (const auto& x : kExperiments) {
-    const Experiment& e = c.exp(x.name);
-    if (!e.present) continue;
-    kinds.insert(x.kind);
-    if (gpu.empty()) gpu = e.gpu;
-    if (started.empty() || (!e.started.empty() && e.started < started)) started = e.started;
-    quick |= e.quick;
-    if (invocation.empty()) invocation = e.invocation;
-  }
-  if (kinds.empty()) kinds = {"single", "multi"};
-  c.md = "# The PyLO paper, reproduced\n\n";
-  c.md += "Our programs on " + (gpu.empty() ? std::string("(no GPU recorded yet)") : "**" + gpu + "**") +
-          (started.empty() ? "" : ", from " + started) + (quick ? ", **the quick pass** (few sizes, few steps)" : "") +
-          ". Each section: our figure, the paper's (its GPU named), the peer measured in the same run where there is "
-          "one, the ratio, and the command that produced it with how long it ran. The paper: Janson et al., \"PyLO: "
-          "Towards Accessible Learned Optimizers in PyTorch\" (arXiv 2506.10315); its figures as transcribed in "
-          "`tools/report/pylo_paper.jsonl`. Written by `./report pylo` from the experiment files in `exp/`"
-          " (`scripts/reproduce_pylo.sh`; docs/reproduce.md).\n\n";
-  MdTable s;
-  s.head = {"the paper's", "experiment", "status", "runs", "time"};
-  s.align = {'l', 'l', 'l', 'r', 'r'};
-  double total = 0;
-  for (const auto& x : kExperiments) {
-    if (!kinds.count(x.kind)) continue;
-    const Experiment& e = c.exp(x.name);
-    int runs = 0;
-    for (const auto& r : e.runs) runs += !r.skipped;
-    total += e.wall_s;
-    s.rows.push_back({x.item, "`" + std::string(x.name) + "`",
-                      e.status == "skipped" ? "skipped: " + e.reason : e.status,
-                      e.present ? std::to_string(runs) + (e.failed ? " (" + std::to_string(e.failed) + " failed)" : "") : kNone,
-                      e.present ? human_seconds(e.wall_s) : kNone});
-  }
-  c.md += s.render() + "\nIn all: " + human_seconds(total) + " of runs" +
-          (invocation.empty() ? "" : " (`" + invocation + "`, resumed calls included)") + ".\n\n";
+  page_head(c, kinds);
   if (kinds.count("single")) {
     const Experiment& setup = c.exp("setup_pylo_cuda");
     if (setup.present && !setup.done())

@@ -25,6 +25,9 @@ struct PyloCtx {
   std::string produced_by(const Experiment& e) const;
   // A section's start: "## title" and what produced it; with `peers`, ours and the peers' experiment each.
   void open_section(const std::string& title, const Experiment& e, const Experiment* peers = nullptr);
+  // Experiment `name` where it ran on the GPU that `ours` ran on (or one of them names none); otherwise an
+  // absent experiment, and the page says why: a ratio between two kinds of GPU compares the GPUs, not the code.
+  const Experiment& on_same_gpu(const Experiment& ours, const std::string& name);
   void no_data() { md += "No data yet.\n\n"; }
 };
 

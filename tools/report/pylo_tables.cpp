@@ -150,10 +150,9 @@ MdTable table3_table(const PyloCtx& c, const std::vector<BenchRow>& rows) {
 // ------------------------------------------------------------------------------------------ Table 2
 void section_table2(PyloCtx& c) {
   const Experiment& e = c.exp("table2_step_breakdown");
-  const Experiment& peers_e = c.exp("fig5_peers");
   c.open_section("Table 2: forward, backward and optimizer time per step (ViT at batch 32, GPT-2 at 4 x 1024 tokens)", e);
   const std::vector<BenchRow> rows = bench_rows(e);
-  const std::vector<StepRow> peers = step_rows(peers_e);
+  const std::vector<StepRow> peers = step_rows(c.on_same_gpu(e, "fig5_peers"));
   if (rows.empty()) return c.no_data();
   MdTable t;
   t.head = {"model", "batch", "optimizer", "forward ms", "backward ms", "optimizer ms", "step ms",
@@ -183,7 +182,7 @@ void section_table9(PyloCtx& c) {
   t.head = {"model", "batch", "optimizer", "step ms", "throughput", "over AdamW", "paper step ms (" + c.paper.gpu("table9") + ")",
             "paper throughput", "paper over Adam", "step: paper ÷ ours", "PyLO's optimizer step here: CUDA / naive ms"};
   t.align = {'l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
-  const std::vector<StepRow> peers = step_rows(c.exp("fig5_peers"));
+  const std::vector<StepRow> peers = step_rows(c.on_same_gpu(e, "fig5_peers"));
   std::vector<std::string> errors, models, opts;
   for (const auto& r : rows) models.push_back(r.model), opts.push_back(r.optimizer);
   svg::BarChart ch;

@@ -232,6 +232,26 @@ check compare_table_seeds grep -qF '| adamw_lr1e-3 | adamw | 1e-3 | 1 2 3 | 2.50
 check compare_table_timeout grep -qF '| timeout 1/3 |' "$T/cmp_table.md"
 check compare_svg [ -s "$T/cmp_table.svg" ]
 
+# The logs thinned for committing (scripts/thin_train_logs.sh) give the same table; a step with a loss that is
+# not a number, the last step and every Nth stay.
+cp -r "$T/cmp" "$T/cmp_thin"
+scripts/thin_train_logs.sh 4 "$T/cmp_thin/"*.jsonl
+check thin_exit_0 [ $? = 0 ]
+check thin_fewer_lines [ "$(cat "$T/cmp_thin/"*.jsonl | wc -l)" -lt "$(cat "$T/cmp/"*.jsonl | wc -l)" ]
+./report compare -i "$T/cmp_thin" --out "$T/cmp_thin_table" --task vit >/dev/null
+check thin_same_table cmp -s "$T/cmp_table.md" "$T/cmp_thin_table.md"
+{ echo '{"compare_run":{"task":"vit","label":"x","optimizer":"adamw","flags":"","seed":1,"steps":7}}'
+  for s in 1 2 3 4 5 6 7; do
+    [ $s = 3 ] && echo '{"step":3,"loss":null,"ms":1.0}' || echo "{\"step\":$s,\"loss\":2.5,\"ms\":1.0}"
+  done
+  echo '{"step":7,"val_loss":2.0}'
+  echo '{"compare_end":{"status":"diverged","exit":1,"wall_s":1.0}}'; } >"$T/thin.jsonl"
+scripts/thin_train_logs.sh 4 "$T/thin.jsonl"
+check thin_kept_steps [ "$(grep -o '^{"step":[0-9]*,"loss"' "$T/thin.jsonl" | tr -dc '0-9\n' | tr '\n' ' ')" = "3 4 7 " ]
+check thin_kept_others [ "$(grep -c 'compare_run\|compare_end\|val_loss' "$T/thin.jsonl")" = 3 ]
+scripts/thin_train_logs.sh 0 "$T/thin.jsonl" 2>/dev/null
+check thin_bad_n [ $? = 2 ]
+
 # ------------------------------------------------------------------------------------------------ multi
 WORLD=8 $R multi --quick --out "$T/multi" >/dev/null 2>&1
 check multi_skipped [ "$(status_of "$T/multi/exp/table3_data_parallel.jsonl")" = skipped ]

@@ -2,9 +2,10 @@
 # scripts/reproduce_pylo.sh on the CPU (CPU suite; no GPU needed): the plan (--dry-run), the experiment files
 # and the report on fake programs, resume (a done experiment is skipped; --redo, failed, skipped, stopped and
 # interrupted ones run again), the deadline, and a multi-GPU experiment skipped for want of GPUs; and the
-# training runs' driver, scripts/compare_optimizers.sh: seeds, --resume, --timeout, and ./report compare on them. The fakes
-# stand in for train_vit / train_gpt2 / bench_optim / nvidia-smi and print what the real ones print (a header,
-# JSON-lines logs, a GPT2_PROFILE table, bench_optim's lines); ./report is the real one (make report).
+# training runs' driver, scripts/compare_optimizers.sh: seeds, --resume, --timeout, and ./report compare on
+# them; the bench scripts' lines and refusals; thinned training logs. The fakes stand in for train_vit /
+# train_gpt2 / bench_optim / nvidia-smi and print what the real ones print (a header, JSON-lines logs, a
+# GPT2_PROFILE table, bench_optim's lines); ./report is the real one (make report).
 # Prints PASS/FAIL per check; exits 1 if any fails.
 #
 #   bash tests/cli/test_reproduce.sh        (make test-cpu runs it)
@@ -258,6 +259,37 @@ check multi_skipped [ "$(status_of "$T/multi/exp/table3_data_parallel.jsonl")" =
 check multi_reason grep -q "fewer than WORLD=8" "$T/multi/exp/table3_data_parallel.jsonl"
 check multi_report_section grep -q "^## Table 3" "$T/multi/report.md"
 check multi_report_no_single bash -c "! grep -q '^## Table 2' '$T/multi/report.md'"
+
+# ------------------------------------------------------------------------------------------------ the bench scripts
+# scripts/bench_gpt2.sh and bench_vit.sh (on scripts/bench_common.sh), which the speed experiments run: one line per configuration from
+# ./report median, MODEL:B:T, a launcher's id file, OUTFILE, a failed run's line, and the settings they refuse.
+: >"$FAKE_CALLS"
+line=$(STEPS=6 WARMUP=2 scripts/bench_gpt2.sh d12:4:512 2>/dev/null)
+check bench_gpt2_line grep -q '^{"model":"d12",.*"B":4,"T":512,.*"tok_per_s":400000' <<<"$line"
+check bench_gpt2_command grep -q -- "-e d12 -b 4 -t 512 -x 6 -v 0 -s 0 -o adamw --log " "$FAKE_CALLS"
+line=$(LAUNCH=env OUTFILE="${T#$PWD/}/bench_out/vit.jsonl" scripts/bench_vit.sh vit-s16:8 2>/dev/null)
+check bench_vit_line grep -q '^{"model":"vit-s16",.*"B":8,.*"img_per_s":3000' <<<"$line"
+check bench_vit_launch grep -q '"launch":"env"' <<<"$line"
+check bench_vit_nccl_id grep -q -- "-o adamw --log .* --nccl-id-file " "$FAKE_CALLS"
+check bench_vit_outfile [ "$(cat "$T/bench_out/vit.jsonl")" = "$line" ]
+line=$(FAKE_FAIL=1 scripts/bench_vit.sh vit-b16:32 2>/dev/null)
+check bench_failed_run_line grep -q '"error":"train: out of GPU memory; use a smaller -b."' <<<"$line"
+bench_refuses() {  # NAME MESSAGE ENV... -- ARGS...: exit status 2 with MESSAGE on stderr
+  local name=$1 msg=$2 envs=()
+  shift 2
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" "$@" >/dev/null 2>"$T/bench_err"
+  check "bench_refuses_$name" bash -c "[ $? = 2 ] && grep -qF \"\$1\" '$T/bench_err'" _ "$msg"
+}
+bench_refuses steps "STEPS and WARMUP must be whole numbers (got 'x')" STEPS=x -- scripts/bench_gpt2.sh d12:4
+bench_refuses seq_len "T must be a whole number (got 'x')" T=x -- scripts/bench_gpt2.sh d12:4
+bench_refuses warmup "STEPS (3) must be larger than WARMUP (3)" STEPS=3 WARMUP=3 -- scripts/bench_vit.sh vit-b16:32
+bench_refuses timeout "TIMEOUT must be a whole number of seconds (got '0')" TIMEOUT=0 -- scripts/bench_vit.sh vit-b16:32
+bench_refuses config "bad configuration 'd12'" X=1 -- scripts/bench_gpt2.sh d12
+bench_refuses vit_config "bad configuration 'd12:4'" X=1 -- scripts/bench_vit.sh d12:4
+bench_refuses program "not found; build it with 'make train_gpt2'" TRAIN_GPT2="$T/none" -- scripts/bench_gpt2.sh d12:4
+bench_refuses report "not found; build it with 'make report'" REPORT="$T/none" -- scripts/bench_vit.sh vit-b16:32
 
 echo "test_reproduce: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -4,14 +4,16 @@
 
 # bench_setup NAME PROGRAM DEFAULT_STEPS ARGS...: --help (among the script's ARGS) prints the calling script's
 # header; OUTFILE is made absolute and its folder created; then, from the repository root, the settings are
-# checked (exit status 2 with a sentence) and steps, warmup, extra, extra_args, launch_str, launch, exe, report,
-# limit, profile, gpu and tmp (a temporary folder, removed on exit) set.
+# checked (exit status 2 with a sentence) and steps, warmup, extra, extra_args, launch_str, launch, exe, program
+# (train_gpt2 or train_vit), report, limit, profile, gpu and tmp (a temporary folder, removed on exit) set.
 bench_setup() {
-  bench=$1 exe=$2
-  local default_steps=$3 a n program=${1/bench_/train_}
+  bench=$1 exe=$2 program=${1/bench_/train_}
+  local default_steps=$3 a n
   shift 3
   for a in "$@"; do
-    case "$a" in -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;; esac
+    case "$a" in
+      -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
+    esac
   done
   outfile=${OUTFILE:-}
   if [ -n "$outfile" ]; then
@@ -25,7 +27,8 @@ bench_setup() {
   for n in "$steps" "$warmup"; do
     [[ "$n" =~ ^[0-9]+$ ]] || bench_refuse "STEPS and WARMUP must be whole numbers (got '$n')."
   done
-  [ "$steps" -gt "$warmup" ] || bench_refuse "STEPS ($steps) must be larger than WARMUP ($warmup) to leave steps to time."
+  [ "$steps" -gt "$warmup" ] ||
+    bench_refuse "STEPS ($steps) must be larger than WARMUP ($warmup) to leave steps to time."
   [ -x "$exe" ] || bench_refuse "$exe not found; build it with 'make $program' (or set ${program^^})."
   report=${REPORT:-./report}
   [ -x "$report" ] || bench_refuse "$report not found; build it with 'make report' (or set REPORT)."
@@ -42,13 +45,13 @@ bench_setup() {
 
 bench_refuse() { echo "$bench: $*" >&2; exit 2; }
 
-# bench_run PROGRAM_NAME LOG FALLBACK MEDIAN_ARGS... -- CMD...: runs CMD (a fresh --nccl-id-file under a
+# bench_run LOG FALLBACK MEDIAN_ARGS... -- CMD...: runs CMD (a fresh --nccl-id-file under a
 # launcher, then EXTRA's flags; under TIMEOUT and PROFILE) and prints, and appends to OUTFILE, its line from
 # `./report median` (MEDIAN_ARGS: the configuration's fields), or FALLBACK (a JSON object's first fields) with
 # an error when the report tool itself fails.
 bench_run() {
-  local program=$1 log=$2 fallback=$3 median=() cmd line rc
-  shift 3
+  local log=$1 fallback=$2 median=() cmd line rc
+  shift 2
   while [ "$1" != -- ]; do median+=("$1"); shift; done
   shift
   rm -f "$log"

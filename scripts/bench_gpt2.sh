@@ -39,6 +39,6 @@ for c in "${configs[@]}"; do
   IFS=: read -r model B T_cfg <<<"$c"
   T_run=${T_cfg:-$seq_len}
   log="$tmp/$model-$B-$T_run.jsonl"
-  bench_run train_gpt2 "$log" "\"model\":\"$model\",\"B\":$B,\"T\":$T_run" -e "$model" -b "$B" -t "$T_run" -- \
+  bench_run "$log" "\"model\":\"$model\",\"B\":$B,\"T\":$T_run" -e "$model" -b "$B" -t "$T_run" -- \
     "$exe" -e "$model" -b "$B" -t "$T_run" -x "$steps" -v 0 -s 0 -o adamw --log "$log"
 done

@@ -29,7 +29,7 @@ done
 for c in "${configs[@]}"; do
   IFS=: read -r model B <<<"$c"
   log="$tmp/$model-$B.jsonl"
-  bench_run train_vit "$log" "\"model\":\"$model\",\"B\":$B" -e "$model" -b "$B" -- \
+  bench_run "$log" "\"model\":\"$model\",\"B\":$B" -e "$model" -b "$B" -- \
     "$exe" --synthetic 1 -e "$model" --image 224 --channels 3 --classes 1000 -b "$B" -x "$steps" -u 2 -v 0 -o adamw \
     --log "$log"
 done

@@ -261,8 +261,9 @@ check multi_report_section grep -q "^## Table 3" "$T/multi/report.md"
 check multi_report_no_single bash -c "! grep -q '^## Table 2' '$T/multi/report.md'"
 
 # ------------------------------------------------------------------------------------------------ the bench scripts
-# scripts/bench_gpt2.sh and bench_vit.sh (on scripts/bench_common.sh), which the speed experiments run: one line per configuration from
-# ./report median, MODEL:B:T, a launcher's id file, OUTFILE, a failed run's line, and the settings they refuse.
+# scripts/bench_gpt2.sh and bench_vit.sh (on scripts/bench_common.sh), which the speed experiments run: one
+# line per configuration from ./report median, MODEL:B:T, a launcher's id file, OUTFILE, a failed run's line,
+# and the settings they refuse.
 : >"$FAKE_CALLS"
 line=$(STEPS=6 WARMUP=2 scripts/bench_gpt2.sh d12:4:512 2>/dev/null)
 check bench_gpt2_line grep -q '^{"model":"d12",.*"B":4,"T":512,.*"tok_per_s":400000' <<<"$line"

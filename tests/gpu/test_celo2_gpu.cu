@@ -23,6 +23,7 @@
 #include "optim/lopt/celo2_weights.h"
 #include "optim/optimizer.h"
 #include "optim/ref/ref_optim.h"
+#include "tests/gpu/optimizer_checks.h"
 #include "tests/gpu/optimizer_test_util.h"
 #include "tests/test_util.h"
 
@@ -106,14 +107,6 @@ OptimOptions celo2_options() {
   return o;
 }
 
-void run_steps(Optimizer& opt, Arena& a, int first_seed, int n, const GradClipper* clip = nullptr) {
-  for (int s = 0; s < n; s++) {
-    upload(a, make_grads(a.table(), uint32_t(first_seed + s)), true);
-    StepInfo info;
-    if (clip) info.d_grad_scale = clip->d_scale();
-    opt.step(info, 0);
-  }
-}
 }  // namespace
 
 TEST_F(Celo2Gpu, RealWeightsMatchesReference) { compare_with_reference("celo2", celo2_options(), 0.0f, true); }
@@ -197,123 +190,35 @@ TEST_F(Celo2Gpu, Bf16RecordsMatchTheReference) {
 
 TEST_F(Celo2Gpu, SaveLoadContinuesBitForBit) {
   const std::string dir = make_temp_dir();
+  const ParamTable table = lopt_mixed_table();
   for (const std::string label : {"celo2", "elo_celo2", "celo2:rec16"}) {
     SCOPED_TRACE(label);
-    const std::string name = label.substr(0, label.find(':'));
-    ParamTable table = lopt_mixed_table();
     OptimOptions o = celo2_options();
     o.celo2.ns = o.elo_celo2.ns = "bf16";  // the default
     o.celo2.bf16_record = label == "celo2:rec16";
-    Arena a(table, false);
-    upload(a, random_params(table, 3), false);
-    auto opt = make_optimizer(name, o, a);
-    run_steps(*opt, a, 500, 8);
-    const std::vector<float> mid = a.get_params_flat();
-    const std::string path = dir + "/" + label + ".state";
-    {
-      SectionWriter w(path);
-      opt->save_state(w);
-      w.commit();
-    }
-    run_steps(*opt, a, 600, 8);
-    const std::vector<float> straight = a.get_params_flat();
-    Arena b(table, false);
-    upload(b, mid, false);
-    auto opt2 = make_optimizer(name, o, b);
-    opt2->load_state(SectionReader(path));
-    EXPECT_EQ(opt2->steps_done(), 8);
-    run_steps(*opt2, b, 600, 8);
-    const std::vector<float> resumed = b.get_params_flat();
-    ASSERT_EQ(std::memcmp(straight.data(), resumed.data(), straight.size() * 4), 0) << "resume is not bit-identical";
-    EXPECT_GT(opt->state_bytes(), 0u);
+    expect_resume_bit_for_bit(label.substr(0, label.find(':')), o, table, random_params(table, 3),
+                              dir + "/" + label + ".state");
   }
 }
 
 TEST_F(Celo2Gpu, GraphReplayEqualsEagerSteps) {
+  const ParamTable table = lopt_mixed_table();
   for (const std::string name : {"celo2", "elo_celo2"}) {
     SCOPED_TRACE(name);
-    ParamTable table = lopt_mixed_table();
     OptimOptions o = celo2_options();
     o.celo2.ns = o.elo_celo2.ns = "bf16";  // the default
-    const std::vector<float> p0 = random_params(table, 9), g = make_grads(table, 77);
-    cudaStream_t st;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    std::vector<float> results[2];
-    for (int graph = 0; graph < 2; graph++) {
-      Arena a(table, true);
-      upload(a, p0, false);
-      upload(a, g, true);
-      auto opt = make_optimizer(name, o, a);
-      GradClipper clip(a, 0.05f);
-      StepInfo info;
-      info.d_grad_scale = clip.d_scale();
-      auto step = [&] {
-        clip.run(st);
-        opt->step(info, st);
-      };
-      if (graph) {
-        const CudaGraph cg = CudaGraph::capture(st, step);
-        for (int i = 0; i < 6; i++) cg.launch(st);
-      } else {
-        for (int i = 0; i < 6; i++) step();
-      }
-      CUDA_CHECK(cudaStreamSynchronize(st));
-      EXPECT_EQ(opt->steps_done(), 6);
-      results[graph] = a.get_params_flat();
-    }
-    CUDA_CHECK(cudaStreamDestroy(st));
-    ASSERT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4), 0);
-    ASSERT_NE(std::memcmp(results[0].data(), p0.data(), p0.size() * 4), 0);
+    expect_graph_replay_equals_eager(name, o, table, random_params(table, 9), 0.05f);
   }
 }
 
 // As OwnedSubsetStepsLikeAnArenaOfThoseTensors (test_optim_gpu.cu): a subset steps bit for bit like an arena of
 // only those tensors (CELO2's global clip then covers the subset alike), and leaves the others untouched.
 TEST_F(Celo2Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
+  const std::string dir = make_temp_dir();
   const ParamTable full = lopt_mixed_table();
-  ParamTable sub;
-  std::vector<int> owned;
-  for (const auto& ti : full.tensors())
-    if (ti.index % 3 != 1) {
-      owned.push_back(ti.index);
-      sub.add(static_cast<const TensorSpec&>(ti));
-    }
-  auto extract = [&](const std::vector<float>& flat) {
-    std::vector<float> out(size_t(sub.total_elems()), 0.0f);
-    for (size_t k = 0; k < owned.size(); k++)
-      std::copy_n(flat.begin() + full[owned[k]].offset, full[owned[k]].numel, out.begin() + sub[int(k)].offset);
-    return out;
-  };
   for (const std::string name : {"celo2", "elo_celo2"}) {
     SCOPED_TRACE(name);
-    const OptimOptions o = celo2_options();
-    Arena a(full, false), b(sub, false);
-    const std::vector<float> p0 = random_params(full, 21);
-    upload(a, p0, false);
-    upload(b, extract(p0), false);
-    auto oa = make_optimizer(name, o, a, owned);
-    auto ob = make_optimizer(name, o, b);
-    GradClipper ca(a, 0.5f, owned), cb(b, 0.5f);
-    for (int s = 0; s < 6; s++) {
-      const std::vector<float> g = make_grads(full, uint32_t(40 + s));
-      upload(a, g, true);
-      upload(b, extract(g), true);
-      ca.run(0);
-      cb.run(0);
-      StepInfo ia, ib;
-      ia.d_grad_scale = ca.d_scale();
-      ib.d_grad_scale = cb.d_scale();
-      oa->step(ia, 0);
-      ob->step(ib, 0);
-    }
-    const std::vector<float> pa = a.get_params_flat(), pb = b.get_params_flat(), want = extract(pa);
-    ASSERT_EQ(std::memcmp(want.data(), pb.data(), want.size() * 4), 0) << "the owned tensors differ";
-    EXPECT_NE(std::memcmp(want.data(), extract(p0).data(), want.size() * 4), 0) << "the owned tensors did not move";
-    for (const auto& ti : full.tensors())
-      if (ti.index % 3 == 1)
-        EXPECT_EQ(std::memcmp(&pa[size_t(ti.offset)], &p0[size_t(ti.offset)], size_t(ti.numel) * 4), 0)
-            << ti.name << " moved";
-    EXPECT_LT(oa->state_bytes(), make_optimizer(name, o, a)->state_bytes());
+    expect_owned_subset_steps_alike(name, celo2_options(), full, random_params(full, 21), 0.5f, dir + "/" + name + ".state");
   }
 }
 

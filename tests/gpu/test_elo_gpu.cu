@@ -25,6 +25,7 @@
 #include "optim/optimizer.h"
 #include "optim/ref/ref_lopt.h"
 #include "optim/ref/ref_optim.h"
+#include "tests/gpu/optimizer_checks.h"
 #include "tests/gpu/optimizer_test_util.h"
 #include "tests/test_util.h"
 
@@ -176,12 +177,6 @@ void poke(const ParamTable& t, std::vector<float>& g, const char* name, int64_t 
   g[size_t(ti.offset + i)] = v;
 }
 
-void run_steps(Optimizer& opt, Arena& a, int first_seed, int n) {
-  for (int s = 0; s < n; s++) {
-    upload(a, make_grads(a.table(), uint32_t(first_seed + s)), true);
-    opt.step(StepInfo{}, 0);
-  }
-}
 }  // namespace
 
 TEST_F(EloGpu, MatchesReference) { compare_with_reference("", elo_options(), 0.0f, true, kExactTol); }
@@ -246,133 +241,53 @@ TEST_F(EloGpu, NanAndInfGradientsFollowNanToNum) {
   }
 }
 
+// ELO with its global clip on, exact and fast.
+OptimOptions clipped_elo_options(bool fast) {
+  OptimOptions o = elo_options();
+  o.elo.clip_grad = true;
+  o.elo.fast = fast;
+  return o;
+}
+
 TEST_F(EloGpu, SaveLoadContinuesBitForBit) {
   const std::string dir = make_temp_dir();
+  const ParamTable table = lopt_mixed_table();
   for (const bool fast : {false, true}) {
     SCOPED_TRACE(fast ? "fast" : "exact");
-    const ParamTable table = lopt_mixed_table();
-    OptimOptions o = elo_options();
-    o.elo.clip_grad = true;
-    o.elo.fast = fast;
-    Arena a(table, false);
-    upload(a, random_params(table, 3), false);
-    auto opt = make_optimizer("elo", o, a);
-    run_steps(*opt, a, 500, 8);
-    const std::vector<float> mid = a.get_params_flat();
     const std::string path = dir + (fast ? "/fast.state" : "/exact.state");
-    {
-      SectionWriter w(path);
-      opt->save_state(w);
-      w.commit();
-    }
-    run_steps(*opt, a, 600, 8);
-    const std::vector<float> straight = a.get_params_flat();
-    Arena b(table, false);
-    upload(b, mid, false);
-    auto opt2 = make_optimizer("elo", o, b);
-    opt2->load_state(SectionReader(path));
-    EXPECT_EQ(opt2->steps_done(), 8);
-    run_steps(*opt2, b, 600, 8);
-    const std::vector<float> resumed = b.get_params_flat();
-    ASSERT_EQ(std::memcmp(straight.data(), resumed.data(), straight.size() * 4), 0) << "resume is not bit-identical";
-    EXPECT_NE(std::memcmp(straight.data(), mid.data(), mid.size() * 4), 0);
+    expect_resume_bit_for_bit("elo", clipped_elo_options(fast), table, random_params(table, 3), path);
     // small_fc_lopt keeps the same buffers, but a state file says which optimizer wrote it.
     OptimOptions so;
     so.small_fc.weights = elo_weights_dir();
+    Arena b(table, false);
     auto other = make_optimizer("small_fc_lopt", so, b);
     expect_user_error([&] { other->load_state(SectionReader(path)); }, "resume with -o elo");
   }
 }
 
 TEST_F(EloGpu, GraphReplayEqualsEagerSteps) {
+  const ParamTable table = lopt_mixed_table();
   for (const bool fast : {false, true}) {
     SCOPED_TRACE(fast ? "fast" : "exact");
-    const ParamTable table = lopt_mixed_table();
-    OptimOptions o = elo_options();
-    o.elo.clip_grad = true;
-    o.elo.fast = fast;
-    const std::vector<float> p0 = random_params(table, 9), g = make_grads(table, 77);
-    cudaStream_t st;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    std::vector<float> results[2];
-    for (int graph = 0; graph < 2; graph++) {
+    const OptimOptions o = clipped_elo_options(fast);
+    {
       Arena a(table, true);
-      upload(a, p0, false);
-      upload(a, g, true);
-      auto opt = make_optimizer("elo", o, a);
       GradClipper clip(a, 5.0f);
-      ASSERT_FALSE(opt->take_clip(&clip));  // ELO keeps the clipper apart: its gradient is nan_to_num'd
-      StepInfo info;
-      info.d_grad_scale = clip.d_scale();
-      auto step = [&] {
-        clip.run(st);
-        opt->step(info, st);
-      };
-      if (graph) {
-        const CudaGraph cg = CudaGraph::capture(st, step);
-        for (int i = 0; i < 6; i++) cg.launch(st);
-      } else {
-        for (int i = 0; i < 6; i++) step();
-      }
-      CUDA_CHECK(cudaStreamSynchronize(st));
-      EXPECT_EQ(opt->steps_done(), 6);
-      results[graph] = a.get_params_flat();
+      ASSERT_FALSE(make_optimizer("elo", o, a)->take_clip(&clip));  // ELO keeps the clipper apart: its gradient is nan_to_num'd
     }
-    CUDA_CHECK(cudaStreamDestroy(st));
-    ASSERT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4), 0);
-    ASSERT_NE(std::memcmp(results[0].data(), p0.data(), p0.size() * 4), 0);
+    expect_graph_replay_equals_eager("elo", o, table, random_params(table, 9), 5.0f);
   }
 }
 
 // As OwnedSubsetStepsLikeAnArenaOfThoseTensors (test_optim_gpu.cu): a subset steps bit for bit like an arena of
 // only those tensors (ELO's global clip then covers the subset alike), and leaves the others untouched.
 TEST_F(EloGpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
+  const std::string dir = make_temp_dir();
   const ParamTable full = lopt_mixed_table();
-  ParamTable sub;
-  std::vector<int> owned;
-  for (const auto& ti : full.tensors())
-    if (ti.index % 3 != 1) {
-      owned.push_back(ti.index);
-      sub.add(static_cast<const TensorSpec&>(ti));
-    }
-  auto extract = [&](const std::vector<float>& flat) {
-    std::vector<float> out(size_t(sub.total_elems()), 0.0f);
-    for (size_t k = 0; k < owned.size(); k++)
-      std::copy_n(flat.begin() + full[owned[k]].offset, full[owned[k]].numel, out.begin() + sub[int(k)].offset);
-    return out;
-  };
   for (const bool fast : {false, true}) {
     SCOPED_TRACE(fast ? "fast" : "exact");
-    OptimOptions o = elo_options();
-    o.elo.clip_grad = true;
-    o.elo.fast = fast;
-    Arena a(full, false), b(sub, false);
-    const std::vector<float> p0 = random_params(full, 21);
-    upload(a, p0, false);
-    upload(b, extract(p0), false);
-    auto oa = make_optimizer("elo", o, a, owned);
-    auto ob = make_optimizer("elo", o, b);
-    GradClipper ca(a, 5.0f, owned), cb(b, 5.0f);
-    for (int s = 0; s < 6; s++) {
-      const std::vector<float> g = make_grads(full, uint32_t(40 + s));
-      upload(a, g, true);
-      upload(b, extract(g), true);
-      ca.run(0);
-      cb.run(0);
-      StepInfo ia, ib;
-      ia.d_grad_scale = ca.d_scale();
-      ib.d_grad_scale = cb.d_scale();
-      oa->step(ia, 0);
-      ob->step(ib, 0);
-    }
-    const std::vector<float> pa = a.get_params_flat(), pb = b.get_params_flat(), want = extract(pa);
-    ASSERT_EQ(std::memcmp(want.data(), pb.data(), want.size() * 4), 0) << "the owned tensors differ";
-    EXPECT_NE(std::memcmp(want.data(), extract(p0).data(), want.size() * 4), 0) << "the owned tensors did not move";
-    for (const auto& ti : full.tensors())
-      if (ti.index % 3 == 1)
-        EXPECT_EQ(std::memcmp(&pa[size_t(ti.offset)], &p0[size_t(ti.offset)], size_t(ti.numel) * 4), 0)
-            << ti.name << " moved";
-    EXPECT_LT(oa->state_bytes(), make_optimizer("elo", o, a)->state_bytes());
+    expect_owned_subset_steps_alike("elo", clipped_elo_options(fast), full, random_params(full, 21), 5.0f,
+                                    dir + (fast ? "/fast.state" : "/exact.state"));
   }
 }
 

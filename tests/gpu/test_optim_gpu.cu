@@ -15,6 +15,7 @@
 #include "optim/optimizer.h"
 #include "optim/ref/ref_lopt.h"
 #include "optim/ref/ref_optim.h"
+#include "tests/gpu/optimizer_checks.h"
 #include "tests/gpu/optimizer_test_util.h"
 #include "tests/test_util.h"
 
@@ -59,6 +60,8 @@ std::vector<float> random_params(const ParamTable& t, uint32_t seed) {
 }
 
 using optim_test::make_grads;
+using optim_test::run_steps;
+using optim_test::synthetic_loss;
 using optim_test::upload;
 
 struct Tolerance {
@@ -67,7 +70,6 @@ struct Tolerance {
 
 // Runs GPU and CPU side by side and checks every tensor after every step: ||p_gpu - p_ref|| over
 // ||p_ref - p0|| (error relative to the distance travelled).
-float synthetic_loss(int s) { return 3.0f * std::exp(-0.05f * float(s)) + 0.1f * float(s % 3); }
 
 // take_clip: the optimizer takes the clipper into its pass A (Optimizer::take_clip) and runs it in its step.
 void compare_with_reference(const std::string& name, const OptimOptions& o, float clip, bool bf16, Tolerance tol,
@@ -199,19 +201,6 @@ TEST_F(Gpu, MuonMatchRmsNoNesterovMatchesReference) {
 }
 
 namespace {
-// N steps with gradients seeded from `first_seed`, on the default stream.
-void run_steps(Optimizer& opt, Arena& a, int first_seed, int n) {
-  DeviceBuffer<float> d_loss(1, "loss");
-  for (int s = 0; s < n; s++) {
-    upload(a, make_grads(a.table(), uint32_t(first_seed + s)), true);
-    const float loss = synthetic_loss(first_seed + s);
-    d_loss.upload(&loss, 1);
-    StepInfo info;
-    info.d_loss = d_loss.get();
-    opt.step(info, 0);
-  }
-}
-
 // Random meta-weights in the published formats, written once per test binary run.
 const std::string& lopt_weight_dir() {
   static const std::string dir = [] {
@@ -248,32 +237,12 @@ TEST_F(Gpu, SaveLoadContinuesBitForBit) {
     OptimOptions o = resume_options();
     o.small_fc.fast = label.find(":fast") != std::string::npos;
     o.small_fc.bf16_record = o.velo.bf16_record = rec16;
-    Arena a(table, false);
-    upload(a, random_params(table, 3), false);
-    auto opt = make_optimizer(name, o, a);
-    run_steps(*opt, a, 500, 8);
-    const std::vector<float> mid = a.get_params_flat();
     const std::string path = dir + "/" + label + ".state";
-    {
-      SectionWriter w(path);
-      opt->save_state(w);
-      w.commit();
-    }
-    run_steps(*opt, a, 600, 8);
-    const std::vector<float> straight = a.get_params_flat();
-
-    Arena b(table, false);
-    upload(b, mid, false);
-    auto opt2 = make_optimizer(name, o, b);
-    opt2->load_state(SectionReader(path));
-    EXPECT_EQ(opt2->steps_done(), 8);
-    run_steps(*opt2, b, 600, 8);
-    const std::vector<float> resumed = b.get_params_flat();
-    ASSERT_EQ(std::memcmp(straight.data(), resumed.data(), straight.size() * 4), 0) << "resume is not bit-identical";
-    EXPECT_GT(opt->state_bytes(), 0u);
+    optim_test::expect_resume_bit_for_bit(name, o, table, random_params(table, 3), path);
     if (rec16) {
       OptimOptions o32 = o;
       o32.small_fc.bf16_record = o32.velo.bf16_record = false;
+      Arena b(table, false);
       auto fp32 = make_optimizer(name, o32, b);
       expect_user_error([&] { fp32->load_state(SectionReader(path)); }, "it was saved with other settings");
     }
@@ -286,65 +255,10 @@ TEST_F(Gpu, SaveLoadContinuesBitForBit) {
 TEST_F(Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
   const std::string dir = make_temp_dir();
   const ParamTable full = mixed_table(false);
-  ParamTable sub;
-  std::vector<int> owned;
-  for (const auto& ti : full.tensors())
-    if (ti.index % 3 != 1) owned.push_back(ti.index), sub.add(static_cast<const TensorSpec&>(ti));
-  auto extract = [&](const std::vector<float>& flat) {  // the owned tensors, laid out as `sub` lays them out
-    std::vector<float> out(size_t(sub.total_elems()), 0.0f);
-    for (size_t k = 0; k < owned.size(); k++)
-      std::copy_n(flat.begin() + full[owned[k]].offset, full[owned[k]].numel, out.begin() + sub[int(k)].offset);
-    return out;
-  };
   for (const std::string name : {"adamw", "adafactor", "muon", "small_fc_lopt", "velo"}) {
     SCOPED_TRACE(name);
-    const OptimOptions o = resume_options();
-    Arena a(full, false), b(sub, false);
-    const std::vector<float> p0 = random_params(full, 21);
-    upload(a, p0, false);
-    upload(b, extract(p0), false);
-    auto oa = make_optimizer(name, o, a, owned), ob = make_optimizer(name, o, b);
-    GradClipper ca(a, 0.5f, owned), cb(b, 0.5f);
-    DeviceBuffer<float> d_loss(1, "loss");
-    for (int s = 0; s < 6; s++) {
-      const std::vector<float> g = make_grads(full, uint32_t(40 + s));
-      upload(a, g, true);
-      upload(b, extract(g), true);
-      const float loss = synthetic_loss(s);
-      d_loss.upload(&loss, 1);
-      ca.run(0);
-      cb.run(0);
-      StepInfo ia, ib;
-      ia.d_loss = ib.d_loss = d_loss.get();
-      ia.d_grad_scale = ca.d_scale();
-      ib.d_grad_scale = cb.d_scale();
-      oa->step(ia, 0);
-      ob->step(ib, 0);
-    }
-    float na = 0, nb = 0;
-    CUDA_CHECK(cudaMemcpy(&na, ca.d_norm(), 4, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(&nb, cb.d_norm(), 4, cudaMemcpyDeviceToHost));
-    EXPECT_EQ(na, nb);
-    const std::vector<float> pa = a.get_params_flat(), pb = b.get_params_flat(), want = extract(pa);
-    ASSERT_EQ(std::memcmp(want.data(), pb.data(), want.size() * 4), 0) << "the owned tensors differ";
-    EXPECT_TRUE(std::isfinite(na) && na > 0) << "grad norm " << na;
-    EXPECT_EQ(std::count_if(want.begin(), want.end(), [](float v) { return !std::isfinite(v); }), 0)
-        << "non-finite parameters: equal in both arenas, but both wrong";
-    EXPECT_NE(std::memcmp(want.data(), extract(p0).data(), want.size() * 4), 0) << "the owned tensors did not move";
-    for (const auto& ti : full.tensors())
-      if (ti.index % 3 == 1)
-        EXPECT_EQ(std::memcmp(&pa[size_t(ti.offset)], &p0[size_t(ti.offset)], size_t(ti.numel) * 4), 0)
-            << ti.name << " moved";
-    EXPECT_LT(oa->state_bytes(), make_optimizer(name, o, a)->state_bytes());
-    const std::string path = dir + "/" + name + ".state";
-    {
-      SectionWriter w(path);
-      oa->save_state(w);
-      w.commit();
-    }
-    expect_user_error([&] { make_optimizer(name, o, a)->load_state(SectionReader(path)); },
-                      "holds optimizer state for");
-    make_optimizer(name, o, a, owned)->load_state(SectionReader(path));
+    optim_test::expect_owned_subset_steps_alike(name, resume_options(), full, random_params(full, 21), 0.5f,
+                                                dir + "/" + name + ".state");
   }
 }
 
@@ -377,46 +291,13 @@ TEST_F(Gpu, BadStateFilesAreRefused) {
   expect_user_error([&] { make_optimizer("adafactor", bad, a); }, "adafactor.d must be >= 1");
 }
 
+// A captured step (clip + optimizer) replayed N times must equal N eager steps: proves the step reads its
+// counter, schedule and clip scale on the device and never syncs with the host.
 TEST_F(Gpu, GraphReplayEqualsEagerSteps) {
-  // A captured step (clip + optimizer) replayed N times must equal N eager steps: proves the step
-  // reads its counter, schedule and clip scale on the device and never syncs with the host.
+  const ParamTable table = mixed_table(false);
   for (const std::string name : {"adamw", "adafactor", "muon", "small_fc_lopt", "velo"}) {
     SCOPED_TRACE(name);
-    ParamTable table = mixed_table(false);
-    OptimOptions o = resume_options();
-    const std::vector<float> p0 = random_params(table, 9), g = make_grads(table, 77);
-    DeviceBuffer<float> d_loss(1, "loss");
-    const float loss = 2.5f;
-    d_loss.upload(&loss, 1);
-    cudaStream_t st;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    std::vector<float> results[2];
-    for (int graph = 0; graph < 2; graph++) {
-      Arena a(table, true);
-      upload(a, p0, false);
-      upload(a, g, true);
-      auto opt = make_optimizer(name, o, a);
-      GradClipper clip(a, 0.05f);
-      StepInfo info;
-      info.d_grad_scale = clip.d_scale();
-      info.d_loss = d_loss.get();
-      auto step = [&] {
-        clip.run(st);
-        opt->step(info, st);
-      };
-      if (graph) {
-        const CudaGraph g = CudaGraph::capture(st, step);
-        for (int i = 0; i < 6; i++) g.launch(st);
-      } else {
-        for (int i = 0; i < 6; i++) step();
-      }
-      CUDA_CHECK(cudaStreamSynchronize(st));
-      EXPECT_EQ(opt->steps_done(), 6);
-      results[graph] = a.get_params_flat();
-    }
-    CUDA_CHECK(cudaStreamDestroy(st));
-    ASSERT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4), 0);
-    ASSERT_NE(std::memcmp(results[0].data(), p0.data(), p0.size() * 4), 0);
+    optim_test::expect_graph_replay_equals_eager(name, resume_options(), table, random_params(table, 9), 0.05f);
   }
 }
 

@@ -280,7 +280,9 @@ TEST_F(EloGpu, GraphReplayEqualsEagerSteps) {
 }
 
 // As OwnedSubsetStepsLikeAnArenaOfThoseTensors (test_optim_gpu.cu): a subset steps bit for bit like an arena of
-// only those tensors (ELO's global clip then covers the subset alike), and leaves the others untouched.
+// only those tensors (ELO's global clip then covers the subset alike), and leaves the others untouched. ELO's own
+// clip rescales these gradients (norm above 1) to norm 1 whatever the trainer's clip scale was, so the trainer's
+// clipper is checked here by its norm only (a clip_max halved on one side still steps alike: seen on the GPU).
 TEST_F(EloGpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
   const std::string dir = make_temp_dir();
   const ParamTable full = lopt_mixed_table();

@@ -15,19 +15,21 @@
 #   --cfg FILE    the configurations (default scripts/compare/TASK.cfg)
 #   --logdir DIR  where the logs go (default $OUT/compare/TASK)
 #   --timeout S   each run stopped after S seconds (`timeout`; status "timeout")
-#   --resume      skip the runs whose log already ends with status ok or diverged
+#   --resume      skip the runs whose log already ends with status ok or diverged and was written with the
+#                 same arguments (another corpus, --steps or flags: the run starts over)
 #   (environment: TRAIN_GPT2 / TRAIN_VIT run another build of the program, and nothing is built)
 #
 # Each run, in the repository root:
 #   ./PROGRAM -x STEPS [-v STEPS/30] COMMON -o OPTIMIZER FLAGS --seed SEED --log LOG EXTRA
 # (COMMON, OPTIMIZER, FLAGS from the .cfg; -v only where COMMON has none). LOG is
 # $OUT/compare/TASK/LABEL_sSEED.jsonl (OUT: default .out, relative to the repository root), with the
-# console output beside it as .txt; the script writes a {"compare_run": ...} line (label, optimizer,
-# flags, seed, steps) before the program's lines and a {"compare_end": ...} line (status, exit code, wall
-# seconds) after them, for `./report compare` (tools/report/). Status: ok; diverged (the program stopped on a
-# non-finite loss: a result of the sweep, not a failure); failed; timeout (--timeout ended it); stopped (a
-# signal ended it early; the runs after it are skipped). Ends with one summary line per run; exit status 1 when any run failed or
-# was stopped or skipped, 2 for a mistake in the arguments, the .cfg or the set-up.
+# console output beside it as .txt; the script writes a {"compare_run": ...} line (label, optimizer, flags,
+# seed, steps, the program's arguments) before the program's lines and a {"compare_end": ...} line (status,
+# exit code, wall seconds) after them, for `./report compare` (tools/report/). Status: ok; diverged (the
+# program stopped on a non-finite loss: a result of the sweep, not a failure); failed; timeout (--timeout
+# ended it); stopped (a signal ended it early; the runs after it are skipped). Ends with one summary line per
+# run; exit status 1 when any run failed or was stopped or skipped, 2 for a mistake in the arguments, the
+# .cfg or the set-up.
 set -uo pipefail
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 die() { echo "compare_optimizers: $*" >&2; exit 2; }
@@ -158,17 +160,24 @@ for i in "${selected[@]}"; do
   for seed in "${seed_list[@]}"; do
     label=${labels[$i]} base="$logdir/${labels[$i]}_s$seed"
     split_words cfg_words "${flagsets[$i]}"
-    cmd=("$exe" -x "$steps" "${val[@]}" "${common[@]}" -o "${opts[$i]}" "${cfg_words[@]}"
-         --seed "$seed" --log "$base.jsonl" "${extra_words[@]}")
+    run_args=(-x "$steps" "${val[@]}" "${common[@]}" -o "${opts[$i]}" "${cfg_words[@]}" --seed "$seed")
+    cmd=("$exe" "${run_args[@]}" --log "$base.jsonl" "${extra_words[@]}")
     printed=$(for w in "${cmd[@]}"; do quote "$w"; printf ' '; done)
     if [ $dry = 1 ]; then
       echo "${printed% }"
       continue
     fi
+    # The run's arguments (the program's and the log's paths aside) go into its log: --resume keeps a log
+    # only of the same.
+    args=$(for w in "${run_args[@]}" "${extra_words[@]}"; do quote "$w"; printf ' '; done)
+    args=$(json_text "${args% }")
     if [ $resume = 1 ] && [ -f "$base.jsonl" ] &&
        tail -n 1 "$base.jsonl" | grep -qE '^\{"compare_end":\{"status":"(ok|diverged)"'; then
-      summary+=("$(row "$label" "$seed" done -)")
-      continue
+      if head -n 1 "$base.jsonl" | grep -qF "\"args\":\"$args\""; then
+        summary+=("$(row "$label" "$seed" done -)")
+        continue
+      fi
+      echo "compare_optimizers: $base.jsonl is the log of other arguments (data, steps or flags); it runs again." >&2
     fi
     if [ $signalled = 1 ]; then
       summary+=("$(row "$label" "$seed" skipped -)") bad=1
@@ -176,8 +185,9 @@ for i in "${selected[@]}"; do
     fi
     echo "=== $label seed $seed: ${printed% }"
     # The program appends to its log: a rerun starts from an empty one.
-    printf '{"compare_run":{"task":"%s","label":"%s","optimizer":"%s","flags":"%s","seed":%s,"steps":%s}}\n' \
+    printf '{"compare_run":{"task":"%s","label":"%s","optimizer":"%s","flags":"%s","seed":%s,"steps":%s,' \
       "$task" "$label" "${opts[$i]}" "$(json_text "${flagsets[$i]}")" "$seed" "$steps" >"$base.jsonl"
+    printf '"args":"%s"}}\n' "$args" >>"$base.jsonl"
     t0=$(now)
     "${limit[@]}" "${cmd[@]}" 2>&1 | (trap '' INT TERM; exec tee "$base.txt")
     rc=${PIPESTATUS[0]}

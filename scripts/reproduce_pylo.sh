@@ -162,17 +162,24 @@ begin() {
 # carry_runs FILE: an experiment that the deadline stopped goes on where it stopped. The runs its file
 # records as ended (each run's JSON lines come before its "run" line) are copied into the new file, and
 # run() skips their commands, counted (a command given twice runs twice); the runs the deadline left out or
-# cut short run now. --redo, or a GPU of another name, starts over. Each run line names the commit it ran at
-# (a carried line without one, from before run lines had it, takes its file's header's).
+# cut short run now. --redo, a GPU of another name, or settings of its header that changed (the corpus, the
+# steps) start over. Each run line names the commit it ran at (a carried line without one, from before run
+# lines had it, takes its file's header's). carried: 1 when the experiment goes on.
 declare -A ran=() ran_failed=()
-carried_s=0  # the carried runs' time
+carried_s=0 carried=0  # the carried runs' time
+settings() { head -n 1 "$1" | sed -n 's/.*"started":"[^"]*"//p'; }  # the header's KEY=VALUE pairs
 carry_runs() {
-  ran=() ran_failed=() carried_s=0
+  ran=() ran_failed=() carried_s=0 carried=0
   [ -f "$1" ] && ! listed "$redo" "$name" && tail -n 1 "$1" | grep -q '"experiment_end":{"status":"stopped"' || return 0
   if ! head -n 1 "$1" | grep -qF "\"gpu\":$(json_str "$gpu"),"; then  # one experiment, one kind of GPU
     echo "reproduce_pylo: $name stopped on another kind of GPU; it starts over" >&2
     return 0
   fi
+  if [ "$(settings "$1")" != "$(settings "$part")" ]; then
+    echo "reproduce_pylo: $name stopped with other settings ($(settings "$1")); it starts over" >&2
+    return 0
+  fi
+  carried=1
   local line key lines=() n=0 old_commit
   old_commit=$(head -n 1 "$1" | sed -n 's/.*"commit":\("[^"]*"\).*/\1/p')
   while IFS= read -r line; do
@@ -477,6 +484,8 @@ if [ "$kind" = single ]; then
     [ -z "$missing" ] || note "{\"left_out\":$(json_str "${missing# }"),\"why\":\"their published weights are not in weights/ (scripts/download_lopt_weights.sh)\"}"
     local args=("$task" --cfg "$cfg" --steps "$steps" --seeds "$seeds" --only "$labels" --logdir "$out/train/$sub"
                 --timeout "$limit" --resume --no-build)
+    # An experiment that starts over trains every run again: the folder keeps no log of an earlier start.
+    [ $dry = 1 ] || [ $carried = 1 ] || rm -rf "${out:?}/train/$sub"
     [ -z "$extra" ] || args+=(--extra "$extra")
     [ $dry = 1 ] && args+=(--dry-run)
     if [ $dry = 1 ]; then

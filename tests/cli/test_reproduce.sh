@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # scripts/reproduce_pylo.sh on the CPU (CPU suite; no GPU needed): the plan (--dry-run), the experiment files
 # and the report on fake programs, resume (a done experiment is skipped; --redo, failed, skipped, stopped and
-# interrupted ones run again), the deadline, and a multi-GPU experiment skipped for want of GPUs; and the
-# training runs' driver, scripts/compare_optimizers.sh: seeds, --resume, --timeout, and ./report compare on
-# them; the bench scripts' lines and refusals; thinned training logs. The fakes stand in for train_vit /
+# interrupted ones run again), the deadline, a training experiment started over or resumed, and a multi-GPU
+# experiment skipped for want of GPUs; and the training runs' driver, scripts/compare_optimizers.sh: seeds,
+# --resume (of the same arguments only), --timeout, and ./report compare on them; the bench scripts' lines
+# and refusals; thinned training logs. The fakes stand in for train_vit /
 # train_gpt2 / bench_optim / nvidia-smi and print what the real ones print (a header, JSON-lines logs, a
 # GPT2_PROFILE table, bench_optim's lines); ./report is the real one (make report).
 # Prints PASS/FAIL per check; exits 1 if any fails.
@@ -252,6 +253,54 @@ check thin_kept_steps [ "$(grep -o '^{"step":[0-9]*,"loss"' "$T/thin.jsonl" | tr
 check thin_kept_others [ "$(grep -c 'compare_run\|compare_end\|val_loss' "$T/thin.jsonl")" = 3 ]
 scripts/thin_train_logs.sh 0 "$T/thin.jsonl" 2>/dev/null
 check thin_bad_n [ $? = 2 ]
+
+# --resume keeps a log only of the same arguments: with other data every run trains again; with the same, only
+# the one that timed out.
+for x in same other; do
+  cp -r "$T/cmp" "$T/cmp_$x"
+  before=$(calls)
+  extra=()
+  [ $x = same ] || extra=(--extra "-i y")
+  "${C[@]}" --logdir "$T/cmp_$x" --resume "${extra[@]}" >"$T/cmp_$x.txt" 2>&1
+  echo $(($(calls) - before)) >"$T/cmp_$x.n"
+done
+check compare_resume_same_args [ "$(cat "$T/cmp_same.n")" = 1 ]
+check compare_resume_other_args [ "$(cat "$T/cmp_other.n")" = 6 ]
+check compare_resume_says_so grep -q "is the log of other arguments" "$T/cmp_other.txt"
+
+# ------------------------------------------------------------------------------------------------ training
+# A training experiment that starts over (--redo, or stopped with other settings) trains every run again and
+# keeps no log of before; one that goes on with the same settings keeps its ended runs. In a copy of the
+# checkout (links) with KJV shards of its own, since a fresh clone has no corpus.
+mkdir -p "$T/repo/data/kjv"
+for e in "$PWD"/*; do [ "$(basename "$e")" = data ] || ln -s "$e" "$T/repo/"; done
+: >"$T/repo/data/kjv/kjv_train_000001.bin"
+: >"$T/repo/data/kjv/kjv_val_000000.bin"
+f="$T/tr/exp/train_gpt2_english.jsonl" logs="$T/tr/train/gpt2"
+train_again() {  # ARGS...: the experiment once more; prints how many runs trained
+  local before
+  before=$(calls)
+  (cd "$T/repo" && COMMIT=t1 scripts/reproduce_pylo.sh single --quick --out "$T/tr" --only train_gpt2_english \
+    --no-report "$@" >"$T/tr.txt" 2>&1)
+  echo $(($(calls) - before))
+}
+n=$(train_again)
+check train_ok [ "$(status_of "$f")" = ok ]
+check train_on_kjv grep -q '"corpus":"kjv"' "$f"
+check train_runs [ "$n" -ge 6 ]  # AdamW, Muon and CELO2 (its weights ship with the code), 3 seeds
+check train_logs [ "$(ls "$logs"/*.jsonl | wc -l)" = "$n" ]
+echo '{"compare_end":{"status":"ok","exit":0,"wall_s":1.0}}' >"$logs/velo_s1.jsonl"  # a log of an earlier start
+check train_redo_trains_all [ "$(train_again --redo train_gpt2_english)" = "$n" ]
+check train_redo_clears [ ! -e "$logs/velo_s1.jsonl" ]
+stop_it() {  # SED: the experiment's file as a call stopped by the deadline leaves it, then edited by SED
+  sed -i -e 's/"exit":0,/"exit":null,/' -e 's/"status":"ok"/"status":"stopped"/' -e "$1" "$f"
+}
+stop_it 's/x/x/'
+check train_goes_on [ "$(train_again)" = 0 ]
+check train_goes_on_ok [ "$(status_of "$f")" = ok ]
+stop_it '1s/"corpus":"kjv"/"corpus":"english"/'
+check train_other_settings_start_over [ "$(train_again)" = "$n" ]
+check train_other_settings_say_so grep -q "stopped with other settings" "$T/tr.txt"
 
 # ------------------------------------------------------------------------------------------------ multi
 WORLD=8 $R multi --quick --out "$T/multi" >/dev/null 2>&1

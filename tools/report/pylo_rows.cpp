@@ -52,8 +52,34 @@ double peer_ms(const std::vector<StepRow>& peers, const std::string& model, cons
 }
 std::string errors_note(const std::vector<std::string>& errors) {
   if (errors.empty()) return "";
+  // "WHO on WHERE: WHY" entries of one WHO and WHY (a peer missing on every size) become one line.
+  struct Group {
+    std::string who, why, line;
+    std::vector<std::string> wheres;
+  };
+  std::vector<Group> groups;
+  for (const auto& e : errors) {
+    const size_t on = e.find(" on "), colon = on == std::string::npos ? on : e.find(": ", on);
+    if (colon == std::string::npos) {
+      groups.push_back({"", "", e, {}});
+      continue;
+    }
+    const std::string who = e.substr(0, on), why = e.substr(colon + 2), where = e.substr(on + 4, colon - on - 4);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.line.empty() && x.who == who && x.why == why; });
+    if (g == groups.end()) groups.push_back({who, why, "", {where}});
+    else g->wheres.push_back(where);
+  }
   std::string o = "\nRuns that gave no number:\n\n";
-  for (const auto& e : errors) o += "- " + e + "\n";
+  for (const auto& g : groups) {
+    if (!g.line.empty()) {
+      o += "- " + g.line + "\n";
+      continue;
+    }
+    std::string wheres;
+    for (const auto& w : g.wheres) wheres += (wheres.empty() ? "" : "; ") + w;
+    const std::string count = g.wheres.size() > 1 ? " (" + std::to_string(g.wheres.size()) + " runs)" : "";
+    o += "- " + g.who + " on " + wheres + count + ": " + g.why + "\n";
+  }
   return o;
 }
 std::string with_paper(const PyloCtx& c, const std::string& item) {

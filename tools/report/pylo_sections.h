@@ -66,7 +66,8 @@ bool learned(const std::string& opt);  // a learned optimizer (not AdamW, Adafac
 std::string paper_impl(const std::string& opt);
 // The same-run peer (experiment `peers`) of `opt` on `model`, for impl; NaN when none.
 double peer_ms(const std::vector<StepRow>& peers, const std::string& model, const std::string& opt, const std::string& impl);
-std::string errors_note(const std::vector<std::string>& errors);  // "Runs that gave no number:" and a list
+// "Runs that gave no number:" and a list; "WHO on WHERE: WHY" entries of one WHO and WHY share a line.
+std::string errors_note(const std::vector<std::string>& errors);
 std::string with_paper(const PyloCtx& c, const std::string& item);  // "its own run on GPU"
 svg::Series line_series(const std::string& name, const std::string& color, bool dashed, svg::Marker m);
 std::string opt_color(const std::string& opt);

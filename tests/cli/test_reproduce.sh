@@ -301,6 +301,11 @@ check train_goes_on_ok [ "$(status_of "$f")" = ok ]
 stop_it '1s/"corpus":"kjv"/"corpus":"english"/'
 check train_other_settings_start_over [ "$(train_again)" = "$n" ]
 check train_other_settings_say_so grep -q "stopped with other settings" "$T/tr.txt"
+# The full pass trains GPT-2 only on the English corpus: 800 steps would go over the KJV six times.
+(cd "$T/repo" && COMMIT=t1 scripts/reproduce_pylo.sh single --out "$T/trfull" --only train_gpt2_english \
+  --no-report >/dev/null 2>&1)
+check train_full_needs_english [ "$(status_of "$T/trfull/exp/train_gpt2_english.jsonl")" = skipped ]
+check train_full_says_why grep -q 'no data at data/english/english_train_' "$T/trfull/exp/train_gpt2_english.jsonl"
 
 # ------------------------------------------------------------------------------------------------ multi
 WORLD=8 $R multi --quick --out "$T/multi" >/dev/null 2>&1

@@ -17,12 +17,12 @@
 #include <cstdio>
 #include <sstream>
 
+#include "bench/bench_tables.h"
 #include "common/cli.h"
 #include "common/cuda_check.h"
 #include "common/cuda_graph.h"
 #include "common/device_random.h"
 #include "common/event_timer.h"
-#include "bench/bench_tables.h"
 #include "core/shard_plan.h"
 #include "models/model_tables.h"
 #include "optim/grad_clip.h"

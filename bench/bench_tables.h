@@ -28,7 +28,8 @@ inline ParamTable bench_table(const std::string& name, unsigned accept) {
   };
   if (std::regex_match(name, m, mlp)) {
     const int64_t w = dim(m[1], "the width", 1 << 16), d = dim(m[2], "the depth", 1024);
-    if (w * w * d > (int64_t(1) << 32)) user_error("-e '", name, "' has more than 2^32 parameters; choose a smaller MLP.");
+    if (w * w * d > (int64_t(1) << 32))
+      user_error("-e '", name, "' has more than 2^32 parameters; choose a smaller MLP.");
     ParamTable t;
     for (int64_t l = 0; l < d; l++) {
       t.add(tensor_spec("layers." + std::to_string(l) + ".weight", {w, w}, Role::Hidden));
@@ -38,7 +39,8 @@ inline ParamTable bench_table(const std::string& name, unsigned accept) {
   }
   if (std::regex_match(name, m, mat)) {
     const int64_t r = dim(m[1], "the rows", 1 << 17), c = dim(m[2], "the columns", 1 << 17);
-    if (r * c > (int64_t(1) << 32)) user_error("-e '", name, "' has more than 2^32 parameters; choose a smaller matrix.");
+    if (r * c > (int64_t(1) << 32))
+      user_error("-e '", name, "' has more than 2^32 parameters; choose a smaller matrix.");
     ParamTable t;
     t.add(tensor_spec("matrix", {r, c}, Role::Hidden));
     return t;

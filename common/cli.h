@@ -58,10 +58,10 @@ class Cli {
 
 // Number parsing shared by the flags and the optimizer options; `what` names the value in messages
 // ("flag --lr", "option adamw.lr"). Numbers are decimal ([+-]digits[.digits][e[+-]digits]): "0x10",
-// " 5" and "nan" are refused, not read as 16, 5 or a NaN. A value too small for a double (1e-320, 1e-400) is accepted as the
-// nearest double, denormal or 0, as any decimal is rounded; one beyond the double range (1e400) is
-// refused as too large. Integers are read exactly (not through a double), "1e6" is accepted, and one
-// outside [lo, hi] is refused as too large or too small, with the range.
+// " 5" and "nan" are refused, not read as 16, 5 or a NaN. A value too small for a double (1e-320, 1e-400) is accepted
+// as the nearest double, denormal or 0, as any decimal is rounded; one beyond the double range (1e400) is refused as
+// too large. Integers are read exactly (not through a double), "1e6" is accepted, and one outside [lo, hi] is refused
+// as too large or too small, with the range.
 double parse_number(const std::string& what, const std::string& text);
 float parse_float(const std::string& what, const std::string& text);
 int64_t parse_integer(const std::string& what, const std::string& text, int64_t lo, int64_t hi);

@@ -67,8 +67,9 @@ __device__ __forceinline__ void put_row(float* out, const int* runs, int at, int
 // kRuns: the rows go to a compact table, one per run (put_row).
 constexpr int kPieceWarps = 8;
 template <class X, bool kRuns>
-__global__ void __launch_bounds__(32 * kPieceWarps) wte_pieces_k(float* dwte, float* partial, const X* dx, const int* key,
-                                                                 const int* pos, const int* runs, int N, int C) {
+__global__ void __launch_bounds__(32 * kPieceWarps)
+    wte_pieces_k(float* dwte, float* partial, const X* dx, const int* key, const int* pos, const int* runs, int N,
+                 int C) {
   constexpr int kVec = 16 / sizeof(X), kRows = 4;
   const int lo = blockIdx.x * kEmbeddingWindow, n = min(kEmbeddingWindow, N - lo);
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
@@ -258,10 +259,9 @@ void add_token_sums(float* dwte, float* dwpe, const void* sums, int N, int T, in
   CHECK(C % 4 == 0);
   const SumsLayout l = sums_layout(N, T, C);
   const char* p = static_cast<const char*>(sums);
-  add_token_sums_k<<<unsigned(N + T), 256, 0, s>>>(dwte, dwpe, reinterpret_cast<const int*>(p),
-                                                   reinterpret_cast<const int*>(p + l.ids),
-                                                   reinterpret_cast<const float*>(p + l.rows),
-                                                   reinterpret_cast<const float*>(p + l.wpe), N, C);
+  add_token_sums_k<<<unsigned(N + T), 256, 0, s>>>(
+      dwte, dwpe, reinterpret_cast<const int*>(p), reinterpret_cast<const int*>(p + l.ids),
+      reinterpret_cast<const float*>(p + l.rows), reinterpret_cast<const float*>(p + l.wpe), N, C);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -55,7 +55,7 @@ void Optimizer::save_state(SectionWriter& w) const {
   w.put_vector("optim.owned", owned_);
   const std::vector<int64_t> partial = partial_parts(arena_.table(), parts_);
   if (!partial.empty()) w.put_vector("optim.parts", partial);  // absent: every owned tensor whole
-  if (groups() > 1) w.put_i64("optim.groups", groups());  // absent: one group, as in files written before
+  if (groups() > 1) w.put_i64("optim.groups", groups());       // absent: one group, as in files written before
   const size_t piece = size_t(64) << 20;
   std::vector<char> host(piece);
   auto dump = [&](const std::string& name, const void* dptr, size_t bytes) {

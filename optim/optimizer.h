@@ -63,7 +63,7 @@ class Optimizer {
   virtual int64_t steps_done() const;  // synchronous; for logging and tests, not for the step itself
 
   const OptimOptions& options() const { return opts_; }
-  const std::vector<int>& owned() const { return owned_; }  // table indices, ascending
+  const std::vector<int>& owned() const { return owned_; }   // table indices, ascending
   const std::vector<Part>& parts() const { return parts_; }  // the same, with the elements of each
   Arena& arena() const { return arena_; }
 

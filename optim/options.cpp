@@ -90,7 +90,8 @@ void celo2_keys(std::vector<Entry>& t, const std::string& pre, Celo2Options* c, 
   a.num(pre + "ns_c", &c->ns_c, "Newton-Schulz coefficient c");
   a.num(pre + "ns_eps", &c->ns_eps, "added to the Frobenius norm before Newton-Schulz");
   a.text(pre + "ns", &c->ns, "GPU Newton-Schulz precision: bf16 (fast, as Muon), tf32, or fp32 (exact, as PyLO)");
-  a.boolean(pre + "fast", &c->fast, "pass C's MLP on tensor cores for 2-D matrices (bf16/fp16 operands) instead of fp32");
+  a.boolean(pre + "fast", &c->fast,
+            "pass C's MLP on tensor cores for 2-D matrices (bf16/fp16 operands) instead of fp32");
   a.boolean(pre + "bf16_record", &c->bf16_record,
             "the learned tensors' momenta and second moment in bf16, rounded stochastically");
   a.text(pre + "weights", &c->weights,

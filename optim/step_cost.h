@@ -9,12 +9,12 @@
 #include "optim/options.h"
 
 struct StepBytesFlags {
-  bool bf16_copy = false;     // the step also refreshes the bf16 copy of the parameters (+2)
-  bool trainer_clip = false;  // the trainer's grad-norm clip reads g once more (+4)
-  bool own_clip = false;      // the optimizer's own global clip (elo.clip_grad) reads g once more (+4)
-  bool dx_bf16 = true;        // CELO2's direction buffer in bf16 (its Newton-Schulz in bf16, the default)
-  bool lopt_fast = false;     // small_fc_lopt / ELO fast: pass B reads no p of a matrix (-4 on 2-D tensors)
-  bool lopt_rec16 = false;    // the learned records in bf16 (VeLO, small_fc_lopt, CELO2's learned tensors): -24
+  bool bf16_copy = false;       // the step also refreshes the bf16 copy of the parameters (+2)
+  bool trainer_clip = false;    // the trainer's grad-norm clip reads g once more (+4)
+  bool own_clip = false;        // the optimizer's own global clip (elo.clip_grad) reads g once more (+4)
+  bool dx_bf16 = true;          // CELO2's direction buffer in bf16 (its Newton-Schulz in bf16, the default)
+  bool lopt_fast = false;       // small_fc_lopt / ELO fast: pass B reads no p of a matrix (-4 on 2-D tensors)
+  bool lopt_rec16 = false;      // the learned records in bf16 (VeLO, small_fc_lopt, CELO2's learned tensors): -24
   bool clip_in_pass_a = false;  // the trainer's clip takes pass A's sums of a 2-D tensor (Optimizer::take_clip): -4
 };
 

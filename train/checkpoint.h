@@ -27,7 +27,7 @@ struct TrainState {
 // file of a checkpoint records it.
 struct DpRecord {
   int world = 1;
-  std::vector<int> owner;  // empty: one process, or the all-reduce mode
+  std::vector<int> owner;    // empty: one process, or the all-reduce mode
   std::vector<int64_t> cut;  // per tensor (ShardPlan::cut); empty: no tensor cut
 };
 

@@ -51,8 +51,9 @@ void DataParallel::choose_grad_sum() {
   if (!want) return;
   copy_sums_ = PeerSum::reachable(group_.rank, group_.world, nccl_exchange(*comm_));
   if (!copy_sums_ && grad_sum_ == "copy")
-    user_error("--grad-sum copy needs every process on one machine, on GPUs that map each other's memory "
-               "(NVLink or PCIe peer access), and these processes cannot; use --grad-sum nccl.");
+    user_error(
+        "--grad-sum copy needs every process on one machine, on GPUs that map each other's memory "
+        "(NVLink or PCIe peer access), and these processes cannot; use --grad-sum nccl.");
 }
 
 ParamTable DataParallel::layout(const ParamTable& t) const { return sharded_ ? sharded_table(t, plan_) : t; }

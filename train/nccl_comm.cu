@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <exception>
 #include <cstdio>
+#include <exception>
 #include <vector>
 
 #include "common/cuda_check.h"
@@ -40,8 +40,7 @@ NcclComm::NcclComm(const ProcessGroup& g, const std::string& id_file, double tim
       publish_unique_id(id_file, std::vector<char>(id.internal, id.internal + sizeof id.internal), g);
     }
   } else {
-    const std::vector<char> got =
-        wait_for_unique_id(id_file, sizeof id.internal, timeout_s > 0 ? timeout_s : 1e9, g);
+    const std::vector<char> got = wait_for_unique_id(id_file, sizeof id.internal, timeout_s > 0 ? timeout_s : 1e9, g);
     std::copy(got.begin(), got.end(), id.internal);
   }
   // Non-blocking: the join runs in NCCL's threads and this one polls it, so that a process that never
@@ -127,7 +126,7 @@ void NcclComm::wait_ready(const char* what) {
 void NcclComm::fail() {
   failed_ = true;
   if (watchdog_.joinable()) return;  // it still reads comm_: the destructor stops it, then aborts
-  ncclCommAbort(comm_);  // in the constructor, whose throw runs no destructor
+  ncclCommAbort(comm_);              // in the constructor, whose throw runs no destructor
   comm_ = nullptr;
 }
 

@@ -71,7 +71,7 @@ class NcclComm : public CrossRank {
  private:
   void check(ncclResult_t r, const char* what);  // waits out ncclInProgress (a non-blocking communicator's)
   void wait_ready(const char* what);
-  void fail();  // marks the communicator failed; aborts it at once while no watchdog reads it
+  void fail();   // marks the communicator failed; aborts it at once while no watchdog reads it
   void watch();  // the watchdog thread's loop
   [[noreturn]] void give_up(const std::string& why);
 

@@ -90,8 +90,9 @@ void Trainer::set_model(Model& model, const std::vector<BlockTensors>& blocks) {
 
 void Trainer::start(BatchSource batches) {
   source_ = std::move(batches);
-  runner_ = std::make_unique<StepRunner>(*model_, *opt_, *clipper_, f_.clip > 0, plan_.accum, f_.cuda_graph, f_.overlap,
-                                         dp_.comm(), groups_, dp_.plan(), dp_.bf16_sums(), dp_.copy_sums(), mlp_groups_);
+  runner_ =
+      std::make_unique<StepRunner>(*model_, *opt_, *clipper_, f_.clip > 0, plan_.accum, f_.cuda_graph, f_.overlap,
+                                   dp_.comm(), groups_, dp_.plan(), dp_.bf16_sums(), dp_.copy_sums(), mlp_groups_);
   ckpt_ = std::make_unique<Checkpointer>(f_.ckpt_dir, *arena_, *model_, *opt_, &dp_);
   first_step_ = plan_.state.step;
 }

@@ -81,8 +81,8 @@ class Celo2 : public Optimizer {
   DeviceBuffer<C2Mat> mats_;
   DeviceBuffer<C2Slice> slices_;
   DeviceBuffer<C2Item> items_;
-  DeviceBuffer<float> weights_;                // the MLP, copied to constant memory by each step (see the .cu)
-  DeviceBuffer<double> partial_, partial1_;    // per item: 31 channel sums; one sum of squares
+  DeviceBuffer<float> weights_;              // the MLP, copied to constant memory by each step (see the .cu)
+  DeviceBuffer<double> partial_, partial1_;  // per item: 31 channel sums; one sum of squares
   // per item: the sum of p^2 that the apply pass took as it wrote p; the next pass B uses it in place of
   // reading p (p2_ready_), which only the first step after construction or params_changed() must do.
   DeviceBuffer<double> p2_;

@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads)
   const LoTensor t = ts[slices[blockIdx.x].slot];
   if (!t.tile2d) return;
   // One side's entries: its three values and their 1 / sqrt, squared and summed in double.
-  auto squares = [](const float4* rec, const float4* rs, int64_t len, double (&out)[6]) {
+  auto squares = [](const float4* rec, const float4* rs, int64_t len, double(&out)[6]) {
     for (int64_t e = threadIdx.x; e < len; e += kThreads) {
       const float4 v = rec[e], q = rs[e];
       const double x[6] = {v.x, v.y, v.z, q.x, q.y, q.z};
@@ -282,7 +282,6 @@ __device__ __forceinline__ void c2_emit(const C2PassC& c, float dir, float mag, 
   dx_store(at, D);
   acc += double(D) * D;
 }
-
 
 // Pass C over the items of the tensors that are not tile2d (vectors sent to the MLP, N-D tensors, (1, n)
 // matrices): normalised features, the MLP, D into dx, and per item the sum of D^2 (Newton-Schulz's
@@ -476,10 +475,24 @@ void Celo2::learned_step(cudaStream_t s) {
 // records in bf16.
 template <typename T, bool k16>
 void Celo2::direction_passes(T* dx, cudaStream_t s) {
-  const C2Pass a{items_.get(),           mats_.get(),        core_->tensors.get(), arena_.grads(),    arena_.params(),
-                 arena_.params_bf16(),   core_->state.get(), core_->rrec.get(),    core_->crec.get(), core_->rfac.get(),
-                 core_->cfac.get(),      rsr_.get(),         rsc_.get(),           scalars_.get(),    dec_,
-                 float(h_.grad_clip_val), side_r_.get(),     side_c_.get()};
+  const C2Pass a{items_.get(),
+                 mats_.get(),
+                 core_->tensors.get(),
+                 arena_.grads(),
+                 arena_.params(),
+                 arena_.params_bf16(),
+                 core_->state.get(),
+                 core_->rrec.get(),
+                 core_->crec.get(),
+                 core_->rfac.get(),
+                 core_->cfac.get(),
+                 rsr_.get(),
+                 rsc_.get(),
+                 scalars_.get(),
+                 dec_,
+                 float(h_.grad_clip_val),
+                 side_r_.get(),
+                 side_c_.get()};
   const unsigned ni = unsigned(n_items_), ns = unsigned(n_slices_);
   if (p2_ready_)
     c2_pass_b<false, k16><<<ni, kThreads, 0, s>>>(a, partial_.get(), p2_.get());
@@ -494,9 +507,9 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   CUDA_CHECK(cudaMemcpyToSymbolAsync(c2_mlp_w, weights_.get(), sizeof c2_mlp_w, 0, cudaMemcpyDeviceToDevice, s));
   if (core_->side_items.size()) {
-    c2_side<<<unsigned(core_->side_items.size()), 256, 0, s>>>(core_->side_items.get(), core_->tensors.get(), mats_.get(),
-                                                              sigma_.get(), core_->rrec.get(), core_->crec.get(),
-                                                              rsr_.get(), rsc_.get(), side_r_.get(), side_c_.get());
+    c2_side<<<unsigned(core_->side_items.size()), 256, 0, s>>>(
+        core_->side_items.get(), core_->tensors.get(), mats_.get(), sigma_.get(), core_->rrec.get(), core_->crec.get(),
+        rsr_.get(), rsc_.get(), side_r_.get(), side_c_.get());
     CUDA_CHECK_LAUNCH();
   }
   C2PassC c{};
@@ -510,15 +523,31 @@ void Celo2::direction_passes(T* dx, cudaStream_t s) {
     CUDA_CHECK_LAUNCH();
   }
   if (c_tiles_.size() && h_.fast) {
-    const C2FastArgs f{core_->work.get(), c_tiles_.get(), int(c_tiles_.size()), core_->tensors.get(), mats_.get(),
-                       arena_.grads(),    arena_.params(), core_->state.get(), core_->rfac.get(), core_->cfac.get(),
-                       side_r_.get(),     side_c_.get(),   sigma_.get(),       psq_.get(),        weights_.get(),
-                       scalars_.get(),    float(h_.grad_clip_val), c.exp_mult, c.param_scale_mult, tile_partial_.get(),
+    const C2FastArgs f{core_->work.get(),
+                       c_tiles_.get(),
+                       int(c_tiles_.size()),
+                       core_->tensors.get(),
+                       mats_.get(),
+                       arena_.grads(),
+                       arena_.params(),
+                       core_->state.get(),
+                       core_->rfac.get(),
+                       core_->cfac.get(),
+                       side_r_.get(),
+                       side_c_.get(),
+                       sigma_.get(),
+                       psq_.get(),
+                       weights_.get(),
+                       scalars_.get(),
+                       float(h_.grad_clip_val),
+                       c.exp_mult,
+                       c.param_scale_mult,
+                       tile_partial_.get(),
                        k16};
     c2_pass_c_fast(f, dx, s);
   } else if (c_tiles_.size()) {
     c2_pass_c_tiles<T, k16><<<unsigned(c_tiles_.size()), kThreads, 0, s>>>(a, c, core_->work.get(), c_tiles_.get(),
-                                                               tile_partial_.get(), dx);
+                                                                           tile_partial_.get(), dx);
     CUDA_CHECK_LAUNCH();
   }
   const unsigned sb = unsigned((n_slices_ + 127) / 128);

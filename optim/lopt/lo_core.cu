@@ -40,13 +40,13 @@ struct LoPassA {
   const Tile* tiles;  // one block each
   const LoTensor* ts;
   const float* g;
-  float* rowpart;        // per column tile and row: sum of g^2
-  float* colpart;        // per row tile and column: sum of g^2
-  const float* gscale;   // clip coefficient, or null
-  float clip;            // > 0: g clamped to [-clip, clip]
-  const float* gscale2;  // kNanToNum: the second factor (ELO's global clip)
-  float* tile_sq;        // kRaw writes, kRepair reads: per tile of the table (tile_index), the sum of g^2
-  float* tile_max;       // the same per tile here: the largest |g|
+  float* rowpart;             // per column tile and row: sum of g^2
+  float* colpart;             // per row tile and column: sum of g^2
+  const float* gscale;        // clip coefficient, or null
+  float clip;                 // > 0: g clamped to [-clip, clip]
+  const float* gscale2;       // kNanToNum: the second factor (ELO's global clip)
+  float* tile_sq;             // kRaw writes, kRepair reads: per tile of the table (tile_index), the sum of g^2
+  float* tile_max;            // the same per tile here: the largest |g|
   const int32_t* tile_index;  // per tile here: its number over the whole table (LoCore::number_table_tiles)
 };
 namespace {
@@ -649,8 +649,8 @@ void LoCore::launch_factor_passes(const float* grad_scale, const float* scale2, 
 LoPassA LoCore::pass_a_args(const float* grad_scale, float clip, const float* scale2) const {
   float* const rowpart = part_.get();
   float* const tile_sq = clipper_ ? clipper_->extra_partials() : nullptr;  // kRaw writes, kRepair reads
-  return LoPassA{tiles_.get(), tensors.get(),   arena.grads(),      rowpart, rowpart + nrp_, grad_scale,
-                 clip,         scale2,          tile_sq,            tile_max_.get(), tile_index_.get()};
+  return LoPassA{tiles_.get(), tensors.get(), arena.grads(), rowpart,         rowpart + nrp_,   grad_scale,
+                 clip,         scale2,        tile_sq,       tile_max_.get(), tile_index_.get()};
 }
 
 float* LoCore::shared_part() { return shared_.slot >= 0 ? part_.get() + shared_.off : zeros_f_.get(); }
@@ -662,8 +662,18 @@ void LoCore::f1_passes(const float* grad_scale, const float* scale2, float clip,
                        cudaStream_t s) {
   if (shared_.on) share_tile_partials(s);
   if (items_.size()) {
-    const LoF1 a{items_.get(), tensors.get(), arena.grads(), part_.get(), part_.get() + nrp_, rrec.get(),
-                 crec.get(),   cfac.get(),    grad_scale,    clip,        d,                  scale2,
+    const LoF1 a{items_.get(),
+                 tensors.get(),
+                 arena.grads(),
+                 part_.get(),
+                 part_.get() + nrp_,
+                 rrec.get(),
+                 crec.get(),
+                 cfac.get(),
+                 grad_scale,
+                 clip,
+                 d,
+                 scale2,
                  int(unscaled)};
     lo_f1<kNanToNum><<<unsigned(items_.size()), kThreads, 0, s>>>(a);
     CUDA_CHECK_LAUNCH();

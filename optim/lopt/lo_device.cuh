@@ -25,8 +25,7 @@
 // not read and body gets 0 (VeLO's pass B, once its pass C has summed p^2).
 template <int kThreads, bool kReadP = true, class Rec, class F>
 __device__ __forceinline__ void lo_for_each_pair(const Chunk& c, const float* __restrict__ g,
-                                                 const float* __restrict__ p, const Rec* __restrict__ state,
-                                                 F&& body) {
+                                                 const float* __restrict__ p, const Rec* __restrict__ state, F&& body) {
   int e = threadIdx.x;
   for (; e + kThreads < c.n; e += 2 * kThreads) {
     const float g0 = g[c.p_begin + e], g1 = g[c.p_begin + e + kThreads];
@@ -105,8 +104,7 @@ __device__ __forceinline__ LoSides lo_sides(const LoTensor& t, const float4* rfa
 // enough bytes are in flight. Threads past the tensor's last column do nothing. kReadP: as lo_for_each_pair.
 template <int kUnroll, bool kReadP = true, class Rec, class F>
 __device__ __forceinline__ void lo_tile_column(const LoWork& w, const LoTensor& t, const float* __restrict__ g,
-                                               const float* __restrict__ p, const Rec* __restrict__ state,
-                                               F&& body) {
+                                               const float* __restrict__ p, const Rec* __restrict__ state, F&& body) {
   const int64_t col = w.col0 + int(threadIdx.x);
   if (col >= t.nb) return;
   const int64_t at0 = w.row0 * t.nb + col;  // the column's first element in this tile

@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(kThreadsC, kMinBlocksC)
     const uint32_t dlane = stage0 + 4 * lane;
     const int n = w.n;
     int next = 0;
-    float p2 = 0.0f;  // the new p^2 of this lane's column (col0 + eo), down the rows as pass B adds them
+    float p2 = 0.0f;         // the new p^2 of this lane's column (col0 + eo), down the rows as pass B adds them
     auto prefetch = [&]() {  // the next row into its stage; past the last row: zeros, nothing read
       const uint32_t d = dlane + uint32_t(next % kStages) * uint32_t(sizeof(SfStage));
       const uint32_t e = at0 + uint32_t(next) * nb;
@@ -404,11 +404,10 @@ void SmallFcLopt::fast_pass_c(cudaStream_t s) {
   const unsigned n_exact = unsigned(core_.flat_chunks.size()), nw = unsigned(core_.work.size());
   sf_pass_c_fast<kElo, k16><<<n_exact + nw, kThreadsC, 0, s>>>(
       core_.work.get(), core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(),
-      reinterpret_cast<const LoRec<k16>*>(core_.state.get()),
-      core_.rfac.get(), core_.cfac.get(), reinterpret_cast<const uint32_t*>(side_a_.get()),
-      reinterpret_cast<const uint32_t*>(side_b_.get()), norm_.get(), mlp_.get(), scalars_.get(), rule_.exp_mult,
-      rule_.step_mult, rule_.wd, core_.flat_chunks.get(), int(n_exact), core_.diag.get(), core_.rrec.get(),
-      core_.crec.get(), psq_.get());
+      reinterpret_cast<const LoRec<k16>*>(core_.state.get()), core_.rfac.get(), core_.cfac.get(),
+      reinterpret_cast<const uint32_t*>(side_a_.get()), reinterpret_cast<const uint32_t*>(side_b_.get()), norm_.get(),
+      mlp_.get(), scalars_.get(), rule_.exp_mult, rule_.step_mult, rule_.wd, core_.flat_chunks.get(), int(n_exact),
+      core_.diag.get(), core_.rrec.get(), core_.crec.get(), psq_.get());
   CUDA_CHECK_LAUNCH();
 }
 template void SmallFcLopt::fast_pass_c<false, false>(cudaStream_t s);

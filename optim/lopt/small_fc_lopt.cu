@@ -108,9 +108,8 @@ __global__ void __launch_bounds__(kLoThreads) sf_pass_b(const LoPassB<SfScalars>
   }
 }
 
-__global__ void __launch_bounds__(1024)
-    sf_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial, const double* __restrict__ side,
-             float* __restrict__ norm) {
+__global__ void __launch_bounds__(1024) sf_norms(const LoTensor* __restrict__ ts, const double* __restrict__ partial,
+                                                 const double* __restrict__ side, float* __restrict__ norm) {
   const LoTensor t = ts[blockIdx.x];
   __shared__ double S[kF], part[32][kF + 1];
   {  // S = sums of the work items' partials in a fixed order: 32 strides x 32 channel lanes (28 used),
@@ -260,9 +259,8 @@ void SmallFcLopt::passes(cudaStream_t s) {
   if (n_exact) {
     sf_pass_c_exact<kElo><<<n_exact, kThreads, 0, s>>>(
         exact_chunks, core_.tensors.get(), arena_.grads(), arena_.params(), arena_.params_bf16(),
-        reinterpret_cast<const LoRec<k16>*>(core_.state.get()),
-        core_.diag.get(), core_.rrec.get(), core_.crec.get(), core_.rfac.get(), core_.cfac.get(), norm_.get(),
-        mlp_.get(), sc, rule_.exp_mult, rule_.step_mult, rule_.wd);
+        reinterpret_cast<const LoRec<k16>*>(core_.state.get()), core_.diag.get(), core_.rrec.get(), core_.crec.get(),
+        core_.rfac.get(), core_.cfac.get(), norm_.get(), mlp_.get(), sc, rule_.exp_mult, rule_.step_mult, rule_.wd);
     CUDA_CHECK_LAUNCH();
   }
 }

@@ -53,15 +53,15 @@ class Velo : public Optimizer {
   // State and scratch.
   DeviceBuffer<float> h_, c_;  // n x 512
   DeviceBuffer<VeloLossState> loss_;
-  DeviceBuffer<float> x_;                 // n x 32 LSTM inputs (+1 for the bias)
-  DeviceBuffer<float> mix_;               // n x 1024
-  DeviceBuffer<float> pooled_;            // 512
-  DeviceBuffer<float> uh_;                // n x 1028 [U | h | 1 | 0..]
-  DeviceBuffer<float> z_;                 // n x 2048
-  DeviceBuffer<float> hx_;                // n x 516 [h_new | 1 | 0..]
-  DeviceBuffer<float> cs_;                // n x 257 controls | lr_mult
-  DeviceBuffer<float> theta_;             // n x 159 per-tensor MLP
-  DeviceBuffer<double> partial_;          // per pass-B work item: 30 feature sums + 8 old-state sums
+  DeviceBuffer<float> x_;         // n x 32 LSTM inputs (+1 for the bias)
+  DeviceBuffer<float> mix_;       // n x 1024
+  DeviceBuffer<float> pooled_;    // 512
+  DeviceBuffer<float> uh_;        // n x 1028 [U | h | 1 | 0..]
+  DeviceBuffer<float> z_;         // n x 2048
+  DeviceBuffer<float> hx_;        // n x 516 [h_new | 1 | 0..]
+  DeviceBuffer<float> cs_;        // n x 257 controls | lr_mult
+  DeviceBuffer<float> theta_;     // n x 159 per-tensor MLP
+  DeviceBuffer<double> partial_;  // per pass-B work item: 30 feature sums + 8 old-state sums
   // Per work item, the sum of p^2 that pass C takes as it writes p; the next pass B uses it in place of
   // reading p (psq_ready_), which only the first step after construction or params_changed() must do.
   DeviceBuffer<double> psq_;

@@ -24,7 +24,7 @@ TEST(Celo2Options, KeysDefaultsAndRanges) {
   EXPECT_EQ(o.elo.exp_mult, 0.01);
   EXPECT_TRUE(o.elo_celo2.fast);
   const OptimOptions d;
-  EXPECT_FALSE(d.celo2.fast);  // -o celo2 keeps PyLO's fp32 arithmetic unless asked
+  EXPECT_FALSE(d.celo2.fast);                          // -o celo2 keeps PyLO's fp32 arithmetic unless asked
   EXPECT_EQ(d.celo2.adam_wd(), d.celo2.weight_decay);  // PyLO's adam_weight_decay=None
   EXPECT_EQ(d.elo_celo2.adam_wd(), 0.1);
   EXPECT_EQ(d.elo.lr, 1e-3);

@@ -90,10 +90,14 @@ TEST(ProcessGroup, UniqueIdTravelsThroughAFile) {
 TEST(ProcessGroup, StaleOrForeignIdFilesAreNotTaken) {
   const std::string dir = make_temp_dir();
   const std::vector<char> id(128, 'a');
-  const ProcessGroup mpi2 = from({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"},
-                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"PMIX_NAMESPACE", "prterun-a-1@1"}});
-  const ProcessGroup next = from({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"},
-                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"PMIX_NAMESPACE", "prterun-a-2@1"}});
+  const ProcessGroup mpi2 = from({{"OMPI_COMM_WORLD_SIZE", "2"},
+                                  {"OMPI_COMM_WORLD_RANK", "0"},
+                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                  {"PMIX_NAMESPACE", "prterun-a-1@1"}});
+  const ProcessGroup next = from({{"OMPI_COMM_WORLD_SIZE", "2"},
+                                  {"OMPI_COMM_WORLD_RANK", "1"},
+                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                  {"PMIX_NAMESPACE", "prterun-a-2@1"}});
   EXPECT_EQ(mpi2.launch_id, "PMIX_NAMESPACE=prterun-a-1@1");
   publish_unique_id(dir + "/other_launch", id, mpi2);
   expect_user_error([&] { wait_for_unique_id(dir + "/other_launch", 128, 0.3, next); },
@@ -115,7 +119,8 @@ TEST(ProcessGroup, StaleOrForeignIdFilesAreNotTaken) {
                     "rank 0 was launched with 2 processes and this process with 4");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0) << "waited on";
 
-  EXPECT_EQ(from({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"LOCAL_RANK", "0"}, {"SLURM_JOB_ID", "77"},
-                  {"SLURM_STEP_ID", "3"}}).launch_id,
-            "SLURM_JOB_ID=77.3");
+  EXPECT_EQ(
+      from({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"LOCAL_RANK", "0"}, {"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "3"}})
+          .launch_id,
+      "SLURM_JOB_ID=77.3");
 }

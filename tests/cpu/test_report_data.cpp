@@ -191,10 +191,12 @@ void write_run(const std::string& dir, const std::string& label, int seed, const
     const std::string v = std::isnan(val[i]) ? "null" : std::to_string(val[i]);
     s += "{\"step\":" + std::to_string(i * 10 + 1) + ",\"loss\":" + v +
          ",\"ms\":5.0,\"opt_ms\":1.0,\"img_per_s\":51200.0}\n";
-    s += "{\"step\":" + std::to_string(i * 10) + ",\"val_loss\":" + v + ",\"val_top1\":" + std::to_string(0.5 + 0.1 * double(i)) + "}\n";
+    s += "{\"step\":" + std::to_string(i * 10) + ",\"val_loss\":" + v +
+         ",\"val_top1\":" + std::to_string(0.5 + 0.1 * double(i)) + "}\n";
   }
-  if (end_status) s += std::string("{\"compare_end\":{\"status\":\"") + end_status + "\",\"exit\":0,\"wall_s\":" +
-                       std::to_string(10 + 4 * (seed - 1)) + ".0}}\n";
+  if (end_status)
+    s += std::string("{\"compare_end\":{\"status\":\"") + end_status +
+         "\",\"exit\":0,\"wall_s\":" + std::to_string(10 + 4 * (seed - 1)) + ".0}}\n";
   write_file(dir + "/" + label + "_s" + std::to_string(seed) + ".jsonl", s);
 }
 
@@ -217,8 +219,9 @@ TEST(ReportCompare, TableOfAComparison) {
   EXPECT_EQ(rows[0].status, "diverged 1/2");
   EXPECT_EQ(rows[2].status, "incomplete 1/1");
   const std::string text = compare_table(rows, true, "");
-  EXPECT_NE(text.find("| muon_lr0.02 | muon | 0.02 (muon.lr) | 1 2 | 1.0000 ± 0.1414 | 0.9500 ± 0.0707 | 70.00 ± 0.00 |"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("| muon_lr0.02 | muon | 0.02 (muon.lr) | 1 2 | 1.0000 ± 0.1414 | 0.9500 ± 0.0707 | 70.00 ± 0.00 |"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("| adamw_lr1e-3 | adamw | 1e-3 | 1 2 | 1.3000 | 1.3000 |"), std::string::npos) << text;
   EXPECT_NE(text.find("| celo2_lr1e-3 | celo2 | 1e-3 | 1 | – | – | – | – | – | incomplete 1/1 |"), std::string::npos)

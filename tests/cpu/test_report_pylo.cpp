@@ -32,16 +32,19 @@ std::string end_line(const std::string& status, double wall, int runs, int faile
          ",\"runs\":" + std::to_string(runs) + ",\"failed\":" + std::to_string(failed) + "}}\n";
 }
 std::string vit_line(const std::string& extra, double step, double opt, double fwd, double bwd, int B = 32) {
-  return "{\"model\":\"vit-b16\",\"params_m\":86.57,\"B\":" + std::to_string(B) + ",\"img_per_s\":3000.0,\"mfu\":0.3,\"step_ms\":" +
-         std::to_string(step) + ",\"opt_ms\":" + std::to_string(opt) + ",\"fwd_ms\":" + std::to_string(fwd) +
-         ",\"bwd_ms\":" + std::to_string(bwd) + ",\"loss_ms\":0.5,\"profile_steps\":7,\"gpu\":\"NVIDIA H100 80GB HBM3\","
-         "\"extra\":\"" + extra + "\",\"timed_steps\":7}\n";
+  return "{\"model\":\"vit-b16\",\"params_m\":86.57,\"B\":" + std::to_string(B) +
+         ",\"img_per_s\":3000.0,\"mfu\":0.3,\"step_ms\":" + std::to_string(step) +
+         ",\"opt_ms\":" + std::to_string(opt) + ",\"fwd_ms\":" + std::to_string(fwd) +
+         ",\"bwd_ms\":" + std::to_string(bwd) +
+         ",\"loss_ms\":0.5,\"profile_steps\":7,\"gpu\":\"NVIDIA H100 80GB HBM3\","
+         "\"extra\":\"" +
+         extra + "\",\"timed_steps\":7}\n";
 }
 std::string step_line(const std::string& bench, const std::string& impl, const std::string& model, long long params,
                       const std::string& opt, double ms) {
   return "{\"bench\":\"" + bench + "\"," + (impl.empty() ? "" : "\"impl\":\"" + impl + "\",") + "\"model\":\"" + model +
-         "\",\"params\":" + std::to_string(params) + ",\"optimizer\":\"" + opt + "\",\"median_ms\":" + std::to_string(ms) +
-         ",\"pct_of_floor\":90.0}\n";
+         "\",\"params\":" + std::to_string(params) + ",\"optimizer\":\"" + opt +
+         "\",\"median_ms\":" + std::to_string(ms) + ",\"pct_of_floor\":90.0}\n";
 }
 
 struct FakeRun {
@@ -56,35 +59,43 @@ struct FakeRun {
                    "small_fc_lopt.fast=1 --lopt-random 1\",\"error\":\"out of GPU memory\",\"exit_status\":1}\n" +
                    run_line(0, 5) + end_line("ok", 42, 3, 0));
     write_file(dir + "/exp/fig5_optimizer_step_vs_size.jsonl",
-               header("fig5_optimizer_step_vs_size") + step_line("optim_step", "", "gpt2-124m", 124439808, "adamw", 1.3) +
+               header("fig5_optimizer_step_vs_size") +
+                   step_line("optim_step", "", "gpt2-124m", 124439808, "adamw", 1.3) +
                    step_line("optim_step", "", "gpt2-355m", 354823168, "adamw", 3.46) +
                    step_line("optim_step", "", "gpt2-124m", 124439808, "velo", 3.6) +
-                   step_line("optim_step", "", "gpt2-355m", 354823168, "velo", 9.41) + run_line(0, 20) + end_line("ok", 20, 1, 0));
-    write_file(dir + "/exp/fig5_peers.jsonl",
-               header("fig5_peers") + step_line("peer_optim_step", "pylo_cuda", "gpt2-355m", 354823168, "velo", 446.4) +
-                   step_line("peer_optim_step", "torch", "gpt2-355m", 354823168, "adamw", 5.41) +
-                   "{\"bench\":\"peer_optim_step\",\"impl\":\"jax_lopt\",\"optimizer\":\"velo\",\"model\":\"gpt2-355m\","
-                   "\"error\":\"JAX peer unavailable: ModuleNotFoundError\"}\n" +
-                   run_line(0, 30) + end_line("ok", 30, 1, 0));
-    write_file(dir + "/exp/fig6_peers.jsonl",
-               header("fig6_peers") +
-                   "{\"experiment_end\":{\"status\":\"skipped\",\"wall_s\":0,\"runs\":0,\"failed\":0,\"reason\":\"no PyLO "
-                   "source at .deps/pylo\"}}\n");
+                   step_line("optim_step", "", "gpt2-355m", 354823168, "velo", 9.41) + run_line(0, 20) +
+                   end_line("ok", 20, 1, 0));
+    write_file(
+        dir + "/exp/fig5_peers.jsonl",
+        header("fig5_peers") + step_line("peer_optim_step", "pylo_cuda", "gpt2-355m", 354823168, "velo", 446.4) +
+            step_line("peer_optim_step", "torch", "gpt2-355m", 354823168, "adamw", 5.41) +
+            "{\"bench\":\"peer_optim_step\",\"impl\":\"jax_lopt\",\"optimizer\":\"velo\",\"model\":\"gpt2-355m\","
+            "\"error\":\"JAX peer unavailable: ModuleNotFoundError\"}\n" +
+            run_line(0, 30) + end_line("ok", 30, 1, 0));
+    write_file(
+        dir + "/exp/fig6_peers.jsonl",
+        header("fig6_peers") +
+            "{\"experiment_end\":{\"status\":\"skipped\",\"wall_s\":0,\"runs\":0,\"failed\":0,\"reason\":\"no PyLO "
+            "source at .deps/pylo\"}}\n");
     // Table 3: one GPU, all-reduce and sharded, AdamW and VeLO.
     const std::string dp = "\"launch\":\"mpirun --allow-run-as-root --bind-to none -np 4\",\"world\":4,";
     auto dp_line = [](const std::string& launch, const std::string& extra, double step) {
-      return "{\"model\":\"d12\",\"params_m\":124.4,\"B\":4,\"T\":1024," + launch + "\"tok_per_s\":1.0,\"mfu\":0.3,\"step_ms\":" +
-             std::to_string(step) + ",\"opt_ms\":1.0,\"gpu\":\"NVIDIA H100 80GB HBM3\",\"extra\":\"" + extra + "\",\"timed_steps\":9}\n";
+      return "{\"model\":\"d12\",\"params_m\":124.4,\"B\":4,\"T\":1024," + launch +
+             "\"tok_per_s\":1.0,\"mfu\":0.3,\"step_ms\":" + std::to_string(step) +
+             ",\"opt_ms\":1.0,\"gpu\":\"NVIDIA H100 80GB HBM3\",\"extra\":\"" + extra + "\",\"timed_steps\":9}\n";
     };
     write_file(dir + "/exp/table3_data_parallel.jsonl",
                header("table3_data_parallel", ",\"world\":\"4\"") + dp_line("", "-o adamw --qkv separate", 10.2) +
-                   dp_line(dp, "-o adamw --qkv separate --nccl 1", 12.4) + dp_line(dp, "-o adamw --qkv separate --shard 1", 13.0) +
+                   dp_line(dp, "-o adamw --qkv separate --nccl 1", 12.4) +
+                   dp_line(dp, "-o adamw --qkv separate --shard 1", 13.0) +
                    dp_line(dp, "-o velo --lopt-random 1 -l 0.01 --qkv separate --shard 1", 14.0) + run_line(0, 60) +
                    end_line("ok", 60, 1, 0));
     // The scaled-down ViT runs: 3 seeds of one configuration.
     for (int seed = 1; seed <= 3; seed++) {
-      std::string s = "{\"compare_run\":{\"task\":\"vit\",\"label\":\"adamw_lr5e-4\",\"optimizer\":\"adamw\",\"flags\":\"-l "
-                      "5e-4\",\"seed\":" + std::to_string(seed) + ",\"steps\":400}}\n";
+      std::string s =
+          "{\"compare_run\":{\"task\":\"vit\",\"label\":\"adamw_lr5e-4\",\"optimizer\":\"adamw\",\"flags\":\"-l "
+          "5e-4\",\"seed\":" +
+          std::to_string(seed) + ",\"steps\":400}}\n";
       for (int v = 0; v < 3; v++)
         s += "{\"step\":" + std::to_string(v * 200) + ",\"val_loss\":" + std::to_string(2.0 - 0.5 * v + 0.1 * seed) +
              ",\"val_top1\":" + std::to_string(0.5 + 0.1 * v) + "}\n";
@@ -94,17 +105,18 @@ struct FakeRun {
     write_file(dir + "/exp/train_vit_fashion_mnist.jsonl",
                header("train_vit_fashion_mnist", ",\"logdir\":\"train/vit\",\"steps\":\"400\",\"seeds\":\"1 2 3\"") +
                    run_line(0, 40) + end_line("ok", 40, 1, 0));
-    write_file(dir + "/exp/configs_smoke.jsonl",
-               header("configs_smoke") +
-                   "{\"config\":{\"name\":\"table4_vit_b16_imagenet\",\"optimizer\":\"velo\",\"command\":\"mpirun -np 8 "
-                   "./train_vit -o velo -e vit-b16\",\"weights\":\"published (weights/)\"}}\n" +
-                   run_line(0, 14) +
-                   "{\"config\":{\"name\":\"fig8_gpt2_355m_fineweb\",\"optimizer\":\"velo\",\"command\":\"./train_gpt2 -o "
-                   "velo -e d24\",\"weights\":\"published (weights/)\"}}\n" +
-                   run_line(1, 3) +
-                   "{\"config\":{\"name\":\"fig16_gpt2_355m_fused\",\"optimizer\":\"velo\",\"command\":\"./train_gpt2 -o "
-                   "velo -e d24 --qkv fused\",\"weights\":\"published (weights/)\"}}\n" +
-                   run_line(0, 21) + end_line("partial", 38, 3, 1));
+    write_file(
+        dir + "/exp/configs_smoke.jsonl",
+        header("configs_smoke") +
+            "{\"config\":{\"name\":\"table4_vit_b16_imagenet\",\"optimizer\":\"velo\",\"command\":\"mpirun -np 8 "
+            "./train_vit -o velo -e vit-b16\",\"weights\":\"published (weights/)\"}}\n" +
+            run_line(0, 14) +
+            "{\"config\":{\"name\":\"fig8_gpt2_355m_fineweb\",\"optimizer\":\"velo\",\"command\":\"./train_gpt2 -o "
+            "velo -e d24\",\"weights\":\"published (weights/)\"}}\n" +
+            run_line(1, 3) +
+            "{\"config\":{\"name\":\"fig16_gpt2_355m_fused\",\"optimizer\":\"velo\",\"command\":\"./train_gpt2 -o "
+            "velo -e d24 --qkv fused\",\"weights\":\"published (weights/)\"}}\n" +
+            run_line(0, 21) + end_line("partial", 38, 3, 1));
   }
 };
 
@@ -116,18 +128,25 @@ TEST(ReportPylo, SectionsNumbersAndRatios) {
                         "## Figure 16, scaled down", "## The full configurations", "## Table 3:"})
     EXPECT_NE(md.find(h), std::string::npos) << h;
   // Table 2: forward = 2.5 + the loss's 0.5; the paper's A100 figures; paper / ours = 4.90 / 1.0 and 113.58 / 2.
-  EXPECT_NE(md.find("| ViT-B/16 | 32 | AdamW | 3.00 | 6.00 | 1.00 | 10.0 | 17.5 / 38.1 / 4.90 | 4.9× |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| ViT-B/16 | 32 | VeLO | 3.00 | 6.00 | 2.00 | 12.0 | 17.5 / 38.1 / 114 | 56.8× |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ViT-B/16 | 32 | AdamW | 3.00 | 6.00 | 1.00 | 10.0 | 17.5 / 38.1 / 4.90 | 4.9× |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| ViT-B/16 | 32 | VeLO | 3.00 | 6.00 | 2.00 | 12.0 | 17.5 / 38.1 / 114 | 56.8× |"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("NVIDIA A100"), std::string::npos);
   EXPECT_NE(md.find("small_fc_lopt (fast): out of GPU memory"), std::string::npos) << "a failed run says why";
   // Who produced it, how long it ran.
-  EXPECT_NE(md.find("Produced by `scripts/reproduce_pylo.sh single --quick` (experiment `table2_step_breakdown`): 3 runs, "
-                    "42 s on NVIDIA H100 80GB HBM3"),
-            std::string::npos)
+  EXPECT_NE(
+      md.find("Produced by `scripts/reproduce_pylo.sh single --quick` (experiment `table2_step_breakdown`): 3 runs, "
+              "42 s on NVIDIA H100 80GB HBM3"),
+      std::string::npos)
       << md;
   // Figure 5: the same-run PyLO CUDA peer, the ratio, the paper's 355M point.
-  EXPECT_NE(md.find("| GPT-2 355M | 354.8M | VeLO | 9.41 | 90% | 446 | – | – | – | 47.4× | 284 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| GPT-2 355M | 354.8M | AdamW | 3.46 | 90% | – | – | 5.41 | – | – | 20.1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| GPT-2 355M | 354.8M | VeLO | 9.41 | 90% | 446 | – | – | – | 47.4× | 284 |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| GPT-2 355M | 354.8M | AdamW | 3.46 | 90% | – | – | 5.41 | – | – | 20.1 |"), std::string::npos)
+      << md;
   EXPECT_NE(md.find("JAX learned_optimization VeLO on GPT-2 355M: JAX peer unavailable"), std::string::npos);
   // A skipped experiment says why; one that never ran says so.
   EXPECT_NE(md.find("**skipped**: no PyLO source at .deps/pylo."), std::string::npos);
@@ -138,13 +157,16 @@ TEST(ReportPylo, SectionsNumbersAndRatios) {
   EXPECT_NE(md.find("4 x NVIDIA H100"), std::string::npos);
   // The scaled-down training table: 3 seeds, mean ± std of the final loss (1.1, 1.2, 1.3).
   EXPECT_NE(md.find("| adamw_lr5e-4 | adamw | 5e-4 | 1 2 3 | 1.2000 ± 0.1000 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| Table 4: ViT-B/16, ImageNet, 150k steps, batch 4096 | VeLO | published (weights/) | 3 steps, ok (14 s) |"),
-            std::string::npos)
+  EXPECT_NE(
+      md.find(
+          "| Table 4: ViT-B/16, ImageNet, 150k steps, batch 4096 | VeLO | published (weights/) | 3 steps, ok (14 s) |"),
+      std::string::npos)
       << md;
   EXPECT_NE(md.find("failed, exit status 1"), std::string::npos);
-  EXPECT_NE(md.find("| Figure 16: Figure 8's run with q, k and v as one tensor | VeLO | published (weights/) | 3 steps, ok "
-                    "(21 s) |"),
-            std::string::npos)
+  EXPECT_NE(
+      md.find("| Figure 16: Figure 8's run with q, k and v as one tensor | VeLO | published (weights/) | 3 steps, ok "
+              "(21 s) |"),
+      std::string::npos)
       << md;
   EXPECT_EQ(read_file(f.dir + "/report.md"), md);
 }
@@ -155,11 +177,12 @@ TEST(ReportPylo, RunsThatFailedAlikeShareALine) {
                                         "ours VeLO on MLP 8192 wide, 1 layer: out of GPU memory",
                                         "JAX VeLO on MLP 256 wide, 1 layer: JAX peer unavailable: no module",
                                         "JAX VeLO on GPT-2 124M: timed out", "batch 8 AdamW: exit status 1"});
-  EXPECT_EQ(note, "\nRuns that gave no number:\n\n"
-                  "- JAX VeLO on MLP 128 wide, 1 layer; MLP 256 wide, 1 layer (2 runs): JAX peer unavailable: no module\n"
-                  "- ours VeLO on MLP 8192 wide, 1 layer: out of GPU memory\n"
-                  "- JAX VeLO on GPT-2 124M: timed out\n"
-                  "- batch 8 AdamW: exit status 1\n");
+  EXPECT_EQ(note,
+            "\nRuns that gave no number:\n\n"
+            "- JAX VeLO on MLP 128 wide, 1 layer; MLP 256 wide, 1 layer (2 runs): JAX peer unavailable: no module\n"
+            "- ours VeLO on MLP 8192 wide, 1 layer: out of GPU memory\n"
+            "- JAX VeLO on GPT-2 124M: timed out\n"
+            "- batch 8 AdamW: exit status 1\n");
   EXPECT_EQ(errors_note({}), "");
 }
 
@@ -277,10 +300,11 @@ TEST(ReportPylo, ExperimentsOfTwoGpusAreNotJoined) {
 }
 
 TEST(ReportPylo, ExperimentFilesAndNames) {
-  const auto e = experiment_of(parse_json_lines(header("x") + "{\"model\":\"d12\"}\n" + run_line(2, 1.5) +
-                                                    "{\"run\":{\"cmd\":\"c\",\"exit\":null,\"wall_s\":0,\"skipped\":\"the deadline\"}}\n",
-                                                "t"),
-                               "x");
+  const auto e = experiment_of(
+      parse_json_lines(header("x") + "{\"model\":\"d12\"}\n" + run_line(2, 1.5) +
+                           "{\"run\":{\"cmd\":\"c\",\"exit\":null,\"wall_s\":0,\"skipped\":\"the deadline\"}}\n",
+                       "t"),
+      "x");
   EXPECT_EQ(e.status, "interrupted") << "no end line";
   EXPECT_EQ(e.runs.size(), 2u);
   EXPECT_EQ(e.failed, 1);

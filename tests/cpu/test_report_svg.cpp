@@ -254,8 +254,7 @@ TEST(ReportSvg, BarsGroupedStackedAndWithErrors) {
   c.y = Axis{"ms", false, 0, 100};
   c.groups = {"B=8", "B=32"};
   c.segments = {"fwd", "bwd", "opt"};
-  c.series = {bars_of("adamw", {{10, 20, 20}, {25, 25, 0}}, {40, NAN}, {60, NAN}),
-              bars_of("velo", {{10, 20, 30}, {}})};
+  c.series = {bars_of("adamw", {{10, 20, 20}, {25, 25, 0}}, {40, NAN}, {60, NAN}), bars_of("velo", {{10, 20, 30}, {}})};
   Figure f;
   Panel panel;
   panel.bars = true;

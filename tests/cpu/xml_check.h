@@ -53,7 +53,9 @@ class Reader {
   void ws() {
     while (i_ < s_.size() && std::isspace((unsigned char)s_[i_])) i_++;
   }
-  static bool name_char(char c) { return std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == ':' || c == '.'; }
+  static bool name_char(char c) {
+    return std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == ':' || c == '.';
+  }
   std::string name() {
     const size_t a = i_;
     if (i_ >= s_.size() || !(std::isalpha((unsigned char)s_[i_]) || s_[i_] == '_')) fail("a name expected");

@@ -16,9 +16,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const UserError&) {
     return 0;
   }
-  static const char* names[] = {
-      "model.shape", "model.table", "model.params", "model.kernels",    "optim.name", "optim.fingerprint", "optim.step", "optim.m",
-      "train.step",  "train.loader", "train.sample_rng", "x"};
+  static const char* names[] = {"model.shape", "model.table",       "model.params",     "model.kernels",
+                                "optim.name",  "optim.fingerprint", "optim.step",       "optim.m",
+                                "train.step",  "train.loader",      "train.sample_rng", "x"};
   for (const char* name : names) {
     try {  // each fetch on its own: one refused section must not hide the others
       if (!r->has(name)) continue;

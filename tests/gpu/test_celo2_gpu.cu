@@ -218,7 +218,8 @@ TEST_F(Celo2Gpu, OwnedSubsetStepsLikeAnArenaOfThoseTensors) {
   const ParamTable full = lopt_mixed_table();
   for (const std::string name : {"celo2", "elo_celo2"}) {
     SCOPED_TRACE(name);
-    expect_owned_subset_steps_alike(name, celo2_options(), full, random_params(full, 21), 0.5f, dir + "/" + name + ".state");
+    expect_owned_subset_steps_alike(name, celo2_options(), full, random_params(full, 21), 0.5f,
+                                    dir + "/" + name + ".state");
   }
 }
 

@@ -273,7 +273,8 @@ TEST_F(EloGpu, GraphReplayEqualsEagerSteps) {
     {
       Arena a(table, true);
       GradClipper clip(a, 5.0f);
-      ASSERT_FALSE(make_optimizer("elo", o, a)->take_clip(&clip));  // ELO keeps the clipper apart: its gradient is nan_to_num'd
+      ASSERT_FALSE(
+          make_optimizer("elo", o, a)->take_clip(&clip));  // ELO keeps the clipper apart: its gradient is nan_to_num'd
     }
     expect_graph_replay_equals_eager("elo", o, table, random_params(table, 9), 5.0f);
   }

@@ -229,7 +229,7 @@ OptimOptions resume_options() {
 TEST_F(Gpu, SaveLoadContinuesBitForBit) {
   const std::string dir = make_temp_dir();
   for (const std::string label : {"adamw", "adafactor", "muon", "small_fc_lopt", "small_fc_lopt:fast", "velo",
-                                   "small_fc_lopt:fast:rec16", "velo:rec16"}) {
+                                  "small_fc_lopt:fast:rec16", "velo:rec16"}) {
     SCOPED_TRACE(label);
     const std::string name = label.substr(0, label.find(':'));
     const bool rec16 = label.find(":rec16") != std::string::npos;

@@ -39,8 +39,8 @@ CompareRun compare_run_of(const std::vector<Json>& lines, const std::string& lab
       run.nonfinite |= !loss_ok;
       // A non-finite loss makes that validation's accuracy meaningless too.
       const bool ok = loss_ok && finite_num(r, "val_top1");
-      run.val.push_back({num(r, "step", NAN), loss_ok ? num(r, "val_loss", NAN) : NAN,
-                         ok ? 100 * num(r, "val_top1", NAN) : NAN});
+      run.val.push_back(
+          {num(r, "step", NAN), loss_ok ? num(r, "val_loss", NAN) : NAN, ok ? 100 * num(r, "val_top1", NAN) : NAN});
     } else if (r.has("loss")) {
       run.nonfinite |= !finite_num(r, "loss");
       // Units per step = rate x step time (the log has no batch size): tok_per_s or img_per_s.
@@ -120,7 +120,8 @@ std::vector<CompareRow> summarise_runs(const std::vector<CompareRun>& runs) {
     rows[index[r.label]].runs.push_back(r);
   }
   for (auto& row : rows) {
-    std::stable_sort(row.runs.begin(), row.runs.end(), [](const CompareRun& a, const CompareRun& b) { return a.seed < b.seed; });
+    std::stable_sort(row.runs.begin(), row.runs.end(),
+                     [](const CompareRun& a, const CompareRun& b) { return a.seed < b.seed; });
     row.optimizer = row.runs[0].optimizer;
     lr_of(row.label, row.runs[0].flags, &row.lr_text, &row.lr);
     std::vector<const CompareRun*> ok;
@@ -152,7 +153,8 @@ std::vector<CompareRow> summarise_runs(const std::vector<CompareRun>& runs) {
     row.diverged = counts.count("diverged") ? counts["diverged"] : 0;
     std::string status;
     for (const auto& kv : counts)
-      status += (status.empty() ? "" : ", ") + kv.first + " " + std::to_string(kv.second) + "/" + std::to_string(row.runs.size());
+      status += (status.empty() ? "" : ", ") + kv.first + " " + std::to_string(kv.second) + "/" +
+                std::to_string(row.runs.size());
     row.status = status.empty() ? "ok" : status;
   }
   auto rank = [](const std::string& o) {
@@ -180,8 +182,8 @@ std::string compare_table(const std::vector<CompareRow>& rows, bool top1, const 
     auto or_none = [&](const std::string& s) { return s.empty() ? none : s; };
     std::string seeds;
     for (int s : r.seeds) seeds += (seeds.empty() ? "" : " ") + std::to_string(s);
-    std::vector<std::string> cells = {r.label, r.optimizer, r.lr_text, seeds, or_none(mean_std(r.final_loss, 4)),
-                                      or_none(mean_std(r.best_loss, 4))};
+    std::vector<std::string> cells = {
+        r.label, r.optimizer, r.lr_text, seeds, or_none(mean_std(r.final_loss, 4)), or_none(mean_std(r.best_loss, 4))};
     if (top1) cells.insert(cells.end(), {or_none(mean_std(r.final_top1, 2)), or_none(mean_std(r.best_top1, 2))});
     cells.push_back(r.wall.empty() ? kNone : fixed(mean(r.wall), 0));
     cells.push_back(r.status);
@@ -198,8 +200,8 @@ std::string compare_table(const std::vector<CompareRow>& rows, bool top1, const 
 std::string optimizer_color(const std::string& optimizer, size_t k, size_t n) {
   // A dark colour per family; lighter shades for the other configurations of the same optimizer.
   static const std::map<std::string, std::string> dark = {
-      {"adamw", "#08519c"}, {"adafactor", "#54278f"}, {"muon", "#006d2c"}, {"velo", "#a63603"},
-      {"small_fc_lopt", "#8c6d00"}, {"celo2", "#a50f15"}, {"elo_celo2", "#ae017e"}, {"elo", "#6a3d9a"}};
+      {"adamw", "#08519c"},         {"adafactor", "#54278f"}, {"muon", "#006d2c"},      {"velo", "#a63603"},
+      {"small_fc_lopt", "#8c6d00"}, {"celo2", "#a50f15"},     {"elo_celo2", "#ae017e"}, {"elo", "#6a3d9a"}};
   const auto it = dark.find(optimizer);
   const std::string base = it != dark.end() ? it->second : "#404040";
   const double t = n <= 1 ? 0.0 : 0.55 * (1.0 - double(k) / double(n - 1));
@@ -326,8 +328,9 @@ svg::Figure compare_figure(const std::vector<CompareRow>& rows, bool top1, const
   std::string xlabel = "step";
   if (!per_step.empty()) xlabel += " (1 step = " + thousands(median(per_step)) + " " + unit + ")";
   for (auto& p : f.panels) p.line.x.label = xlabel;
-  f.caption = "Mean over seeds; the band spans the seeds' min and max; the best configuration of each optimizer "
-              "is thicker; x marks where a run diverged.";
+  f.caption =
+      "Mean over seeds; the band spans the seeds' min and max; the best configuration of each optimizer "
+      "is thicker; x marks where a run diverged.";
   return f;
 }
 

@@ -118,7 +118,7 @@ std::string optimizer_of_extra(const std::string& extra) {
 
 std::string canonical_model(const std::string& model) {
   static const std::map<std::string, std::string> gpt2 = {
-      {"d12", "gpt2-124m"}, {"124m", "gpt2-124m"}, {"d24", "gpt2-355m"}, {"355m", "gpt2-355m"},
+      {"d12", "gpt2-124m"}, {"124m", "gpt2-124m"}, {"d24", "gpt2-355m"},  {"355m", "gpt2-355m"},
       {"d36", "gpt2-774m"}, {"774m", "gpt2-774m"}, {"d48", "gpt2-1558m"}, {"1558m", "gpt2-1558m"}};
   const auto it = gpt2.find(model);
   return it == gpt2.end() ? model : it->second;
@@ -146,10 +146,17 @@ std::string optimizer_title(const std::string& opt) {
   const std::string rec16 = ":rec16";  // the learned records in bf16 (optimizer_of_extra)
   if (opt.size() > rec16.size() && opt.compare(opt.size() - rec16.size(), rec16.size(), rec16) == 0)
     return optimizer_title(opt.substr(0, opt.size() - rec16.size())) + ", bf16 records";
-  static const std::map<std::string, std::string> names = {
-      {"adamw", "AdamW"}, {"adafactor", "Adafactor"}, {"muon", "Muon"}, {"velo", "VeLO"},
-      {"small_fc_lopt", "small_fc_lopt"}, {"small_fc_lopt:fast", "small_fc_lopt (fast)"}, {"celo2", "CELO2"},
-      {"elo", "ELO"}, {"elo:fast", "ELO (fast)"}, {"elo_celo2", "ELO_CELO2"}, {"adamw_foreach", "AdamW (foreach)"}};
+  static const std::map<std::string, std::string> names = {{"adamw", "AdamW"},
+                                                           {"adafactor", "Adafactor"},
+                                                           {"muon", "Muon"},
+                                                           {"velo", "VeLO"},
+                                                           {"small_fc_lopt", "small_fc_lopt"},
+                                                           {"small_fc_lopt:fast", "small_fc_lopt (fast)"},
+                                                           {"celo2", "CELO2"},
+                                                           {"elo", "ELO"},
+                                                           {"elo:fast", "ELO (fast)"},
+                                                           {"elo_celo2", "ELO_CELO2"},
+                                                           {"adamw_foreach", "AdamW (foreach)"}};
   const auto it = names.find(opt);
   return it == names.end() ? opt : it->second;
 }

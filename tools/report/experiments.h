@@ -22,8 +22,8 @@ struct Experiment {
   std::string name, title, status = "not run", reason, gpu, commit, invocation, started;
   bool present = false, quick = false;
   double wall_s = 0;
-  Json header;                // the {"experiment":{...}} object's inside
-  std::vector<Json> lines;    // every line between the header and the end line that is not a run line
+  Json header;              // the {"experiment":{...}} object's inside
+  std::vector<Json> lines;  // every line between the header and the end line that is not a run line
   std::vector<Run> runs;
   int failed = 0;
   bool done() const { return status == "ok" || status == "partial"; }
@@ -58,7 +58,7 @@ class Paper {
 // -> "small_fc_lopt:fast"); a program's model name to bench_optim's (d12 -> gpt2-124m); display names.
 std::string optimizer_of_extra(const std::string& extra);
 std::string canonical_model(const std::string& model);
-std::string model_title(const std::string& model);  // "GPT-2 124M", "ViT-B/16", "MLP 4096 x 4 layers", ...
+std::string model_title(const std::string& model);    // "GPT-2 124M", "ViT-B/16", "MLP 4096 x 4 layers", ...
 std::string optimizer_title(const std::string& opt);  // "small_fc_lopt (fast)", "AdamW", ...
 // Our optimizer entry as the paper's (and the peers') name: small_fc_lopt:fast -> small_fc_lopt.
 std::string base_optimizer(const std::string& opt);

@@ -82,8 +82,8 @@ svg::Figure loss_figure(const TrainLog& log, const std::string& title, int smoot
     acc.line.legend_inside = true;
     f.panels.push_back(acc);
   }
-  f.caption = std::to_string(log.step.size()) + " training steps, " + std::to_string(log.vstep.size()) +
-              " validation points";
+  f.caption =
+      std::to_string(log.step.size()) + " training steps, " + std::to_string(log.vstep.size()) + " validation points";
   return f;
 }
 

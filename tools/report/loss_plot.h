@@ -10,7 +10,7 @@
 namespace report {
 
 struct TrainLog {
-  std::vector<double> step, loss;         // training steps ("loss" lines; non-finite losses left out)
+  std::vector<double> step, loss;          // training steps ("loss" lines; non-finite losses left out)
   std::vector<double> vstep, vloss, top1;  // validations ("val_loss" lines); top1 in %, NaN where absent
   bool has_top1 = false;
 };

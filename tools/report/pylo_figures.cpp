@@ -19,8 +19,17 @@ MdTable fig5_table(const PyloCtx& c, const std::vector<StepRow>& ours, const std
                    const std::vector<std::string>& models, const std::vector<std::string>& opts,
                    std::map<std::string, double>& params, std::vector<std::string>& errors) {
   MdTable t;
-  t.head = {"model", "params", "optimizer", "ours ms", "% of HBM floor", "PyLO CUDA ms", "PyLO naive ms", "torch ms",
-            "JAX ms", "PyLO CUDA ÷ ours", "paper ms (" + c.paper.gpu("fig5") + ")"};
+  t.head = {"model",
+            "params",
+            "optimizer",
+            "ours ms",
+            "% of HBM floor",
+            "PyLO CUDA ms",
+            "PyLO naive ms",
+            "torch ms",
+            "JAX ms",
+            "PyLO CUDA ÷ ours",
+            "paper ms (" + c.paper.gpu("fig5") + ")"};
   t.align = {'l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
   for (const auto& m : models_in(models))
     for (const auto& o : optimizers_in(opts)) {
@@ -35,7 +44,8 @@ MdTable fig5_table(const PyloCtx& c, const std::vector<StepRow>& ours, const std
       t.rows.push_back({model_title(m), std::isfinite(params[m]) ? fixed(params[m] / 1e6, 1) + "M" : kNone,
                         optimizer_title(o), ms(r->ms), fixed(r->pct_of_floor, 0) + "%", ms(cuda),
                         learned(o) ? ms(peer_ms(peers, m, b, "pylo_naive")) : kNone, ms(peer_ms(peers, m, o, "torch")),
-                        b == "velo" ? ms(peer_ms(peers, m, "velo", "jax_lopt")) : kNone, ratio(cuda, r->ms, 1), ms(paper)});
+                        b == "velo" ? ms(peer_ms(peers, m, "velo", "jax_lopt")) : kNone, ratio(cuda, r->ms, 1),
+                        ms(paper)});
     }
   return t;
 }
@@ -117,7 +127,8 @@ std::vector<MlpStep> mlp_steps(const std::vector<StepRow>& rows, std::vector<std
     std::smatch m;
     if (!std::regex_match(r.model, m, mlp_name())) continue;
     if (!r.error.empty()) {
-      errors.push_back(impl_title(r.impl) + " " + optimizer_title(r.optimizer) + " on " + model_title(r.model) + ": " + r.error);
+      errors.push_back(impl_title(r.impl) + " " + optimizer_title(r.optimizer) + " on " + model_title(r.model) + ": " +
+                       r.error);
       continue;
     }
     pts.push_back({std::stod(m[1]), std::stod(m[2]), &r});
@@ -130,7 +141,8 @@ std::vector<std::pair<std::string, std::string>> fig6_keys(const std::vector<Mlp
   std::vector<std::pair<std::string, std::string>> keys;
   for (const auto& p : pts) keys.emplace_back(p.r->impl, p.r->optimizer);
   sort_unique(keys);
-  std::stable_sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) { return (a.first == "ours") > (b.first == "ours"); });
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const auto& a, const auto& b) { return (a.first == "ours") > (b.first == "ours"); });
   return keys;
 }
 
@@ -167,7 +179,8 @@ MdTable fig6_table(const std::vector<MlpStep>& pts, const std::vector<std::pair<
 }
 
 // Three panels: width sweep at depth 1, depth sweeps at width 256 and 4096.
-void fig6_figure(PyloCtx& c, const std::vector<MlpStep>& pts, const std::vector<std::pair<std::string, std::string>>& keys) {
+void fig6_figure(PyloCtx& c, const std::vector<MlpStep>& pts,
+                 const std::vector<std::pair<std::string, std::string>>& keys) {
   svg::Figure f;
   f.panel_width = 560;
   f.panel_height = 440;
@@ -176,20 +189,23 @@ void fig6_figure(PyloCtx& c, const std::vector<MlpStep>& pts, const std::vector<
     std::function<bool(const MlpStep&)> in;
     std::function<double(const MlpStep&)> x;
   };
-  const std::vector<Sweep> sweeps = {
-      {"one layer, width sweep", "width W (one W x W layer)", [](const MlpStep& p) { return p.d == 1; }, [](const MlpStep& p) { return p.w; }},
-      {"width 256, depth sweep", "layers", [](const MlpStep& p) { return p.w == 256; }, [](const MlpStep& p) { return p.d; }},
-      {"width 4096, depth sweep", "layers", [](const MlpStep& p) { return p.w == 4096; }, [](const MlpStep& p) { return p.d; }}};
+  const std::vector<Sweep> sweeps = {{"one layer, width sweep", "width W (one W x W layer)",
+                                      [](const MlpStep& p) { return p.d == 1; }, [](const MlpStep& p) { return p.w; }},
+                                     {"width 256, depth sweep", "layers", [](const MlpStep& p) { return p.w == 256; },
+                                      [](const MlpStep& p) { return p.d; }},
+                                     {"width 4096, depth sweep", "layers", [](const MlpStep& p) { return p.w == 4096; },
+                                      [](const MlpStep& p) { return p.d; }}};
   for (const auto& sw : sweeps) {
     svg::LinePlot p;
     p.title = sw.title;
     p.x = svg::Axis{sw.xlabel, true};
     p.y = svg::Axis{"optimizer step (ms)", true};
     for (const auto& k : keys) {
-      svg::Series s = line_series(impl_title(k.first) + ": " + optimizer_title(k.second), opt_color(k.second),
-                                  k.first != "ours", k.first == "pylo_naive" ? svg::Marker::Cross
-                                                     : k.first == "ours"     ? svg::Marker::Circle
-                                                                             : svg::Marker::Square);
+      svg::Series s =
+          line_series(impl_title(k.first) + ": " + optimizer_title(k.second), opt_color(k.second), k.first != "ours",
+                      k.first == "pylo_naive" ? svg::Marker::Cross
+                      : k.first == "ours"     ? svg::Marker::Circle
+                                              : svg::Marker::Square);
       for (const auto& pt : pts)
         if (pt.r->impl == k.first && pt.r->optimizer == k.second && sw.in(pt)) s.points.push_back({sw.x(pt), pt.r->ms});
       sort_by_x(s);
@@ -247,7 +263,8 @@ void section_fig1(PyloCtx& c) {
       const BenchRow* r = nullptr;
       for (const auto& x : rows)
         if (x.model == "vit-b16" && x.B == B && x.optimizer == shown[i]) r = &x;
-      if (r && !r->error.empty()) errors.push_back("batch " + std::to_string(B) + " " + optimizer_title(shown[i]) + ": " + r->error);
+      if (r && !r->error.empty())
+        errors.push_back("batch " + std::to_string(B) + " " + optimizer_title(shown[i]) + ": " + r->error);
       if (!r || !r->error.empty()) {
         ch.series[i].values.push_back({});
         continue;
@@ -292,15 +309,20 @@ void section_fig5(PyloCtx& c) {
   for (const auto& r : peers) {
     models.push_back(r.model);
     if (std::isfinite(r.params)) params.emplace(r.model, r.params);
-    if (!r.error.empty()) errors.push_back(impl_title(r.impl) + " " + optimizer_title(r.optimizer) + " on " + model_title(r.model) + ": " + r.error);
+    if (!r.error.empty())
+      errors.push_back(impl_title(r.impl) + " " + optimizer_title(r.optimizer) + " on " + model_title(r.model) + ": " +
+                       r.error);
   }
   c.md += fig5_table(c, ours, peers, models, opts, params, errors).render();
-  c.md += "\nOurs: `bench_optim` (CUDA events, median of 20 steps; the floor is the bytes the step must move over the "
-          "measured copy bandwidth). Peers on the same tensor shapes (`bench_optim --shapes 1`), same machine, same "
-          "session: PyLO's CUDA and naive optimizers, torch's AdamW (fused) / Adafactor (foreach) / Muon (+ AdamW), "
-          "learned_optimization's VeLO in JAX (`bench/pylo_step_bench.py`, `bench/jax_velo_bench.py`). The paper's "
-          "column: " + with_paper(c, "fig5") + ", the GPT-2 355M points it prints; the rest of its Figure 5 is a plot "
-          "not transcribed here.\n";
+  c.md +=
+      "\nOurs: `bench_optim` (CUDA events, median of 20 steps; the floor is the bytes the step must move over the "
+      "measured copy bandwidth). Peers on the same tensor shapes (`bench_optim --shapes 1`), same machine, same "
+      "session: PyLO's CUDA and naive optimizers, torch's AdamW (fused) / Adafactor (foreach) / Muon (+ AdamW), "
+      "learned_optimization's VeLO in JAX (`bench/pylo_step_bench.py`, `bench/jax_velo_bench.py`). The paper's "
+      "column: " +
+      with_paper(c, "fig5") +
+      ", the GPT-2 355M points it prints; the rest of its Figure 5 is a plot "
+      "not transcribed here.\n";
   c.md += fig5_earlier_peers(c, peers);
   c.md += errors_note(errors);
   fig5_figure(c, ours, peers, opts, params);  // after the table: its lookups add the models without a count
@@ -318,10 +340,11 @@ void section_fig6(PyloCtx& c) {
   const std::vector<MlpStep> pts = mlp_steps(rows, errors);
   const auto keys = fig6_keys(pts);
   c.md += fig6_table(pts, keys).render();
-  c.md += "\nSynthetic MLPs (`bench_optim -e mlp-w<W>-d<D>`: D linear layers of W x W, each with a bias). Ours: "
-          "small_fc_lopt exact (fp32 MLP) and fast (tensor cores), VeLO; PyLO's CUDA and naive optimizers on the same "
-          "shapes, same machine. The paper's Figure 6 is a plot whose values are not transcribed here; compare the "
-          "shapes of the curves and the ratio column.\n";
+  c.md +=
+      "\nSynthetic MLPs (`bench_optim -e mlp-w<W>-d<D>`: D linear layers of W x W, each with a bias). Ours: "
+      "small_fc_lopt exact (fp32 MLP) and fast (tensor cores), VeLO; PyLO's CUDA and naive optimizers on the same "
+      "shapes, same machine. The paper's Figure 6 is a plot whose values are not transcribed here; compare the "
+      "shapes of the curves and the ratio column.\n";
   c.md += errors_note(errors);
   fig6_figure(c, pts, keys);
 }
@@ -362,15 +385,18 @@ void section_fig9(PyloCtx& c) {
     const double torch = peer_ms(peers, m, o, "torch");
     const double peer = std::isfinite(cuda) ? cuda : torch;
     t.rows.push_back({optimizer_title(o), ms(r->ms), fixed(r->pct_of_floor, 0) + "%", ms(cuda), ms(naive), ms(torch),
-                      ratio(peer, r->ms, 1) + (std::isfinite(cuda) ? " (CUDA)" : std::isfinite(torch) ? " (torch)" : "")});
+                      ratio(peer, r->ms, 1) + (std::isfinite(cuda)    ? " (CUDA)"
+                                               : std::isfinite(torch) ? " (torch)"
+                                                                      : "")});
     ch.groups.push_back(optimizer_title(o));
     const double v[4] = {r->ms, cuda, naive, torch};
     for (int i = 0; i < 4; i++) series[size_t(i)].values.push_back({v[i]});
   }
   c.md += t.render();
-  c.md += "\nOne 8192 x 8192 matrix (`bench_optim -e mat-8192x8192`): Muon and CELO2 orthogonalise it whole "
-          "(Newton-Schulz), the others step it element by element. Peers on the same matrix, same machine. The "
-          "paper's Figure 9 is a plot whose values are not transcribed here.\n";
+  c.md +=
+      "\nOne 8192 x 8192 matrix (`bench_optim -e mat-8192x8192`): Muon and CELO2 orthogonalise it whole "
+      "(Newton-Schulz), the others step it element by element. Peers on the same matrix, same machine. The "
+      "paper's Figure 9 is a plot whose values are not transcribed here.\n";
   c.md += errors_note(errors);
   for (const auto& s : series) {
     bool any = false;

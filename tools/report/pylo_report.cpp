@@ -106,8 +106,7 @@ void section_training(PyloCtx& c, const std::string& name, const std::string& ta
   const Experiment& e = c.exp(name);
   c.open_section(heading, e);
   for (const Json& j : e.lines)
-    if (j.has("left_out"))
-      c.md += "Left out: " + str(j, "left_out") + " (" + str(j, "why") + ").\n\n";
+    if (j.has("left_out")) c.md += "Left out: " + str(j, "left_out") + " (" + str(j, "why") + ").\n\n";
   const std::string rel = e.header_str("logdir").empty() ? dir : e.header_str("logdir");
   const std::string logdir = c.dir + "/" + rel;
   std::error_code ec;
@@ -124,7 +123,8 @@ void section_training(PyloCtx& c, const std::string& name, const std::string& ta
   const std::string corpus = e.header_str("corpus");
   if (task == "vit") {
     c.md += "ViT-Ti/4 on Fashion-MNIST, train_vit's default recipe, " + steps + " steps of 256 images" +
-            (e.quick ? " (the quick pass; the full pass trains the 9,400 steps of 40 epochs)" : "") + ", seeds " + seeds +
+            (e.quick ? " (the quick pass; the full pass trains the 9,400 steps of 40 epochs)" : "") + ", seeds " +
+            seeds +
             ". The paper's Table 4 is ViT-B/16 on ImageNet (150k steps, batch 4096), which needs ImageNet and a "
             "multi-GPU node: its configuration is below (\"The full configurations\"). Its figures, for reference only "
             "(another model, data set and scale):\n\n";
@@ -132,16 +132,18 @@ void section_training(PyloCtx& c, const std::string& name, const std::string& ta
     t.head = {"optimizer (paper, ImageNet)", "top-1 (%)", "source"};
     for (const Json& r : c.paper.rows())
       if (str(r, "item") == "table4")
-        t.rows.push_back({optimizer_title(str(r, "optimizer")) + (str(r, "schedule").empty() ? "" : " + " + str(r, "schedule")),
-                          fixed(num(r, "value", NAN), 2), str(r, "source")});
+        t.rows.push_back(
+            {optimizer_title(str(r, "optimizer")) + (str(r, "schedule").empty() ? "" : " + " + str(r, "schedule")),
+             fixed(num(r, "value", NAN), 2), str(r, "source")});
     c.md += t.render() + "\n";
   } else {
     const std::string what = about.empty() ? "The paper's GPT-2 runs train GPT-2 355M on FineWeb-Edu for far longer; "
                                              "their curves are not transcribed here, and their configuration is below."
                                            : about;
-    c.md += "GPT-2 124M on the " + std::string(corpus == "kjv" ? "KJV (the English corpus was not there)" : "English corpus") +
-            ", " + steps + " steps of 8 x 1024 tokens, seeds " + seeds + (e.quick ? " (the quick pass; the full pass: 800 steps)" : "") +
-            ". " + what + "\n\n";
+    c.md += "GPT-2 124M on the " +
+            std::string(corpus == "kjv" ? "KJV (the English corpus was not there)" : "English corpus") + ", " + steps +
+            " steps of 8 x 1024 tokens, seeds " + seeds +
+            (e.quick ? " (the quick pass; the full pass: 800 steps)" : "") + ". " + what + "\n\n";
   }
   c.figure(seed_figure(rows, top1, ""), "train_" + rel.substr(rel.find_last_of('/') + 1), heading);
 }
@@ -160,7 +162,8 @@ std::string config_title(const std::string& name) {
 
 void section_configs(PyloCtx& c) {
   const Experiment& e = c.exp("configs_smoke");
-  c.open_section("The full configurations (Table 4, Figures 8, 10-11 and 16), for a user with the data and the GPUs", e);
+  c.open_section("The full configurations (Table 4, Figures 8, 10-11 and 16), for a user with the data and the GPUs",
+                 e);
   std::vector<const Json*> configs;
   for (const Json& j : e.lines)
     if (j.has("config")) configs.push_back(&j.at("config"));
@@ -172,19 +175,21 @@ void section_configs(PyloCtx& c) {
     std::string tested = "not run";
     if (i < e.runs.size()) {
       const Run& r = e.runs[i];
-      tested = r.skipped ? "not run (deadline)"
+      tested = r.skipped     ? "not run (deadline)"
                : r.exit == 0 ? "3 steps, ok (" + fixed(r.wall_s, 0) + " s)"
                              : "failed, exit status " + std::to_string(r.exit);
     }
-    t.rows.push_back({config_title(str(k, "name")), optimizer_title(str(k, "optimizer")), str(k, "weights"), tested, "`" + str(k, "command") + "`"});
+    t.rows.push_back({config_title(str(k, "name")), optimizer_title(str(k, "optimizer")), str(k, "weights"), tested,
+                      "`" + str(k, "command") + "`"});
   }
   c.md += t.render();
-  c.md += "\nEach configuration ran here for 3 steps with everything but the data as a user runs it: train_vit on "
-          "`--synthetic 1` images in place of the ImageNet shards, train_gpt2 on the KJV shards in place of "
-          "FineWeb-Edu (`scripts/download_fineweb.sh`). With the data, the published weights "
-          "(`scripts/download_lopt_weights.sh`) and 8 GPUs for ViT-B/16 (128 images per GPU, 4 micro-batches of "
-          "accumulation; one GPU accumulates 32), the commands above are the paper's runs; for Figures 10-11's other "
-          "sizes they take Figure 8's recipe (the same steps and tokens per step).\n\n";
+  c.md +=
+      "\nEach configuration ran here for 3 steps with everything but the data as a user runs it: train_vit on "
+      "`--synthetic 1` images in place of the ImageNet shards, train_gpt2 on the KJV shards in place of "
+      "FineWeb-Edu (`scripts/download_fineweb.sh`). With the data, the published weights "
+      "(`scripts/download_lopt_weights.sh`) and 8 GPUs for ViT-B/16 (128 images per GPU, 4 micro-batches of "
+      "accumulation; one GPU accumulates 32), the commands above are the paper's runs; for Figures 10-11's other "
+      "sizes they take Figure 8's recipe (the same steps and tokens per step).\n\n";
 }
 
 // The page's head: the GPUs the experiments ran on and a table of every experiment of the kinds of machine
@@ -268,8 +273,9 @@ void PyloCtx::open_section(const std::string& title, const Experiment& e, const 
 
 std::string PyloCtx::produced_by(const Experiment& e) const {
   if (!e.present)
-    return std::string(e.status == "interrupted" ? "Experiment `" + e.name + "` was interrupted (a .part file); rerun to finish it."
-                                                 : "Experiment `" + e.name + "` has not run in this folder.");
+    return std::string(e.status == "interrupted"
+                           ? "Experiment `" + e.name + "` was interrupted (a .part file); rerun to finish it."
+                           : "Experiment `" + e.name + "` has not run in this folder.");
   std::string o = "Produced by `" + e.invocation + "` (experiment `" + e.name + "`): ";
   if (e.status == "skipped") return o + "**skipped**: " + e.reason + ".";
   int runs = 0;
@@ -283,7 +289,9 @@ std::string PyloCtx::produced_by(const Experiment& e) const {
   if (!e.runs.empty()) {
     o += "\n\n<details><summary>its commands</summary>\n\n";
     for (const auto& r : e.runs)
-      o += "- `" + r.cmd + "` — " + (r.skipped ? "not run (deadline)" : "exit " + std::to_string(r.exit) + ", " + fixed(r.wall_s, 1) + " s") + "\n";
+      o += "- `" + r.cmd + "` — " +
+           (r.skipped ? "not run (deadline)" : "exit " + std::to_string(r.exit) + ", " + fixed(r.wall_s, 1) + " s") +
+           "\n";
     o += "\n</details>";
   }
   return o;
@@ -302,7 +310,8 @@ std::string write_pylo_report(const std::string& dir, const std::string& out, co
   if (kinds.count("single")) {
     const Experiment& setup = c.exp("setup_pylo_cuda");
     if (setup.present && !setup.done())
-      c.md += "PyLO's CUDA peers: " + (setup.status == "skipped" ? "not built here: " + setup.reason : "their build " + setup.status) +
+      c.md += "PyLO's CUDA peers: " +
+              (setup.status == "skipped" ? "not built here: " + setup.reason : "their build " + setup.status) +
               "; the sections below say where a peer is missing.\n\n";
     section_table2(c);
     section_table9(c);
@@ -312,18 +321,21 @@ std::string write_pylo_report(const std::string& dir, const std::string& out, co
     section_fig9(c);
     section_training(c, "train_vit_fashion_mnist", "vit", "train/vit",
                      "Table 4 and Figures 10-11, scaled down: ViT-Ti/4 on Fashion-MNIST, several seeds");
-    section_training(c, "train_gpt2_english", "gpt2", "train/gpt2", "Figures 10-11 for GPT-2, scaled down: GPT-2 124M, several seeds");
-    section_training(c, "fig8_gpt2_schedule_wd", "gpt2", "train/gpt2_fig8",
-                     "Figure 8, scaled down: weight decay and the learning-rate schedule, GPT-2 124M, several seeds",
-                     "The paper's Figure 8 adds weight decay and a cosine schedule to its learned optimizers on GPT-2 355M "
-                     "(FineWeb-Edu); here CELO2, the learned optimizer with real weights, with and without weight decay "
-                     "(celo2.wd 0.1) under a constant and a cosine schedule, and AdamW for reference. The paper's curves "
-                     "are not transcribed here.");
-    section_training(c, "fig16_gpt2_qkv", "gpt2", "train/gpt2_fig16",
-                     "Figure 16, scaled down: q, k and v as three tensors or one, GPT-2 124M, several seeds",
-                     "The paper's Figure 16 compares separate and fused q, k and v for its learned optimizers; a learned "
-                     "optimizer's per-tensor features (CELO2's orthogonalisation of each matrix) see three C x C matrices "
-                     "or one 3C x C, while AdamW differs only by rounding. The paper's curves are not transcribed here.");
+    section_training(c, "train_gpt2_english", "gpt2", "train/gpt2",
+                     "Figures 10-11 for GPT-2, scaled down: GPT-2 124M, several seeds");
+    section_training(
+        c, "fig8_gpt2_schedule_wd", "gpt2", "train/gpt2_fig8",
+        "Figure 8, scaled down: weight decay and the learning-rate schedule, GPT-2 124M, several seeds",
+        "The paper's Figure 8 adds weight decay and a cosine schedule to its learned optimizers on GPT-2 355M "
+        "(FineWeb-Edu); here CELO2, the learned optimizer with real weights, with and without weight decay "
+        "(celo2.wd 0.1) under a constant and a cosine schedule, and AdamW for reference. The paper's curves "
+        "are not transcribed here.");
+    section_training(
+        c, "fig16_gpt2_qkv", "gpt2", "train/gpt2_fig16",
+        "Figure 16, scaled down: q, k and v as three tensors or one, GPT-2 124M, several seeds",
+        "The paper's Figure 16 compares separate and fused q, k and v for its learned optimizers; a learned "
+        "optimizer's per-tensor features (CELO2's orthogonalisation of each matrix) see three C x C matrices "
+        "or one 3C x C, while AdamW differs only by rounding. The paper's curves are not transcribed here.");
     section_configs(c);
   }
   if (kinds.count("multi")) section_table3(c);

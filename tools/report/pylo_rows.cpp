@@ -10,17 +10,18 @@
 namespace report {
 namespace {
 
-const std::vector<std::string> kOptOrder = {"adamw",  "adamw_foreach", "adafactor",          "muon", "small_fc_lopt",
-                                            "small_fc_lopt:fast", "velo", "celo2", "elo", "elo:fast", "elo_celo2"};
+const std::vector<std::string> kOptOrder = {"adamw",         "adamw_foreach",      "adafactor", "muon",
+                                            "small_fc_lopt", "small_fc_lopt:fast", "velo",      "celo2",
+                                            "elo",           "elo:fast",           "elo_celo2"};
 size_t opt_rank(const std::string& o) {
   const auto it = std::find(kOptOrder.begin(), kOptOrder.end(), o);
   return size_t(it - kOptOrder.begin());
 }
 // Model order: ViTs by size, GPT-2 by size, then the rest by name.
 double model_key(const std::string& m) {
-  static const std::map<std::string, double> order = {
-      {"vit-ti16", 1}, {"vit-s16", 2}, {"vit-b16", 3}, {"vit-l16", 4}, {"gpt2-124m", 11},
-      {"gpt2-355m", 12}, {"gpt2-774m", 13}, {"gpt2-1558m", 14}};
+  static const std::map<std::string, double> order = {{"vit-ti16", 1},   {"vit-s16", 2},    {"vit-b16", 3},
+                                                      {"vit-l16", 4},    {"gpt2-124m", 11}, {"gpt2-355m", 12},
+                                                      {"gpt2-774m", 13}, {"gpt2-1558m", 14}};
   const auto it = order.find(m);
   return it == order.end() ? 100 : it->second;
 }
@@ -29,7 +30,8 @@ double model_key(const std::string& m) {
 
 std::vector<std::string> optimizers_in(std::vector<std::string> v) {
   sort_unique(v);
-  std::stable_sort(v.begin(), v.end(), [](const std::string& a, const std::string& b) { return opt_rank(a) < opt_rank(b); });
+  std::stable_sort(v.begin(), v.end(),
+                   [](const std::string& a, const std::string& b) { return opt_rank(a) < opt_rank(b); });
   return v;
 }
 bool learned(const std::string& opt) {
@@ -40,7 +42,8 @@ std::string paper_impl(const std::string& opt) { return learned(opt) ? "cuda" : 
 
 std::vector<std::string> models_in(std::vector<std::string> v) {
   sort_unique(v);
-  std::stable_sort(v.begin(), v.end(), [](const std::string& a, const std::string& b) { return model_key(a) < model_key(b); });
+  std::stable_sort(v.begin(), v.end(),
+                   [](const std::string& a, const std::string& b) { return model_key(a) < model_key(b); });
   return v;
 }
 
@@ -65,9 +68,12 @@ std::string errors_note(const std::vector<std::string>& errors) {
       continue;
     }
     const std::string who = e.substr(0, on), why = e.substr(colon + 2), where = e.substr(on + 4, colon - on - 4);
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.line.empty() && x.who == who && x.why == why; });
-    if (g == groups.end()) groups.push_back({who, why, "", {where}});
-    else g->wheres.push_back(where);
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const Group& x) { return x.line.empty() && x.who == who && x.why == why; });
+    if (g == groups.end())
+      groups.push_back({who, why, "", {where}});
+    else
+      g->wheres.push_back(where);
   }
   std::string o = "\nRuns that gave no number:\n\n";
   for (const auto& g : groups) {
@@ -96,10 +102,17 @@ svg::Series line_series(const std::string& name, const std::string& color, bool 
   return s;
 }
 std::string opt_color(const std::string& opt) {
-  static const std::map<std::string, std::string> colors = {
-      {"adamw", "#1f77b4"}, {"adafactor", "#9467bd"}, {"muon", "#2ca02c"}, {"small_fc_lopt", "#bcbd22"},
-      {"small_fc_lopt:fast", "#8c6d00"}, {"velo", "#ff7f0e"}, {"celo2", "#d62728"}, {"elo", "#8c564b"},
-      {"elo:fast", "#5a3a2e"}, {"elo_celo2", "#e377c2"}, {"adamw_foreach", "#17becf"}};
+  static const std::map<std::string, std::string> colors = {{"adamw", "#1f77b4"},
+                                                            {"adafactor", "#9467bd"},
+                                                            {"muon", "#2ca02c"},
+                                                            {"small_fc_lopt", "#bcbd22"},
+                                                            {"small_fc_lopt:fast", "#8c6d00"},
+                                                            {"velo", "#ff7f0e"},
+                                                            {"celo2", "#d62728"},
+                                                            {"elo", "#8c564b"},
+                                                            {"elo:fast", "#5a3a2e"},
+                                                            {"elo_celo2", "#e377c2"},
+                                                            {"adamw_foreach", "#17becf"}};
   const auto it = colors.find(opt);
   return it == colors.end() ? "#7f7f7f" : it->second;
 }

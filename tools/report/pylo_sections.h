@@ -65,7 +65,8 @@ bool learned(const std::string& opt);  // a learned optimizer (not AdamW, Adafac
 // The paper's impl for one of our optimizers: its CUDA version for a learned optimizer, none otherwise.
 std::string paper_impl(const std::string& opt);
 // The same-run peer (experiment `peers`) of `opt` on `model`, for impl; NaN when none.
-double peer_ms(const std::vector<StepRow>& peers, const std::string& model, const std::string& opt, const std::string& impl);
+double peer_ms(const std::vector<StepRow>& peers, const std::string& model, const std::string& opt,
+               const std::string& impl);
 // "Runs that gave no number:" and a list; "WHO on WHERE: WHY" entries of one WHO and WHY share a line.
 std::string errors_note(const std::vector<std::string>& errors);
 std::string with_paper(const PyloCtx& c, const std::string& item);  // "its own run on GPU"

@@ -45,9 +45,17 @@ std::vector<std::string> table2_row(const PyloCtx& c, const BenchRow& r, const s
   const double p_fwd = c.paper.value({{"item", "table2"}, {"model", m}, {"quantity", "fwd_ms"}});
   const double p_bwd = c.paper.value({{"item", "table2"}, {"model", m}, {"quantity", "bwd_ms"}});
   const double cuda = peer_ms(peers, m, b, "pylo_cuda"), naive = peer_ms(peers, m, b, "pylo_naive");
-  return {model_title(m), batch_cell(r), optimizer_title(o), ms(r.fwd_ms), ms(r.bwd_ms), ms(r.opt_ms), ms(r.step_ms),
-          std::isfinite(p_fwd) ? ms(p_fwd) + " / " + ms(p_bwd) + " / " + ms(p_opt) : kNone, ratio(p_opt, r.opt_ms, 1),
-          learned(o) ? ms(cuda) + " / " + ms(naive) : kNone, ratio(cuda, r.opt_ms, 1)};
+  return {model_title(m),
+          batch_cell(r),
+          optimizer_title(o),
+          ms(r.fwd_ms),
+          ms(r.bwd_ms),
+          ms(r.opt_ms),
+          ms(r.step_ms),
+          std::isfinite(p_fwd) ? ms(p_fwd) + " / " + ms(p_bwd) + " / " + ms(p_opt) : kNone,
+          ratio(p_opt, r.opt_ms, 1),
+          learned(o) ? ms(cuda) + " / " + ms(naive) : kNone,
+          ratio(cuda, r.opt_ms, 1)};
 }
 
 // The figure: ViT-B/16, ours beside the paper's, stacked forward / backward / optimizer.
@@ -67,9 +75,10 @@ void table2_figure(PyloCtx& c, const Experiment& e, const std::vector<BenchRow>&
     ch.groups.push_back(optimizer_title(o));
     ours.values.push_back({r->fwd_ms, r->bwd_ms, r->opt_ms});
     const std::string b = base_optimizer(o);
-    paper.values.push_back({c.paper.value({{"item", "table2"}, {"model", "vit-b16"}, {"quantity", "fwd_ms"}}),
-                            c.paper.value({{"item", "table2"}, {"model", "vit-b16"}, {"quantity", "bwd_ms"}}),
-                            c.paper.value({{"item", "table2"}, {"model", "vit-b16"}, {"optimizer", b}, {"impl", paper_impl(o)}})});
+    paper.values.push_back(
+        {c.paper.value({{"item", "table2"}, {"model", "vit-b16"}, {"quantity", "fwd_ms"}}),
+         c.paper.value({{"item", "table2"}, {"model", "vit-b16"}, {"quantity", "bwd_ms"}}),
+         c.paper.value({{"item", "table2"}, {"model", "vit-b16"}, {"optimizer", b}, {"impl", paper_impl(o)}})});
     if (!std::isfinite(paper.values.back()[2])) paper.values.back() = {};
   }
   if (ch.groups.empty()) return;
@@ -77,8 +86,9 @@ void table2_figure(PyloCtx& c, const Experiment& e, const std::vector<BenchRow>&
   svg::Figure f;
   f.panel_width = std::max(640.0, 120.0 * double(ch.groups.size()) + 300);
   f.panels.push_back(svg::Panel{true, {}, ch});
-  f.caption = "Stacked: forward, backward, optimizer (lighter shades upward). The paper's bars only where it gives "
-              "the optimizer's time.";
+  f.caption =
+      "Stacked: forward, backward, optimizer (lighter shades upward). The paper's bars only where it gives "
+      "the optimizer's time.";
   c.figure(f, "table2", "Table 2: ViT-B/16 step breakdown, ours and the paper's");
 }
 
@@ -86,8 +96,8 @@ void table2_figure(PyloCtx& c, const Experiment& e, const std::vector<BenchRow>&
 // The paper's step (ms) and throughput for `o` on `m`; its ViT step times derived from its images per second
 // where it gives only those.
 std::pair<double, double> table9_paper_step(const PyloCtx& c, const std::string& m, const std::string& o, long long B) {
-  const std::map<std::string, std::string> k = {{"item", "table9"}, {"model", m}, {"optimizer", base_optimizer(o)},
-                                                {"impl", paper_impl(o)}};
+  const std::map<std::string, std::string> k = {
+      {"item", "table9"}, {"model", m}, {"optimizer", base_optimizer(o)}, {"impl", paper_impl(o)}};
   auto q = k;
   q["quantity"] = "step_ms";
   double v = c.paper.value(q);
@@ -103,12 +113,18 @@ std::vector<std::string> table9_row(const BenchRow& r, double p_step, double p_r
   const std::string& m = r.model;
   const std::string& o = r.optimizer;
   const std::string unit = r.images ? " img/s" : " tok/s";
-  return {model_title(m), batch_cell(r), optimizer_title(o), ms(r.step_ms), thousands(r.rate) + unit,
-          o == "adamw" ? kNone : fixed(over, 1) + "%", ms(p_step),
-          std::isfinite(p_rate) ? thousands(p_rate) + unit
+  return {model_title(m),
+          batch_cell(r),
+          optimizer_title(o),
+          ms(r.step_ms),
+          thousands(r.rate) + unit,
+          o == "adamw" ? kNone : fixed(over, 1) + "%",
+          ms(p_step),
+          std::isfinite(p_rate)                ? thousands(p_rate) + unit
           : std::isfinite(p_step) && !r.images ? thousands(1000.0 * double(r.B) * 1024 / p_step) + unit
                                                : kNone,
-          o == "adamw" || !std::isfinite(p_over) ? kNone : fixed(p_over, 1) + "%", ratio(p_step, r.step_ms, 1),
+          o == "adamw" || !std::isfinite(p_over) ? kNone : fixed(p_over, 1) + "%",
+          ratio(p_step, r.step_ms, 1),
           learned(o) ? ms(peer_ms(peers, m, base_optimizer(o), "pylo_cuda")) + " / " +
                            ms(peer_ms(peers, m, base_optimizer(o), "pylo_naive"))
                      : kNone};
@@ -118,10 +134,15 @@ std::string table9_note(const PyloCtx& c) {
   return "\nMedians of the logged steps after the warm-up (`scripts/bench_vit.sh`: synthetic batches held in memory; "
          "`scripts/bench_gpt2.sh`: the KJV shards). \"Over AdamW\": the step's extra time against AdamW's on the same "
          "model and batch, the measure that carries across GPUs; the paper's is its CUDA learned optimizers' against "
-         "Adam (" + with_paper(c, "table9") + "; its ViT step times are derived from its images per second where it "
+         "Adam (" +
+         with_paper(c, "table9") +
+         "; its ViT step times are derived from its images per second where it "
          "gives only those). The paper's naive PyLO on ViT-B/16: small_fc_lopt " +
-         fixed(c.paper.value({{"item", "table9"}, {"model", "vit-b16"}, {"optimizer", "small_fc_lopt"}, {"impl", "naive"}}), 2) +
-         ", VeLO " + fixed(c.paper.value({{"item", "table9"}, {"model", "vit-b16"}, {"optimizer", "velo"}, {"impl", "naive"}}), 2) +
+         fixed(c.paper.value(
+                   {{"item", "table9"}, {"model", "vit-b16"}, {"optimizer", "small_fc_lopt"}, {"impl", "naive"}}),
+               2) +
+         ", VeLO " +
+         fixed(c.paper.value({{"item", "table9"}, {"model", "vit-b16"}, {"optimizer", "velo"}, {"impl", "naive"}}), 2) +
          " images/s. The last column is PyLO's optimizer step alone, measured here on the same tensor shapes (Figure "
          "5's peers), to set beside our whole training step.\n";
 }
@@ -139,8 +160,14 @@ MdTable table3_table(const PyloCtx& c, const std::vector<BenchRow>& rows) {
   long long world = 0;
   for (const auto& r : rows) world = std::max(world, r.world);
   MdTable t;
-  t.head = {"optimizer", "1 GPU ms", std::to_string(world) + " GPUs all-reduce ms", "sharded ms", "sharded over AdamW's",
-            "paper all-reduce / sharded ms (" + c.paper.gpu("table3") + ")", "paper sharded over Adam's", "sharded: paper ÷ ours"};
+  t.head = {"optimizer",
+            "1 GPU ms",
+            std::to_string(world) + " GPUs all-reduce ms",
+            "sharded ms",
+            "sharded over AdamW's",
+            "paper all-reduce / sharded ms (" + c.paper.gpu("table3") + ")",
+            "paper sharded over Adam's",
+            "sharded: paper ÷ ours"};
   t.align = {'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
   return t;
 }
@@ -150,24 +177,35 @@ MdTable table3_table(const PyloCtx& c, const std::vector<BenchRow>& rows) {
 // ------------------------------------------------------------------------------------------ Table 2
 void section_table2(PyloCtx& c) {
   const Experiment& e = c.exp("table2_step_breakdown");
-  c.open_section("Table 2: forward, backward and optimizer time per step (ViT at batch 32, GPT-2 at 4 x 1024 tokens)", e);
+  c.open_section("Table 2: forward, backward and optimizer time per step (ViT at batch 32, GPT-2 at 4 x 1024 tokens)",
+                 e);
   const std::vector<BenchRow> rows = bench_rows(e);
   const std::vector<StepRow> peers = step_rows(c.on_same_gpu(e, "fig5_peers"));
   if (rows.empty()) return c.no_data();
   MdTable t;
-  t.head = {"model", "batch", "optimizer", "forward ms", "backward ms", "optimizer ms", "step ms",
-            "paper: fwd / bwd / opt ms (" + c.paper.gpu("table2") + ")", "opt: paper ÷ ours",
-            "PyLO's step here: CUDA / naive ms", "opt: PyLO CUDA ÷ ours"};
+  t.head = {"model",
+            "batch",
+            "optimizer",
+            "forward ms",
+            "backward ms",
+            "optimizer ms",
+            "step ms",
+            "paper: fwd / bwd / opt ms (" + c.paper.gpu("table2") + ")",
+            "opt: paper ÷ ours",
+            "PyLO's step here: CUDA / naive ms",
+            "opt: PyLO CUDA ÷ ours"};
   t.align = {'l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
   std::vector<std::string> errors, models, opts;
   for (const auto& r : rows) models.push_back(r.model), opts.push_back(r.optimizer);
   for (const auto& m : models_in(models))
     each_row(rows, m, opts, errors, [&](const BenchRow& r) { t.rows.push_back(table2_row(c, r, peers)); });
   c.md += t.render();
-  c.md += "\nForward and backward from `GPT2_PROFILE=1` (the kernels' own events; the loss counts as forward), the "
-          "optimizer and the whole step from the run's log (medians). Learned optimizers on random meta-weights of "
-          "the published shapes (the step costs the same). The paper's column is " + with_paper(c, "table2") +
-          "; PyLO's step here is the same-run peer of Figure 5 on the same tensor shapes, where it ran.\n";
+  c.md +=
+      "\nForward and backward from `GPT2_PROFILE=1` (the kernels' own events; the loss counts as forward), the "
+      "optimizer and the whole step from the run's log (medians). Learned optimizers on random meta-weights of "
+      "the published shapes (the step costs the same). The paper's column is " +
+      with_paper(c, "table2") +
+      "; PyLO's step here is the same-run peer of Figure 5 on the same tensor shapes, where it ran.\n";
   c.md += errors_note(errors);
   table2_figure(c, e, rows, optimizers_in(opts));
 }
@@ -179,8 +217,17 @@ void section_table9(PyloCtx& c) {
   const std::vector<BenchRow> rows = bench_rows(e);
   if (rows.empty()) return c.no_data();
   MdTable t;
-  t.head = {"model", "batch", "optimizer", "step ms", "throughput", "over AdamW", "paper step ms (" + c.paper.gpu("table9") + ")",
-            "paper throughput", "paper over Adam", "step: paper ÷ ours", "PyLO's optimizer step here: CUDA / naive ms"};
+  t.head = {"model",
+            "batch",
+            "optimizer",
+            "step ms",
+            "throughput",
+            "over AdamW",
+            "paper step ms (" + c.paper.gpu("table9") + ")",
+            "paper throughput",
+            "paper over Adam",
+            "step: paper ÷ ours",
+            "PyLO's optimizer step here: CUDA / naive ms"};
   t.align = {'l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
   const std::vector<StepRow> peers = step_rows(c.on_same_gpu(e, "fig5_peers"));
   std::vector<std::string> errors, models, opts;
@@ -226,7 +273,11 @@ void section_table3(PyloCtx& c) {
   for (const auto& r : rows) {
     opts.push_back(r.optimizer);
     if (!r.error.empty())
-      errors.push_back(optimizer_title(r.optimizer) + (r.sharded ? " sharded" : r.allreduce ? " all-reduce" : " 1 GPU") + ": " + r.error);
+      errors.push_back(optimizer_title(r.optimizer) +
+                       (r.sharded     ? " sharded"
+                        : r.allreduce ? " all-reduce"
+                                      : " 1 GPU") +
+                       ": " + r.error);
   }
   MdTable t = table3_table(c, rows);
   svg::BarChart ch;
@@ -241,10 +292,13 @@ void section_table3(PyloCtx& c) {
   for (const auto& o : optimizers_in(opts)) {
     const std::string b = base_optimizer(o);
     const double one = table3_step(rows, o, 0), ar = table3_step(rows, o, 1), sh = table3_step(rows, o, 2);
-    const double par = c.paper.value({{"item", "table3"}, {"optimizer", b}, {"mode", "allreduce"}, {"impl", paper_impl(o)}});
-    const double psh = c.paper.value({{"item", "table3"}, {"optimizer", b}, {"mode", "sharded"}, {"impl", paper_impl(o)}});
-    t.rows.push_back({optimizer_title(o), ms(one), ms(ar), ms(sh), o == "adamw" ? kNone : fixed(100 * (sh / adamw_sh - 1), 1) + "%",
-                      ms(par) + " / " + ms(psh), o == "adamw" || !std::isfinite(psh) ? kNone : fixed(100 * (psh / p_adamw_sh - 1), 1) + "%",
+    const double par =
+        c.paper.value({{"item", "table3"}, {"optimizer", b}, {"mode", "allreduce"}, {"impl", paper_impl(o)}});
+    const double psh =
+        c.paper.value({{"item", "table3"}, {"optimizer", b}, {"mode", "sharded"}, {"impl", paper_impl(o)}});
+    t.rows.push_back({optimizer_title(o), ms(one), ms(ar), ms(sh),
+                      o == "adamw" ? kNone : fixed(100 * (sh / adamw_sh - 1), 1) + "%", ms(par) + " / " + ms(psh),
+                      o == "adamw" || !std::isfinite(psh) ? kNone : fixed(100 * (psh / p_adamw_sh - 1), 1) + "%",
                       ratio(psh, sh, 1)});
     ch.groups.push_back(optimizer_title(o));
     s_ar.values.push_back({ar});
@@ -253,10 +307,13 @@ void section_table3(PyloCtx& c) {
     p_sh.values.push_back({psh});
   }
   c.md += t.render();
-  c.md += "\n`scripts/bench_data_parallel.sh` (PARTS=table3, separate q/k/v as in the paper): one process per GPU, "
-          "per-GPU batch 4 x 1024; all-reduce (`--nccl 1`) and sharded (`--shard 1`: each GPU steps and keeps the "
-          "state of whole tensors). The paper's: " + with_paper(c, "table3") + ", its all-reduce and its "
-          "reduce-scatter + sharded step.\n";
+  c.md +=
+      "\n`scripts/bench_data_parallel.sh` (PARTS=table3, separate q/k/v as in the paper): one process per GPU, "
+      "per-GPU batch 4 x 1024; all-reduce (`--nccl 1`) and sharded (`--shard 1`: each GPU steps and keeps the "
+      "state of whole tensors). The paper's: " +
+      with_paper(c, "table3") +
+      ", its all-reduce and its "
+      "reduce-scatter + sharded step.\n";
   c.md += errors_note(errors);
   ch.series = {s_ar, s_sh, p_ar, p_sh};
   svg::Figure f;

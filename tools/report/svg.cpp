@@ -121,15 +121,14 @@ std::string open_clip(Out& o, const Frame& f) {
 std::string marker_el(Marker m, double x, double y, const std::string& color, const std::string& data) {
   switch (m) {
     case Marker::Circle:
-      return "<circle " + data + " cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.2\" fill=\"" +
-             color + "\"/>";
+      return "<circle " + data + " cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.2\" fill=\"" + color + "\"/>";
     case Marker::Square:
-      return "<rect " + data + " x=\"" + num(x - 3) + "\" y=\"" + num(y - 3) +
-             "\" width=\"6\" height=\"6\" fill=\"" + color + "\"/>";
+      return "<rect " + data + " x=\"" + num(x - 3) + "\" y=\"" + num(y - 3) + "\" width=\"6\" height=\"6\" fill=\"" +
+             color + "\"/>";
     case Marker::Cross:
-      return "<path " + data + " d=\"M" + num(x - 4) + " " + num(y - 4) + " L" + num(x + 4) + " " +
-             num(y + 4) + " M" + num(x - 4) + " " + num(y + 4) + " L" + num(x + 4) + " " + num(y - 4) +
-             "\" stroke=\"" + color + "\" stroke-width=\"2\" fill=\"none\"/>";
+      return "<path " + data + " d=\"M" + num(x - 4) + " " + num(y - 4) + " L" + num(x + 4) + " " + num(y + 4) + " M" +
+             num(x - 4) + " " + num(y + 4) + " L" + num(x + 4) + " " + num(y - 4) + "\" stroke=\"" + color +
+             "\" stroke-width=\"2\" fill=\"none\"/>";
     case Marker::None:
       break;
   }
@@ -251,8 +250,8 @@ void draw_point(Out& o, const Frame& f, const LinePlot& p, const Series& s, size
   const double x = f.sx(pt->x);
   if (!s.band && usable(pt->lo, p.y.log) && usable(pt->hi, p.y.log)) {
     const double a = f.sy(pt->lo), b = f.sy(pt->hi);
-    o.add(line_el(x, a, x, b, "errorbar", "data-series=\"" + std::to_string(i) + "\" stroke=\"" + color +
-                                              "\" stroke-width=\"1.3\""));
+    o.add(line_el(x, a, x, b, "errorbar",
+                  "data-series=\"" + std::to_string(i) + "\" stroke=\"" + color + "\" stroke-width=\"1.3\""));
     o.add(line_el(x - 4, a, x + 4, a, "errorcap", "stroke=\"" + color + "\" stroke-width=\"1.3\""));
     o.add(line_el(x - 4, b, x + 4, b, "errorcap", "stroke=\"" + color + "\" stroke-width=\"1.3\""));
   }
@@ -280,7 +279,8 @@ void render_line(Out& o, const LinePlot& p, double ox, double oy, double w, doub
   const std::vector<LegendItem> items = line_legend(p);
   const double lw = legend_width(items, w);
   const Frame f = line_frame(p, ox, oy, w, h, lw);
-  if (!p.title.empty()) o.add(text(0.5 * (f.x0 + f.x1), oy + 20, p.title, "panel-title", " text-anchor=\"middle\" font-weight=\"bold\""));
+  if (!p.title.empty())
+    o.add(text(0.5 * (f.x0 + f.x1), oy + 20, p.title, "panel-title", " text-anchor=\"middle\" font-weight=\"bold\""));
   draw_axes(o, f, p.x, p.y, true);
   const std::string clip = open_clip(o, f);
   o.add("<g clip-path=\"url(#" + clip + ")\">");
@@ -299,7 +299,8 @@ void render_bars(Out& o, const BarChart& c, double ox, double oy, double w, doub
     items.push_back({c.series[i].name, c.series[i].color.empty() ? palette(i) : c.series[i].color, false, true});
   const size_t nseg = std::max<size_t>(1, c.segments.size());
   if (nseg > 1)
-    for (size_t k = 0; k < nseg; k++) items.push_back({c.segments[k], tint("#505050", 0.75 * double(k) / double(nseg)), false, true});
+    for (size_t k = 0; k < nseg; k++)
+      items.push_back({c.segments[k], tint("#505050", 0.75 * double(k) / double(nseg)), false, true});
   const double lw = legend_width(items, w);
   Frame f{ox + 72, ox + w - lw - 14, oy + (c.title.empty() ? 14 : 34), oy + h - 56, {}, {}};
   std::vector<double> ys;
@@ -325,7 +326,8 @@ void render_bars(Out& o, const BarChart& c, double ox, double oy, double w, doub
   auto_range(ay, ys, &ylo, &yhi);
   f.sx = Scale{0, double(std::max<size_t>(1, c.groups.size())), f.x0, f.x1, false};
   f.sy = Scale{ylo, yhi, f.y1, f.y0, c.y.log};
-  if (!c.title.empty()) o.add(text(0.5 * (f.x0 + f.x1), oy + 20, c.title, "panel-title", " text-anchor=\"middle\" font-weight=\"bold\""));
+  if (!c.title.empty())
+    o.add(text(0.5 * (f.x0 + f.x1), oy + 20, c.title, "panel-title", " text-anchor=\"middle\" font-weight=\"bold\""));
   draw_axes(o, f, Axis{}, c.y, false);
   const double gw = (f.x1 - f.x0) / double(std::max<size_t>(1, c.groups.size()));
   for (size_t g = 0; g < c.groups.size(); g++)
@@ -357,7 +359,8 @@ void render_bars(Out& o, const BarChart& c, double ox, double oy, double w, doub
       }
       if (any && g < s.lo.size() && g < s.hi.size() && usable(s.lo[g], c.y.log) && usable(s.hi[g], c.y.log)) {
         const double cx = x + 0.46 * bw, a = f.sy(s.lo[g]), b = f.sy(s.hi[g]);
-        o.add(line_el(cx, a, cx, b, "errorbar", "data-series=\"" + std::to_string(i) + "\" stroke=\"#222\" stroke-width=\"1.3\""));
+        o.add(line_el(cx, a, cx, b, "errorbar",
+                      "data-series=\"" + std::to_string(i) + "\" stroke=\"#222\" stroke-width=\"1.3\""));
         o.add(line_el(cx - 4, a, cx + 4, a, "errorcap", "stroke=\"#222\" stroke-width=\"1.3\""));
         o.add(line_el(cx - 4, b, cx + 4, b, "errorcap", "stroke=\"#222\" stroke-width=\"1.3\""));
       }
@@ -372,15 +375,19 @@ void render_bars(Out& o, const BarChart& c, double ox, double oy, double w, doub
 std::string render(const Figure& f) {
   const size_t n = std::max<size_t>(1, f.panels.size());
   const double W = f.panel_width * double(n);
-  const std::vector<std::string> caption = f.caption.empty() ? std::vector<std::string>{} : wrap(f.caption, size_t((W - 20) / 6.0));
+  const std::vector<std::string> caption =
+      f.caption.empty() ? std::vector<std::string>{} : wrap(f.caption, size_t((W - 20) / 6.0));
   const double top = f.title.empty() ? 0 : 30, bottom = caption.empty() ? 0 : 8 + 14.0 * double(caption.size());
   const double H = f.panel_height + top + bottom;
   Out o;
   o.add("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
   o.add("<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" + num(W) + "\" height=\"" + num(H) +
-        "\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">");
-  o.add("<rect class=\"background\" x=\"0\" y=\"0\" width=\"" + num(W) + "\" height=\"" + num(H) + "\" fill=\"#ffffff\"/>");
-  if (!f.title.empty()) o.add(text(W / 2, 21, f.title, "figure-title", " text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\""));
+        "\" viewBox=\"0 0 " + num(W) + " " + num(H) +
+        "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">");
+  o.add("<rect class=\"background\" x=\"0\" y=\"0\" width=\"" + num(W) + "\" height=\"" + num(H) +
+        "\" fill=\"#ffffff\"/>");
+  if (!f.title.empty())
+    o.add(text(W / 2, 21, f.title, "figure-title", " text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\""));
   for (size_t i = 0; i < f.panels.size(); i++) {
     o.add("<g class=\"panel\" data-panel=\"" + std::to_string(i) + "\">");
     const double ox = f.panel_width * double(i);
@@ -392,7 +399,8 @@ std::string render(const Figure& f) {
     o.add("</g>");
   }
   for (size_t i = 0; i < caption.size(); i++)
-    o.add(text(10, f.panel_height + top + 16 + 14.0 * double(i), caption[i], "caption", " font-size=\"11\" fill=\"#555\""));
+    o.add(text(10, f.panel_height + top + 16 + 14.0 * double(i), caption[i], "caption",
+               " font-size=\"11\" fill=\"#555\""));
   o.add("</svg>");
   return o.s;
 }

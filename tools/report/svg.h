@@ -54,8 +54,8 @@ struct Series {
   bool line = true;
   Marker marker = Marker::Circle;
   bool dashed = false;
-  bool band = false;          // lo/hi drawn as a shaded band instead of error bars
-  bool legend = true;         // listed in the legend
+  bool band = false;   // lo/hi drawn as a shaded band instead of error bars
+  bool legend = true;  // listed in the legend
 };
 
 struct LinePlot {

@@ -295,7 +295,7 @@ check train_redo_clears [ ! -e "$logs/velo_s1.jsonl" ]
 stop_it() {  # SED: the experiment's file as a call stopped by the deadline leaves it, then edited by SED
   sed -i -e 's/"exit":0,/"exit":null,/' -e 's/"status":"ok"/"status":"stopped"/' -e "$1" "$f"
 }
-stop_it 's/x/x/'
+stop_it ''
 check train_goes_on [ "$(train_again)" = 0 ]
 check train_goes_on_ok [ "$(status_of "$f")" = ok ]
 stop_it '1s/"corpus":"kjv"/"corpus":"english"/'

@@ -527,30 +527,40 @@ if [ "$kind" = single ]; then
   # The full configurations, for a user with the data, the weights and the GPUs; each run here on a few
   # steps with synthetic images or the KJV shards in place of ImageNet and FineWeb.
   if begin configs_smoke "Table 4, Figures 8, 10-11 and 16 as a user runs them: the full configurations, each tested on 3 steps"; then
-    vit_cfg="-e vit-b16 --image 224 --channels 3 --classes 1000 --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225 --scale-min 0.08 --crop-pct 0.875 --mixup 0.8 --cutmix 1.0 --randaugment rand-m9-mstd0.5-inc1 -b 128 -d 4096 -k cosine"
-    vit_data="-i 'imagenet/imagenet1k-train-{0000..1023}.tar' -j 'imagenet/imagenet1k-validation-{0000..0063}.tar' -x 150000 -v 5000 --ckpt-dir ckpt -n 5000"
+    vit_cfg="-e vit-b16 --image 224 --channels 3 --classes 1000 --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225"
+    vit_cfg+=" --scale-min 0.08 --crop-pct 0.875 --mixup 0.8 --cutmix 1.0 --randaugment rand-m9-mstd0.5-inc1"
+    vit_cfg+=" -b 128 -d 4096 -k cosine"
+    vit_data="-i 'imagenet/imagenet1k-train-{0000..1023}.tar' -j 'imagenet/imagenet1k-validation-{0000..0063}.tar'"
+    vit_data+=" -x 150000 -v 5000 --ckpt-dir ckpt -n 5000"
     gpt2_cfg="-e d24 -b 16 -t 1024 -d 524288 -k cosine"
-    gpt2_data="-i 'data/fineweb_edu/edu_fineweb_train_*.bin' -j 'data/fineweb_edu/edu_fineweb_val_*.bin' -x 10000 -v 250 --ckpt-dir ckpt -n 1000"
+    gpt2_data="-i 'data/fineweb_edu/edu_fineweb_train_*.bin' -j 'data/fineweb_edu/edu_fineweb_val_*.bin'"
+    gpt2_data+=" -x 10000 -v 250 --ckpt-dir ckpt -n 1000"
+    read -r -a vit <<<"$vit_cfg"
+    read -r -a gpt2 <<<"$gpt2_cfg"
+    # config NAME COMMAND PROGRAM ARGS...: the configuration as a user runs it (COMMAND, noted with optimizer o's
+    # weights), then PROGRAM ARGS here for 3 steps, with random meta-weights (w) where the published are missing.
+    config() {
+      note "{\"config\":{\"name\":$(json_str "$1"),\"optimizer\":\"$o\",\"command\":$(json_str "$2"),\"weights\":$(json_str "$wtext")}}"
+      shift 2
+      run "$@" "${w[@]}"
+    }
     for o in $smoke_opts; do
       w=() wtext="none needed"
       [ -z "$(weights_of "$o")" ] || wtext="published (weights/)"
       have_weights "$o" || { w=(--lopt-random 1); wtext="random, of the published shapes (weights/ has none here)"; }
-      note "{\"config\":{\"name\":\"table4_vit_b16_imagenet\",\"optimizer\":\"$o\",\"command\":$(json_str "mpirun -np 8 ./train_vit -o $o $vit_cfg $vit_data --log vit_b16_$o.jsonl"),\"weights\":$(json_str "$wtext")}}"
-      read -r -a a <<<"$vit_cfg"
-      run "$train_vit" -o "$o" "${a[@]}" --synthetic 1 -x 3 -v 0 "${w[@]}"
-      note "{\"config\":{\"name\":\"fig8_gpt2_355m_fineweb\",\"optimizer\":\"$o\",\"command\":$(json_str "./train_gpt2 -o $o $gpt2_cfg $gpt2_data --log gpt2_355m_$o.jsonl"),\"weights\":$(json_str "$wtext")}}"
-      read -r -a a <<<"$gpt2_cfg"
-      run "$train_gpt2" -o "$o" "${a[@]}" -x 3 -v 0 -s 0 "${w[@]}"
+      config table4_vit_b16_imagenet "mpirun -np 8 ./train_vit -o $o $vit_cfg $vit_data --log vit_b16_$o.jsonl" \
+        "$train_vit" -o "$o" "${vit[@]}" --synthetic 1 -x 3 -v 0
+      config fig8_gpt2_355m_fineweb "./train_gpt2 -o $o $gpt2_cfg $gpt2_data --log gpt2_355m_$o.jsonl" \
+        "$train_gpt2" -o "$o" "${gpt2[@]}" -x 3 -v 0 -s 0
       # Figures 10-11 (curves across sizes): Figure 8's recipe at 124M and 774M; Figure 16: q, k, v as one tensor.
       for size in d12:124m d36:774m; do
         cfg="-e ${size%%:*} ${gpt2_cfg#-e d24 }"
-        note "{\"config\":{\"name\":\"fig10_gpt2_${size#*:}_fineweb\",\"optimizer\":\"$o\",\"command\":$(json_str "./train_gpt2 -o $o $cfg $gpt2_data --log gpt2_${size#*:}_$o.jsonl"),\"weights\":$(json_str "$wtext")}}"
         read -r -a a <<<"$cfg"
-        run "$train_gpt2" -o "$o" "${a[@]}" -x 3 -v 0 -s 0 "${w[@]}"
+        config "fig10_gpt2_${size#*:}_fineweb" "./train_gpt2 -o $o $cfg $gpt2_data --log gpt2_${size#*:}_$o.jsonl" \
+          "$train_gpt2" -o "$o" "${a[@]}" -x 3 -v 0 -s 0
       done
-      note "{\"config\":{\"name\":\"fig16_gpt2_355m_fused\",\"optimizer\":\"$o\",\"command\":$(json_str "./train_gpt2 -o $o $gpt2_cfg --qkv fused $gpt2_data --log gpt2_355m_fused_$o.jsonl"),\"weights\":$(json_str "$wtext")}}"
-      read -r -a a <<<"$gpt2_cfg"
-      run "$train_gpt2" -o "$o" "${a[@]}" --qkv fused -x 3 -v 0 -s 0 "${w[@]}"
+      config fig16_gpt2_355m_fused "./train_gpt2 -o $o $gpt2_cfg --qkv fused $gpt2_data --log gpt2_355m_fused_$o.jsonl" \
+        "$train_gpt2" -o "$o" "${gpt2[@]}" --qkv fused -x 3 -v 0 -s 0
     done
     finish
   fi

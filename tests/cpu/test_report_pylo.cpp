@@ -171,17 +171,21 @@ TEST(ReportPylo, SectionsNumbersAndRatios) {
   EXPECT_EQ(read_file(f.dir + "/report.md"), md);
 }
 
-// Runs that failed alike (one peer missing on every size) share a line; the others keep theirs, in order.
+// Runs that failed alike on several models (one peer missing on every size) share a line; the others, and those
+// of no model, keep theirs, in order.
 TEST(ReportPylo, RunsThatFailedAlikeShareALine) {
-  const std::string note = errors_note({"JAX VeLO on MLP 128 wide, 1 layer: JAX peer unavailable: no module",
-                                        "ours VeLO on MLP 8192 wide, 1 layer: out of GPU memory",
-                                        "JAX VeLO on MLP 256 wide, 1 layer: JAX peer unavailable: no module",
-                                        "JAX VeLO on GPT-2 124M: timed out", "batch 8 AdamW: exit status 1"});
+  const std::string note = errors_note({{"JAX VeLO", "MLP 128 wide, 1 layer", "JAX peer unavailable: no module"},
+                                        {"ours VeLO", "MLP 8192 wide, 1 layer", "out of GPU memory"},
+                                        {"JAX VeLO", "MLP 256 wide, 1 layer", "JAX peer unavailable: no module"},
+                                        {"JAX VeLO", "GPT-2 124M", "timed out"},
+                                        {"batch 8 AdamW", "", "exit status 1"},
+                                        {"batch 8 AdamW", "", "exit status 1"}});
   EXPECT_EQ(note,
             "\nRuns that gave no number:\n\n"
             "- JAX VeLO on MLP 128 wide, 1 layer; MLP 256 wide, 1 layer (2 runs): JAX peer unavailable: no module\n"
             "- ours VeLO on MLP 8192 wide, 1 layer: out of GPU memory\n"
             "- JAX VeLO on GPT-2 124M: timed out\n"
+            "- batch 8 AdamW: exit status 1\n"
             "- batch 8 AdamW: exit status 1\n");
   EXPECT_EQ(errors_note({}), "");
 }

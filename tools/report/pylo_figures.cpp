@@ -17,7 +17,7 @@ namespace {
 // One row per model x optimizer: ours, the peers on the same shapes, the paper's point.
 MdTable fig5_table(const PyloCtx& c, const std::vector<StepRow>& ours, const std::vector<StepRow>& peers,
                    const std::vector<std::string>& models, const std::vector<std::string>& opts,
-                   std::map<std::string, double>& params, std::vector<std::string>& errors) {
+                   std::map<std::string, double>& params, std::vector<NoNumber>& errors) {
   MdTable t;
   t.head = {"model",
             "params",
@@ -37,7 +37,7 @@ MdTable fig5_table(const PyloCtx& c, const std::vector<StepRow>& ours, const std
       for (const auto& x : ours)
         if (x.model == m && x.optimizer == o) r = &x;
       if (!r) continue;
-      if (!r->error.empty()) errors.push_back("ours " + optimizer_title(o) + " on " + model_title(m) + ": " + r->error);
+      if (!r->error.empty()) errors.push_back({"ours " + optimizer_title(o), model_title(m), r->error});
       const std::string b = base_optimizer(o);
       const double cuda = learned(o) ? peer_ms(peers, m, b, "pylo_cuda") : NAN;
       const double paper = c.paper.value({{"item", "fig5"}, {"model", m}, {"optimizer", b}, {"impl", paper_impl(o)}});
@@ -121,14 +121,13 @@ const std::regex& mlp_name() {
 }
 
 // The rows on MLPs that gave a number; the others' errors into `errors`.
-std::vector<MlpStep> mlp_steps(const std::vector<StepRow>& rows, std::vector<std::string>& errors) {
+std::vector<MlpStep> mlp_steps(const std::vector<StepRow>& rows, std::vector<NoNumber>& errors) {
   std::vector<MlpStep> pts;
   for (const auto& r : rows) {
     std::smatch m;
     if (!std::regex_match(r.model, m, mlp_name())) continue;
     if (!r.error.empty()) {
-      errors.push_back(impl_title(r.impl) + " " + optimizer_title(r.optimizer) + " on " + model_title(r.model) + ": " +
-                       r.error);
+      errors.push_back({impl_title(r.impl) + " " + optimizer_title(r.optimizer), model_title(r.model), r.error});
       continue;
     }
     pts.push_back({std::stod(m[1]), std::stod(m[2]), &r});
@@ -231,7 +230,8 @@ void section_fig1(PyloCtx& c) {
     for (const auto& r : bench_rows(c.on_same_gpu(e, "table2_step_breakdown")))
       if (r.model == "vit-b16") rows.push_back(r), from_table2 = true;
   std::vector<long long> batches;
-  std::vector<std::string> opts, errors;
+  std::vector<std::string> opts;
+  std::vector<NoNumber> errors;
   for (const auto& r : rows)
     if (r.model == "vit-b16") batches.push_back(r.B), opts.push_back(r.optimizer);
   sort_unique(batches);
@@ -264,7 +264,7 @@ void section_fig1(PyloCtx& c) {
       for (const auto& x : rows)
         if (x.model == "vit-b16" && x.B == B && x.optimizer == shown[i]) r = &x;
       if (r && !r->error.empty())
-        errors.push_back("batch " + std::to_string(B) + " " + optimizer_title(shown[i]) + ": " + r->error);
+        errors.push_back({"batch " + std::to_string(B) + " " + optimizer_title(shown[i]), "", r->error});
       if (!r || !r->error.empty()) {
         ch.series[i].values.push_back({});
         continue;
@@ -300,7 +300,8 @@ void section_fig5(PyloCtx& c) {
   c.open_section("Figure 5: optimizer step time against model size", e, &pe);
   const std::vector<StepRow> ours = step_rows(e), peers = step_rows(c.on_same_gpu(e, pe.name));
   if (ours.empty() && peers.empty()) return c.no_data();
-  std::vector<std::string> models, opts, errors;
+  std::vector<std::string> models, opts;
+  std::vector<NoNumber> errors;
   std::map<std::string, double> params;
   for (const auto& r : ours) {
     models.push_back(r.model), opts.push_back(r.optimizer);
@@ -310,8 +311,7 @@ void section_fig5(PyloCtx& c) {
     models.push_back(r.model);
     if (std::isfinite(r.params)) params.emplace(r.model, r.params);
     if (!r.error.empty())
-      errors.push_back(impl_title(r.impl) + " " + optimizer_title(r.optimizer) + " on " + model_title(r.model) + ": " +
-                       r.error);
+      errors.push_back({impl_title(r.impl) + " " + optimizer_title(r.optimizer), model_title(r.model), r.error});
   }
   c.md += fig5_table(c, ours, peers, models, opts, params, errors).render();
   c.md +=
@@ -336,7 +336,7 @@ void section_fig6(PyloCtx& c) {
   std::vector<StepRow> rows = step_rows(e);
   for (const auto& r : step_rows(c.on_same_gpu(e, pe.name))) rows.push_back(r);
   if (rows.empty()) return c.no_data();
-  std::vector<std::string> errors;
+  std::vector<NoNumber> errors;
   const std::vector<MlpStep> pts = mlp_steps(rows, errors);
   const auto keys = fig6_keys(pts);
   c.md += fig6_table(pts, keys).render();
@@ -356,10 +356,11 @@ void section_fig9(PyloCtx& c) {
   c.open_section("Figure 9: optimizer step on one 8192 x 8192 matrix", e, &pe);
   const std::vector<StepRow> ours = step_rows(e), peers = step_rows(c.on_same_gpu(e, pe.name));
   if (ours.empty() && peers.empty()) return c.no_data();
-  std::vector<std::string> opts, errors;
+  std::vector<std::string> opts;
+  std::vector<NoNumber> errors;
   for (const auto& r : ours) opts.push_back(r.optimizer);
   for (const auto& r : peers)
-    if (!r.error.empty()) errors.push_back(impl_title(r.impl) + " " + optimizer_title(r.optimizer) + ": " + r.error);
+    if (!r.error.empty()) errors.push_back({impl_title(r.impl) + " " + optimizer_title(r.optimizer), "", r.error});
   MdTable t;
   t.head = {"optimizer", "ours ms", "% of HBM floor", "PyLO CUDA ms", "PyLO naive ms", "torch ms", "peer ÷ ours"};
   t.align = {'l', 'r', 'r', 'r', 'r', 'r', 'r'};
@@ -375,7 +376,7 @@ void section_fig9(PyloCtx& c) {
     for (const auto& x : ours)
       if (x.optimizer == o) r = &x;
     if (!r->error.empty()) {
-      errors.push_back("ours " + optimizer_title(o) + ": " + r->error);
+      errors.push_back({"ours " + optimizer_title(o), "", r->error});
       continue;
     }
     const std::string b = base_optimizer(o);

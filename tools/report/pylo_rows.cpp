@@ -53,38 +53,27 @@ double peer_ms(const std::vector<StepRow>& peers, const std::string& model, cons
     if (p.model == model && p.optimizer == opt && p.impl == impl && p.error.empty()) return p.ms;
   return NAN;
 }
-std::string errors_note(const std::vector<std::string>& errors) {
+std::string errors_note(const std::vector<NoNumber>& errors) {
   if (errors.empty()) return "";
-  // "WHO on WHERE: WHY" entries of one WHO and WHY (a peer missing on every size) become one line.
-  struct Group {
-    std::string who, why, line;
-    std::vector<std::string> wheres;
-  };
-  std::vector<Group> groups;
+  std::vector<NoNumber> lines;  // where: the WHEREs of one WHO and WHY, joined
+  std::vector<size_t> counts;
   for (const auto& e : errors) {
-    const size_t on = e.find(" on "), colon = on == std::string::npos ? on : e.find(": ", on);
-    if (colon == std::string::npos) {
-      groups.push_back({"", "", e, {}});
-      continue;
+    auto same = [&](const NoNumber& x) {
+      return !e.where.empty() && !x.where.empty() && x.who == e.who && x.why == e.why;
+    };
+    const auto it = std::find_if(lines.begin(), lines.end(), same);
+    if (it == lines.end()) {
+      lines.push_back(e), counts.push_back(1);
+    } else {
+      it->where += "; " + e.where;
+      counts[size_t(it - lines.begin())]++;
     }
-    const std::string who = e.substr(0, on), why = e.substr(colon + 2), where = e.substr(on + 4, colon - on - 4);
-    auto g = std::find_if(groups.begin(), groups.end(),
-                          [&](const Group& x) { return x.line.empty() && x.who == who && x.why == why; });
-    if (g == groups.end())
-      groups.push_back({who, why, "", {where}});
-    else
-      g->wheres.push_back(where);
   }
   std::string o = "\nRuns that gave no number:\n\n";
-  for (const auto& g : groups) {
-    if (!g.line.empty()) {
-      o += "- " + g.line + "\n";
-      continue;
-    }
-    std::string wheres;
-    for (const auto& w : g.wheres) wheres += (wheres.empty() ? "" : "; ") + w;
-    const std::string count = g.wheres.size() > 1 ? " (" + std::to_string(g.wheres.size()) + " runs)" : "";
-    o += "- " + g.who + " on " + wheres + count + ": " + g.why + "\n";
+  for (size_t i = 0; i < lines.size(); i++) {
+    const NoNumber& l = lines[i];
+    o += "- " + l.who + (l.where.empty() ? "" : " on " + l.where) +
+         (counts[i] > 1 ? " (" + std::to_string(counts[i]) + " runs)" : "") + ": " + l.why + "\n";
   }
   return o;
 }

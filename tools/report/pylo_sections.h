@@ -67,8 +67,13 @@ std::string paper_impl(const std::string& opt);
 // The same-run peer (experiment `peers`) of `opt` on `model`, for impl; NaN when none.
 double peer_ms(const std::vector<StepRow>& peers, const std::string& model, const std::string& opt,
                const std::string& impl);
-// "Runs that gave no number:" and a list; "WHO on WHERE: WHY" entries of one WHO and WHY share a line.
-std::string errors_note(const std::vector<std::string>& errors);
+// A run that gave no number: who ran it ("PyLO CUDA VeLO"), on what (a model's title; may be empty) and why.
+struct NoNumber {
+  std::string who, where, why;
+};
+// "Runs that gave no number:" and a list, "WHO on WHERE: WHY"; those of one WHO and WHY (a peer missing on
+// every size) share a line that lists their WHEREs.
+std::string errors_note(const std::vector<NoNumber>& errors);
 std::string with_paper(const PyloCtx& c, const std::string& item);  // "its own run on GPU"
 svg::Series line_series(const std::string& name, const std::string& color, bool dashed, svg::Marker m);
 std::string opt_color(const std::string& opt);

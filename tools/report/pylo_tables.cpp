@@ -24,14 +24,14 @@ std::string batch_cell(const BenchRow& r) { return r.images ? std::to_string(r.B
 // failed to `errors` ("ViT-B/16 VeLO: out of GPU memory").
 template <class F>
 void each_row(const std::vector<BenchRow>& rows, const std::string& m, const std::vector<std::string>& opts,
-              std::vector<std::string>& errors, F&& row) {
+              std::vector<NoNumber>& errors, F&& row) {
   for (const auto& o : optimizers_in(opts))
     for (const auto& r : rows) {
       if (r.model != m || r.optimizer != o) continue;
       if (r.error.empty())
         row(r);
       else
-        errors.push_back(model_title(m) + " " + optimizer_title(o) + ": " + r.error);
+        errors.push_back({model_title(m) + " " + optimizer_title(o), "", r.error});
     }
 }
 
@@ -195,7 +195,8 @@ void section_table2(PyloCtx& c) {
             "PyLO's step here: CUDA / naive ms",
             "opt: PyLO CUDA ÷ ours"};
   t.align = {'l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
-  std::vector<std::string> errors, models, opts;
+  std::vector<std::string> models, opts;
+  std::vector<NoNumber> errors;
   for (const auto& r : rows) models.push_back(r.model), opts.push_back(r.optimizer);
   for (const auto& m : models_in(models))
     each_row(rows, m, opts, errors, [&](const BenchRow& r) { t.rows.push_back(table2_row(c, r, peers)); });
@@ -230,7 +231,8 @@ void section_table9(PyloCtx& c) {
             "PyLO's optimizer step here: CUDA / naive ms"};
   t.align = {'l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'};
   const std::vector<StepRow> peers = step_rows(c.on_same_gpu(e, "fig5_peers"));
-  std::vector<std::string> errors, models, opts;
+  std::vector<std::string> models, opts;
+  std::vector<NoNumber> errors;
   for (const auto& r : rows) models.push_back(r.model), opts.push_back(r.optimizer);
   svg::BarChart ch;
   ch.title = "Learned optimizers: training step over AdamW's";
@@ -269,15 +271,15 @@ void section_table3(PyloCtx& c) {
   c.open_section("Table 3: data parallel on 4 GPUs, all-reduce and sharded (GPT-2 124M, 4 x 1024 tokens per GPU)", e);
   const std::vector<BenchRow> rows = bench_rows(e);
   if (rows.empty()) return c.no_data();
-  std::vector<std::string> opts, errors;
+  std::vector<std::string> opts;
+  std::vector<NoNumber> errors;
   for (const auto& r : rows) {
     opts.push_back(r.optimizer);
     if (!r.error.empty())
-      errors.push_back(optimizer_title(r.optimizer) +
-                       (r.sharded     ? " sharded"
-                        : r.allreduce ? " all-reduce"
-                                      : " 1 GPU") +
-                       ": " + r.error);
+      errors.push_back({optimizer_title(r.optimizer) + (r.sharded     ? " sharded"
+                                                        : r.allreduce ? " all-reduce"
+                                                                      : " 1 GPU"),
+                        "", r.error});
   }
   MdTable t = table3_table(c, rows);
   svg::BarChart ch;

@@ -96,8 +96,16 @@ done
 # --------------------------------------------------------------------------------------- experiment files
 source scripts/reproduce_lib.sh  # begin, run, note, finish, skip; json_str, cmdline, listed
 
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
-gpus=$(nvidia-smi --list-gpus 2>/dev/null | wc -l)
+# The GPUs the programs see: nvidia-smi lists every GPU of the machine, CUDA_VISIBLE_DEVICES (indices or UUIDs,
+# which nvidia-smi -i takes too) those of this call, as when two passes share a machine a GPU each.
+visible=${CUDA_VISIBLE_DEVICES-}
+if [ -n "$visible" ]; then
+  gpu=$(nvidia-smi -i "${visible%%,*}" --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  gpus=$(tr ',' '\n' <<<"$visible" | grep -c .)
+else
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  gpus=$(nvidia-smi --list-gpus 2>/dev/null | wc -l)
+fi
 commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 if [ -z "${COMMIT:-}" ] && [ "$commit" != unknown ] &&
    [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then

@@ -28,6 +28,7 @@ cat >"$T/bin/nvidia-smi" <<'EOF'
 #!/usr/bin/env bash
 case "$*" in
   *--list-gpus*) for i in 0 1 2 3; do echo "GPU $i: Fake GPU 80GB (UUID: GPU-$i)"; done ;;
+  "-i "*name*) echo "Fake GPU $2" ;;
   *name*) echo "Fake GPU 80GB" ;;
   *) exit 1 ;;
 esac
@@ -212,6 +213,9 @@ COMMIT=abc1234 $R single --quick --out "$out" --only fig9_matrix_8192 >/dev/null
 check cut_runs_again [ "$(status_of "$f")" = ok ]
 check commit_given grep -q '"commit":"abc1234",' "$f"
 check cut_ran_once_more [ $(($(calls) - before)) = 1 ]
+# A pass given one GPU of four (CUDA_VISIBLE_DEVICES) names that GPU and counts one.
+CUDA_VISIBLE_DEVICES=2 $R single --quick --out "$T/gpu2" --only fig9_matrix_8192 >/dev/null 2>&1
+check visible_gpu_named grep -q '"gpu":"Fake GPU 2","gpus":1,' "$T/gpu2/exp/fig9_matrix_8192.jsonl"
 
 # ------------------------------------------------------------------------------------------------ compare
 printf 'common -b 8\nadamw_lr1e-3 adamw -l 1e-3\nmuon_lr0.01 muon --set muon.lr=0.01\n' >"$T/c.cfg"

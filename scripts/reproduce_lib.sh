@@ -62,7 +62,7 @@ begin() {
 # steps) start over. Each run line names the commit it ran at (a carried line without one, from before run
 # lines had it, takes its file's header's). carried: 1 when the experiment goes on.
 declare -A ran=() ran_failed=()
-carried_s=0 carried=0  # the carried runs' time
+carried_s=0 carried=0  # the stopped calls' time
 settings() { head -n 1 "$1" | sed -n 's/.*"started":"[^"]*"//p'; }  # the header's KEY=VALUE pairs
 carry_runs() {
   ran=() ran_failed=() carried_s=0 carried=0
@@ -76,6 +76,9 @@ carry_runs() {
     return 0
   fi
   carried=1
+  # The stopped calls' whole time goes on counting, runs that the deadline cut short included: a training
+  # experiment keeps the seeds such a run finished, and the time they took.
+  carried_s=$(tail -n 1 "$1" | sed -n 's/.*"wall_s":\([0-9.]*\).*/\1/p')
   local line key lines=() n=0 old_commit
   old_commit=$(head -n 1 "$1" | sed -n 's/.*"commit":\("[^"]*"\).*/\1/p')
   while IFS= read -r line; do
@@ -87,8 +90,6 @@ carry_runs() {
         key=${key%%,\"exit\":*}  # the command as json_str wrote it (its own quotes are escaped)
         ran[$key]=$((${ran[$key]:-0} + 1))
         [[ "$line" == *'"exit":0,'* ]] || ran_failed[$key]=$((${ran_failed[$key]:-0} + 1))
-        carried_s=$(awk -v a="$carried_s" -v b="$(sed -n 's/.*"wall_s":\([0-9.]*\).*/\1/p' <<<"$line")" \
-          'BEGIN { printf "%.1f", a + b }')
         [[ "$line" == *'"commit":'* ]] || line="${line%\}\}},\"commit\":${old_commit:-\"unknown\"}}}"
         printf '%s\n' "${lines[@]}" "$line" >>"$part"
         lines=()
@@ -163,7 +164,7 @@ finish() {
     status=partial
   fi
   [ $status = ok ] || [ $status = partial ] || not_done=1
-  local wall  # this call's time and that of the runs carried over from stopped calls
+  local wall  # this call's time and that of the stopped calls before it
   wall=$(awk -v a="$(seconds_since "$t_exp")" -v b="$carried_s" 'BEGIN { printf "%.1f", a + b }')
   printf '{"experiment_end":{"status":"%s","wall_s":%s,"runs":%d,"failed":%d}}\n' "$status" "$wall" "$runs" "$failed" \
     >>"$part"

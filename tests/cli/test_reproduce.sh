@@ -213,6 +213,8 @@ COMMIT=abc1234 $R single --quick --out "$out" --only fig9_matrix_8192 >/dev/null
 check cut_runs_again [ "$(status_of "$f")" = ok ]
 check commit_given grep -q '"commit":"abc1234",' "$f"
 check cut_ran_once_more [ $(($(calls) - before)) = 1 ]
+check cut_time_counts awk -v w="$(tail -n 1 "$f" | sed -n 's/.*"wall_s":\([0-9.]*\).*/\1/p')" \
+  'BEGIN { exit !(w >= 30) }'  # the 30 s of the cut run were spent; the run of this call does not sleep
 # A pass given one GPU of four (CUDA_VISIBLE_DEVICES) names that GPU and counts one.
 CUDA_VISIBLE_DEVICES=2 $R single --quick --out "$T/gpu2" --only fig9_matrix_8192 >/dev/null 2>&1
 check visible_gpu_named grep -q '"gpu":"Fake GPU 2","gpus":1,' "$T/gpu2/exp/fig9_matrix_8192.jsonl"

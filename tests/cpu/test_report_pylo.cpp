@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "tests/cpu/xml_check.h"
@@ -240,6 +241,28 @@ TEST(ReportPylo, TrainingSectionsReadTheirOwnFolders) {
   EXPECT_NE(s16.find("No training logs yet."), std::string::npos) << s16;
   EXPECT_TRUE(std::filesystem::exists(f.dir + "/train_gpt2_fig8.svg"));
   EXPECT_FALSE(std::filesystem::exists(f.dir + "/train_gpt2_fig16.svg"));
+}
+
+// Figure 8's configurations are all CELO2's: each line has a colour of its own (shades of CELO2's).
+TEST(ReportPylo, ConfigurationsOfOneOptimizerAreToldApart) {
+  FakeRun f;
+  for (const char* label : {"celo2_constant", "celo2_constant_wd", "celo2_cosine"}) {
+    std::filesystem::create_directories(f.dir + "/train/gpt2_fig8");
+    for (int seed = 1; seed <= 2; seed++)
+      write_file(f.dir + "/train/gpt2_fig8/" + label + "_s" + std::to_string(seed) + ".jsonl",
+                 "{\"compare_run\":{\"task\":\"gpt2\",\"label\":\"" + std::string(label) +
+                     "\",\"optimizer\":\"celo2\",\"flags\":\"-l 1e-3\",\"seed\":" + std::to_string(seed) +
+                     ",\"steps\":60}}\n{\"step\":30,\"val_loss\":5.0}\n{\"step\":60,\"val_loss\":4.7}\n"
+                     "{\"compare_end\":{\"status\":\"ok\",\"exit\":0,\"wall_s\":5.0}}\n");
+  }
+  write_file(f.dir + "/exp/fig8_gpt2_schedule_wd.jsonl",
+             header("fig8_gpt2_schedule_wd", ",\"logdir\":\"train/gpt2_fig8\",\"steps\":\"60\",\"seeds\":\"1 2\"") +
+                 run_line(0, 20) + end_line("ok", 20, 1, 0));
+  write_pylo_report(f.dir, f.dir, "tools/report/pylo_paper.jsonl");
+  const xml_check::Reader svg(read_file(f.dir + "/train_gpt2_fig8.svg"));
+  std::set<std::string> colors;
+  for (const auto* e : svg.with_class("series")) colors.insert(e->attr.at("stroke"));
+  EXPECT_EQ(colors.size(), 3u);
 }
 
 // A resumed experiment carries the runs of its earlier call, which may have run at another commit: the report

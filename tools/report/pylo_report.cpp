@@ -59,8 +59,11 @@ svg::Figure seed_figure(const std::vector<CompareRow>& rows, bool top1, const st
     svg::Panel panel;
     panel.line.x.label = "step";
     panel.line.y.label = p == 0 ? "validation loss" : "validation top-1 (%)";
-    std::map<std::string, size_t> shade;
+    // Configurations of one optimizer (Figure 8's four CELO2 runs) in shades of its colour and their own markers.
+    std::map<std::string, size_t> of_optimizer, seen;
+    for (const auto& r : rows) of_optimizer[r.optimizer]++;
     for (const auto& r : rows) {
+      const size_t k = seen[r.optimizer]++;
       std::map<double, std::vector<double>> at;
       for (const auto& run : r.runs) {
         if (run.status != "ok") continue;
@@ -72,8 +75,9 @@ svg::Figure seed_figure(const std::vector<CompareRow>& rows, bool top1, const st
       if (at.empty()) continue;
       svg::Series s;
       s.name = r.label + " (" + std::to_string(r.final_loss.size()) + " seeds)";
-      s.color = optimizer_color(r.optimizer, 1, 1);
-      s.marker = svg::Marker::Circle;
+      s.color = optimizer_color(r.optimizer, k, of_optimizer[r.optimizer]);
+      const svg::Marker markers[] = {svg::Marker::Circle, svg::Marker::Square, svg::Marker::Cross};
+      s.marker = markers[k % 3];
       s.legend = p == 0;
       for (const auto& kv : at) {
         const double m = mean(kv.second), sd = stddev(kv.second);

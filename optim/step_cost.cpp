@@ -41,7 +41,8 @@ double step_bytes_per_elem(const std::string& o, const TensorInfo& t, const Step
     per = celo2_learned(t) ? (f.dx_bf16 ? 82 : 92) - (f.lopt_rec16 ? 24 : 0) : 28;
   else
     user_error("no step cost is known for optimizer '", o, "'.");
-  const bool clip_read = f.trainer_clip && !(f.clip_in_pass_a && t.ndim() == 2);
+  const bool in_pass_a = t.ndim() == 2 && (!celo2_family(o) || celo2_learned(t));  // CELO2: not the AdamW side
+  const bool clip_read = f.trainer_clip && !(f.clip_in_pass_a && in_pass_a);
   return per + (f.bf16_copy ? 2 : 0) + (clip_read ? 4 : 0) + (f.own_clip ? 4 : 0);
 }
 

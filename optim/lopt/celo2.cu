@@ -247,7 +247,10 @@ void Celo2::plan_adam(const std::vector<Part>& adam) {
   adam_v_.zero();
 }
 
+bool Celo2::take_clip(GradClipper* clipper) { return core_ && !cross_ && steps_table() && core_->take_clip(clipper); }
+
 void Celo2::step(const StepInfo& info, cudaStream_t s) {
+  if (core_) core_->run_taken_clip(s);  // when taken: the clip coefficient that everything below reads
   if (h_.clip_grad && clip_chunks_.size()) {
     c2_clip_partials<<<unsigned(clip_chunks_.size()), kThreads, 0, s>>>(clip_chunks_.get(), arena_.grads(),
                                                                         info.d_grad_scale, clip_partial_.get());

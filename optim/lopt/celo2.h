@@ -60,6 +60,9 @@ class Celo2 : public Optimizer {
   std::string name() const override { return elo_ ? "elo_celo2" : "celo2"; }
   void step(const StepInfo& info, cudaStream_t s) override;
   void params_changed() override { p2_ready_ = false; }
+  // Pass A sums the trainer's norm over the learned matrices (the clipper keeps the AdamW side). Not in a
+  // sharded step: this core numbers its own tiles, not the whole table's.
+  bool take_clip(GradClipper* clipper) override;
 
  protected:
   std::vector<StateBuffer> state_buffers() const override;

@@ -410,7 +410,7 @@ LoCore::LoCore(const Arena& a, const std::vector<Part>& parts, const std::vector
     shared_.len = cut_rows + int64_t(c.row_tiles) * c.nb;
     if (held) h.ncp = shared_.len - cut_rows;
   }
-  number_table_tiles(tie, mup, &h);
+  number_table_tiles(parts, tie, mup, &h);
   for (const Part& part : parts) place_part(part, part.tensor == cut_tensor, tie, mup, chunk_elems, &h);
   if (held) {  // the cut tensor's row partials end the row part: [its rows | its columns] is one run
     host_tensors[size_t(shared_.slot)].rowpart_off = h.nrp;
@@ -489,12 +489,16 @@ void LoCore::place_part(const Part& part, bool is_cut, TieRule tie, bool mup, in
 // Pass A's tiles numbered over the whole table: every factored 2-D tensor in table order, its tiles in
 // append_tiles' order. The same on every rank of a sharded step, and on one GPU the order of the tiles:
 // where pass A leaves each tile's total for the clipper (GradClipper::take), whose partials add up across
-// ranks entry by entry.
-void LoCore::number_table_tiles(TieRule tie, bool mup, HostPlan* h) {
+// ranks entry by entry. Without other ranks only the tensors here count: the clipper keeps the rest (CELO2's
+// AdamW side), and for a core over the whole table the two are the same.
+void LoCore::number_table_tiles(const std::vector<Part>& parts, TieRule tie, bool mup, HostPlan* h) {
   const ParamTable& tab = arena.table();
   h->tile_base.assign(size_t(tab.size()), -1);
+  std::vector<char> here(size_t(tab.size()), cross_ ? 1 : 0);
+  for (const Part& p : parts) here[size_t(p.tensor)] = 1;
   int64_t n = 0;
   for (const TensorInfo& ti : tab.tensors()) {
+    if (!here[size_t(ti.index)]) continue;
     const LoTensor t = describe_tensor(ti, 0, tie, mup);
     if (!t.factored || !t.is2d) continue;
     h->tile_base[size_t(ti.index)] = n;

@@ -212,7 +212,7 @@ class LoCore {
   void f1_passes(const float* grad_scale, const float* scale2, float clip, bool unscaled, const LoDecays& d,
                  cudaStream_t s);
   struct HostPlan;
-  void number_table_tiles(TieRule tie, bool mup, HostPlan* h);
+  void number_table_tiles(const std::vector<Part>& parts, TieRule tie, bool mup, HostPlan* h);
   void place_part(const Part& part, bool is_cut, TieRule tie, bool mup, int chunk_elems, HostPlan* h);
   void upload(const HostPlan& h, const std::vector<LoWork>& work, const std::vector<LoSideItem>& side);
   void plan_element_work(std::vector<LoWork>* work, std::vector<LoSideItem>* side);

@@ -77,6 +77,10 @@ TEST(StepCost, FlagsAddTheirBytesAndUnknownNamesAreRefused) {
   StepBytesFlags taken = f;
   taken.clip_in_pass_a = true;
   EXPECT_NEAR(bytes_per_param("velo", t, taken), bytes_per_param("velo", t, f) - less, 1e-9);
+  for (const auto& ti : t.tensors()) {  // CELO2: on its learned matrices only, the AdamW side keeps the read
+    const double d = step_bytes_per_elem("celo2", ti, f) - step_bytes_per_elem("celo2", ti, taken);
+    EXPECT_EQ(d, ti.ndim() == 2 && ti.role == Role::Hidden ? 4.0 : 0.0) << ti.name;
+  }
   taken.trainer_clip = false;
   EXPECT_EQ(bytes_per_param("velo", t, taken), bytes_per_param("velo", t));
   expect_user_error([&] { step_bytes_per_elem("sgd", t[0]); }, "no step cost is known");

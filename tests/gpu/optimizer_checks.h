@@ -1,6 +1,7 @@
 // The checks every optimizer's GPU suite makes alike (test_optim_gpu.cu, test_celo2_gpu.cu, test_elo_gpu.cu):
-// a saved state resumes to the same bits, a captured step replays like eager steps, and an optimizer owning a
-// subset of the tensors (a rank's shard) steps like one over an arena of only those. Each takes the table and
+// a saved state resumes to the same bits, a captured step replays like eager steps, an optimizer owning a
+// subset of the tensors (a rank's shard) steps like one over an arena of only those, and one that takes the
+// trainer's clip into its pass A steps like one beside the clipper. Each takes the table and
 // the starting parameters of its suite; the gradients are make_grads's.
 #pragma once
 #include <gtest/gtest.h>
@@ -106,6 +107,53 @@ inline void expect_graph_replay_equals_eager(const std::string& name, const Opti
   CUDA_CHECK(cudaStreamDestroy(st));
   ASSERT_TRUE(same_bits(results[0], results[1])) << "the replayed graph differs from the eager steps";
   ASSERT_FALSE(same_bits(results[0], p0)) << "the steps moved nothing";
+}
+
+// An optimizer taking the trainer's clip (Optimizer::take_clip) against the same optimizer beside the clipper,
+// over 6 steps of gradients with one element of each large matrix set to `big` (alternating in sign), clip
+// `max_norm`: the same parameters up to rounding, and finite.
+inline void expect_taking_the_clip_steps_as_beside(const std::string& name, const OptimOptions& o,
+                                                   const ParamTable& table, float big, float max_norm) {
+  SCOPED_TRACE(name);
+  Arena a(table, false), b(table, false);
+  const std::vector<float> p0 = random_params(table, 5);
+  upload(a, p0, false);
+  upload(b, p0, false);
+  auto taking = make_optimizer(name, o, a), apart = make_optimizer(name, o, b);
+  GradClipper ca(a, max_norm), cb(b, max_norm);
+  ASSERT_TRUE(taking->take_clip(&ca));
+  DeviceBuffer<float> d_loss(1, "loss");
+  int bent = 0;
+  for (int s = 0; s < 6; s++) {
+    std::vector<float> g = make_grads(table, uint32_t(300 + s));
+    for (const auto& ti : table.tensors())
+      if (ti.ndim() == 2 && ti.numel > 1000) {
+        g[size_t(ti.offset + 7 * s)] = s % 2 ? -big : big;
+        bent++;
+      }
+    upload(a, g, true);
+    upload(b, g, true);
+    const float loss = synthetic_loss(s);
+    d_loss.upload(&loss, 1);
+    StepInfo ia, ib;
+    ia.d_loss = ib.d_loss = d_loss.get();
+    ia.d_grad_scale = ca.d_scale();
+    ib.d_grad_scale = cb.d_scale();
+    taking->step(ia, 0);
+    cb.run(0);
+    apart->step(ib, 0);
+    const std::vector<float> pa = a.get_params_flat(), pb = b.get_params_flat();
+    for (const auto& ti : table.tensors()) {
+      double num = 0, den = 0;
+      for (int64_t i = ti.offset; i < ti.offset + ti.numel; i++) {
+        ASSERT_TRUE(std::isfinite(pa[size_t(i)])) << ti.name << " step " << s;
+        num += (double(pa[size_t(i)]) - pb[size_t(i)]) * (double(pa[size_t(i)]) - pb[size_t(i)]);
+        den += (double(pb[size_t(i)]) - p0[size_t(i)]) * (double(pb[size_t(i)]) - p0[size_t(i)]);
+      }
+      ASSERT_LE(std::sqrt(num), 1e-4 * std::sqrt(den) + 1e-7) << ti.name << " step " << s;
+    }
+  }
+  EXPECT_GT(bent, 0) << "the test should bend some tiles";
 }
 
 // The tensors of `full` whose index % 3 != 1 (every kind of shape on both sides of the cut), as a table of

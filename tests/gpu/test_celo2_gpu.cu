@@ -49,9 +49,10 @@ const std::string& random_weights_dir() {
   return dir;
 }
 
-// GPU and CPU side by side; clip > 0: the trainer's grad-norm clipper feeds StepInfo::d_grad_scale.
+// GPU and CPU side by side; clip > 0: the trainer's grad-norm clipper feeds StepInfo::d_grad_scale. take: the
+// optimizer takes the clipper into its pass A (Optimizer::take_clip) and runs it inside its step.
 void compare_with_reference(const std::string& name, const OptimOptions& o, float clip, bool bf16, int steps = 22,
-                            double tol = kTol) {
+                            double tol = kTol, bool take = false) {
   ParamTable table = lopt_mixed_table();
   Arena arena(table, bf16);
   const std::vector<float> p0 = random_params(table, 11);
@@ -59,6 +60,8 @@ void compare_with_reference(const std::string& name, const OptimOptions& o, floa
   auto gpu = make_optimizer(name, o, arena);
   auto ref = make_ref_optimizer(name, o, table);
   GradClipper clipper(arena, clip);
+  const bool taken = take && gpu->take_clip(&clipper);
+  ASSERT_EQ(taken, take) << name << " did not take the trainer's clip";
   std::vector<float> p_ref = p0;
   std::map<std::string, double> worst;
   for (int s = 0; s < steps; s++) {
@@ -67,12 +70,14 @@ void compare_with_reference(const std::string& name, const OptimOptions& o, floa
     StepInfo info;
     float scale = 1.0f;
     if (clip > 0) {
-      clipper.run(0);
+      if (!taken) clipper.run(0);
       info.d_grad_scale = clipper.d_scale();
+    }
+    gpu->step(info, 0);  // taking the clip: the clipper runs inside, after pass A
+    if (clip > 0) {
       CUDA_CHECK(cudaMemcpy(&scale, clipper.d_scale(), sizeof scale, cudaMemcpyDeviceToHost));
       ASSERT_LT(scale, 1.0f) << "the test should exercise the trainer's clipping";
     }
-    gpu->step(info, 0);
     ref->step(p_ref, g, scale, 0.0f);
     for (const auto& ti : table.tensors()) {
       const std::vector<float> pg = arena.get_param(ti.index);
@@ -118,6 +123,29 @@ TEST_F(Celo2Gpu, RandomWeightsClippedMatchesReference) {
   o.celo2.clip_norm = 0.05;
   o.celo2.adam_weight_decay = 0.02;
   compare_with_reference("celo2", o, 0.5f, false);
+}
+
+// The trainer's clip taken into pass A: the norm from pass A's unscaled tile sums of the learned matrices and the
+// clipper's other tensors (the AdamW side), the factors as s^2 times those sums; with CELO2's own global clip
+// after it too. Against the reference as with the clipper apart.
+TEST_F(Celo2Gpu, TakingTheTrainersClipMatchesReference) {
+  OptimOptions o = celo2_options();
+  compare_with_reference("celo2", o, 0.5f, true, 22, kTol, true);
+  compare_with_reference("elo_celo2", o, 0.5f, false, 22, kTol, true);
+  o.celo2.weights = random_weights_dir();
+  o.celo2.clip_grad = true;
+  o.celo2.clip_norm = 0.05;
+  compare_with_reference("celo2", o, 0.5f, false, 12, kTol, true);
+}
+
+// Where the clamp of s g to +-grad_clip_val (1000) binds, or a square overflows (s = 0), the tiles are summed
+// again after the clip (LoCore's kRepair), as VeLO's (test_optim_gpu.cu).
+TEST_F(Celo2Gpu, TakingTheClipRepairsTilesWhereTheClampBindsOrASumOverflows) {
+  const ParamTable table = lopt_mixed_table();
+  for (const std::string name : {"celo2", "elo_celo2"}) {
+    expect_taking_the_clip_steps_as_beside(name, celo2_options(), table, 1e5f, 1e9f);
+    expect_taking_the_clip_steps_as_beside(name, celo2_options(), table, 3e19f, 1.0f);
+  }
 }
 
 TEST_F(Celo2Gpu, NoOrthogonalizeExpMultParamScaleMatchesReference) {

@@ -589,6 +589,7 @@ case_ bench_steps_too_large       "flag --steps is too large: got '1e10'" bench_
 flag_ --steps bench_steps_zero    "--steps must be >= 1"               bench_optim -x 0
 flag_ --untimed bench_untimed_negative "--untimed >= 0"                bench_optim --untimed -1
 flag_ --bf16 bench_bf16_bool      "flag --bf16 needs 0 or 1"           bench_optim --bf16 maybe
+flag_ --clip-apart bench_clip_apart_bool "flag --clip-apart needs 0 or 1"  bench_optim --clip-apart 2
 flag_ --world bench_world_zero    "--world must be between 1 and 64 (got 0)" bench_optim --world 0
 flag_ --clip bench_clip_negative  "--clip (grad-norm clip) must be >= 0, where 0 turns clipping off (got -1)" bench_optim --clip -1
 case_ bench_no_optimizer          "--optimizer and --model each need at least one name" bench_optim -o ,

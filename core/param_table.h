@@ -95,9 +95,17 @@ class ParamTable {
 
 std::string shape_str(const std::vector<int64_t>& shape);
 
-// Every tensor initialised as its row says, in table order from one generator (std::mt19937_64(seed),
-// a fresh normal distribution per tensor); fp32 in the arena's flat layout, padding zero.
-std::vector<float> init_params(const ParamTable& t, uint64_t seed);
+// Every tensor initialised as its row says; fp32 in the arena's flat layout, padding zero. Counter-based:
+// tensor k's key is mix64(mix64(seed + G) ^ (k + G)) (common/hash64.h, G its increment); a normal tensor's
+// elements 2j and 2j + 1 are one Box-Muller pair from h = mix64(key + j G), in float: u1 = (h's high 32 bits
+// + 1/2) / 2^32, u2 = (its low 32 bits) / 2^32, std sqrt(-2 ln u1) cos(2 pi u2) and ... sin(2 pi u2); a uniform
+// one's element i is -std + 2 std u in double, u = (mix64(key + i G) >> 11) / 2^53. So every value follows from
+// (seed, k, i) alone:
+// not from the layout, the thread count or the order of filling, and `threads` (0: the machine's) fill at once.
+std::vector<float> init_params(const ParamTable& t, uint64_t seed, int threads = 0);
+// The same into `out` (t.total_elems() floats, every one written), so that a caller's uninitialised buffer is
+// first touched by the threads rather than zero-filled by one (6 GB at GPT-2 1558M).
+void init_params_into(const ParamTable& t, uint64_t seed, float* out, int threads = 0);
 // Between the arena's flat layout and the natural one (ParamTable::natural): what checkpoints hold.
 std::vector<float> to_natural_layout(const ParamTable& t, const std::vector<float>& flat);
 std::vector<float> from_natural_layout(const ParamTable& t, const std::vector<float>& natural);

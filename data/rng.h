@@ -8,12 +8,7 @@
 #pragma once
 #include <cstdint>
 
-// splitmix64's output function: a bijection of 64-bit words that mixes every input bit into every output bit.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+#include "common/hash64.h"  // mix64
 
 // Independent streams of draws for one (seed, epoch, index): one per use, so adding draws to one use
 // never shifts another's.
@@ -57,6 +52,6 @@ class Rng {
   double beta(double a, double b);  // Beta(a, b) = X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b)
 
  private:
-  static constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // 2^64 / golden ratio, splitmix64's increment
+  static constexpr uint64_t kGolden = kGolden64;  // splitmix64's increment
   uint64_t state_;
 };

@@ -70,7 +70,8 @@ Trainer::Trainer(const TrainFlags& f, TrainPlan& plan, double work_per_step, con
   log_ = std::make_unique<TrainLog>(f.log, peak_.flops * dp_.world(), work_per_step, double(f.total_batch), unit);
   require_cuda_gpu();
   arena_ = std::make_unique<Arena>(table, bf16);
-  const std::vector<float> init = init_params(table, uint64_t(f.seed));
+  const std::unique_ptr<float[]> init(new float[size_t(table.total_elems())]);  // written whole, by its threads
+  init_params_into(table, uint64_t(f.seed), init.get());
   for (const auto& t : table.tensors()) arena_->set_param(t.index, &init[size_t(t.offset)]);
 }
 

@@ -3,6 +3,7 @@
 #include <random>
 #include <set>
 
+#include "common/hash64.h"
 #include "common/sections.h"
 #include "common/temp_dir.h"
 #include "core/chunks.h"
@@ -209,6 +210,19 @@ TEST(Tables, MlpListIsTheBlocksMlpPart) {
         << vt[i].name;
 }
 
+namespace {
+// Element i of tensor k as init_params' header states the draws, computed here apart from its code.
+float init_draw(Init kind, uint64_t seed, int k, int64_t i, float sd) {
+  const uint64_t G = 0x9e3779b97f4a7c15ull, key = mix64(mix64(seed + G) ^ (uint64_t(k) + G));
+  if (kind == Init::Uniform)
+    return float(-double(sd) + 2.0 * double(sd) * (double(mix64(key + uint64_t(i) * G) >> 11) / 0x1.0p53));
+  const uint64_t h = mix64(key + uint64_t(i / 2) * G);
+  const float u1 = (float(uint32_t(h >> 32)) + 0.5f) / 4294967296.0f, u2 = float(uint32_t(h)) / 4294967296.0f;
+  const float rad = sd * std::sqrt(-2.0f * std::log(u1)), angle = 6.28318530718f * u2;
+  return i % 2 ? rad * std::sin(angle) : rad * std::cos(angle);
+}
+}  // namespace
+
 TEST(Tables, InitParamsFollowsTheRows) {
   ParamTable t;
   TensorSpec a = tensor_spec("a", {4, 8}, Role::Hidden);
@@ -222,13 +236,56 @@ TEST(Tables, InitParamsFollowsTheRows) {
   const std::vector<float> p = init_params(t, 3), q = init_params(t, 3), r = init_params(t, 4);
   EXPECT_EQ(p, q);
   EXPECT_NE(p, r);
-  std::mt19937_64 rng(3);
-  std::normal_distribution<float> z(0.0f, 0.5f);
-  for (int i = 0; i < 32; i++) EXPECT_EQ(p[size_t(i)], z(rng));
+  for (int64_t i = 0; i < 32; i++) EXPECT_EQ(p[size_t(i)], init_draw(Init::Normal, 3, 0, i, 0.5)) << i;
+  // Into a buffer of NaNs: every element written, the padding between the tensors zero.
+  ASSERT_GT(t.total_elems(), 48);
+  std::vector<float> raw(size_t(t.total_elems()), NAN);
+  init_params_into(t, 3, raw.data(), 2);
+  EXPECT_EQ(raw, p);
   for (int i = 0; i < 8; i++) {
     EXPECT_EQ(p[size_t(t[1].offset + i)], 1.0f);
     EXPECT_EQ(p[size_t(t[2].offset + i)], 0.0f);
   }
+}
+
+// Tensors of several 1M-element pieces: the same values with 1 thread and with 8, the normal one's mean and
+// standard deviation and the uniform one's range and variance those of its row.
+TEST(Tables, InitParamsIsTheSameOnAnyThreadsAndHasItsRowsMoments) {
+  ParamTable t;
+  TensorSpec n = tensor_spec("n", {2100, 1000}, Role::Hidden);
+  n.init = Init::Normal;
+  n.init_std = 0.02f;
+  TensorSpec u = tensor_spec("u", {1500, 1000}, Role::Hidden);
+  u.init = Init::Uniform;
+  u.init_std = 0.1f;
+  t.add(n);
+  t.add(u);
+  const std::vector<float> one = init_params(t, 9, 1), many = init_params(t, 9, 8);
+  ASSERT_EQ(one, many);
+  for (int k = 0; k < 2; k++) {  // an element in every piece, the last element
+    for (int64_t i : {int64_t(5), (int64_t(1) << 20) + 3, (int64_t(2) << 20) + 8, t[k].numel - 1}) {
+      if (i >= t[k].numel) continue;
+      EXPECT_EQ(one[size_t(t[k].offset + i)], init_draw(t[k].init, 9, k, i, t[k].init_std)) << k << " " << i;
+    }
+  }
+  auto moments = [&](int k, double* mean, double* sd, float* lo, float* hi) {
+    double s = 0, s2 = 0;
+    *lo = INFINITY, *hi = -INFINITY;
+    for (int64_t i = 0; i < t[k].numel; i++) {
+      const float x = one[size_t(t[k].offset + i)];
+      s += x, s2 += double(x) * x, *lo = std::min(*lo, x), *hi = std::max(*hi, x);
+    }
+    *mean = s / double(t[k].numel);
+    *sd = std::sqrt(s2 / double(t[k].numel) - *mean * *mean);
+  };
+  double mean, sd;
+  float lo, hi;
+  moments(0, &mean, &sd, &lo, &hi);
+  EXPECT_LT(std::fabs(mean), 0.005 * 0.02);  // 7 standard errors
+  EXPECT_NEAR(sd, 0.02, 0.005 * 0.02);
+  moments(1, &mean, &sd, &lo, &hi);
+  EXPECT_TRUE(lo >= -0.1f && hi <= 0.1f && lo < -0.0999f && hi > 0.0999f) << lo << " " << hi;
+  EXPECT_NEAR(sd, 0.1 / std::sqrt(3.0), 0.005 * 0.1);
 }
 
 // ViT tables: timm's names and shapes, the shared block's options (non-causal, erf GELU, epsilon 1e-6),

@@ -100,8 +100,8 @@ std::string shape_str(const std::vector<int64_t>& shape);
 // elements 2j and 2j + 1 are one Box-Muller pair from h = mix64(key + j G), in float: u1 = (h's high 32 bits
 // + 1/2) / 2^32, u2 = (its low 32 bits) / 2^32, std sqrt(-2 ln u1) cos(2 pi u2) and ... sin(2 pi u2); a uniform
 // one's element i is -std + 2 std u in double, u = (mix64(key + i G) >> 11) / 2^53. So every value follows from
-// (seed, k, i) alone:
-// not from the layout, the thread count or the order of filling, and `threads` (0: the machine's) fill at once.
+// (seed, k, i) alone, not from the layout, the thread count or the order of filling, and `threads` (0: the
+// machine's) fill at once.
 std::vector<float> init_params(const ParamTable& t, uint64_t seed, int threads = 0);
 // The same into `out` (t.total_elems() floats, every one written), so that a caller's uninitialised buffer is
 // first touched by the threads rather than zero-filled by one (6 GB at GPT-2 1558M).
